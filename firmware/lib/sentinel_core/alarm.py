@@ -1,0 +1,102 @@
+# The alarm model and the RFC's presets. An Alarm is what the terminal acts on once a request has been
+# verified and validated; senders build the same object before it is encoded on the wire.
+
+P0 = 2
+P1 = 1
+NORMAL = 0
+LEVEL_NAMES = ("NORMAL", "P1", "P0")
+
+LIGHT_MODES = ("solid", "flash", "breath")
+AUDIO_MODES = ("once", "cycle", "none")
+# A v1 sender (the RFC's gateway) sends no level: it is inferred from the light pattern it chose.
+LEVEL_OF_LIGHT = {"flash": P0, "breath": P1, "solid": NORMAL}
+
+# The RFC: NORMAL shows green for 10 s.
+NORMAL_DURATION_S = 10
+
+
+def level_from_name(name):
+    """'P0' -> 2; None for a name that is not a level."""
+    for i in range(3):
+        if LEVEL_NAMES[i] == name:
+            return i
+    return None
+
+
+def level_name(level):
+    return LEVEL_NAMES[level]
+
+
+def color_hex(rgb):
+    return "#%02X%02X%02X" % rgb
+
+
+class Alarm:
+    """One alarm. color is an (r, g, b) tuple of ints 0..255.
+
+    key names the incident (a NORMAL with the same key clears it; None: no incident / all clear for a NORMAL).
+    id is the sender's message id for idempotent retries. duration is seconds on display: for NORMAL how long the
+    green shows (default 10), for P0/P1 an optional expiry (None: until cleared).
+    """
+
+    def __init__(self, text, color=(255, 0, 0), light_mode="flash", audio_mode="cycle", repeat_times=3,
+                 level=None, key=None, id=None, duration=None):
+        self.text = text
+        self.color = color
+        self.light_mode = light_mode
+        self.audio_mode = audio_mode
+        self.repeat_times = repeat_times
+        self.level = LEVEL_OF_LIGHT.get(light_mode, NORMAL) if level is None else level
+        self.key = key
+        self.id = id
+        if duration is None and self.level == NORMAL:
+            duration = NORMAL_DURATION_S
+        self.duration = duration
+
+    def to_wire(self, v1_only=False):
+        """The JSON object a sender puts on the wire. v1_only: exactly the RFC's five fields."""
+        d = {
+            "text": self.text,
+            "color": color_hex(self.color),
+            "light_mode": self.light_mode,
+            "audio_mode": self.audio_mode,
+            "repeat_times": self.repeat_times,
+        }
+        if not v1_only:
+            d["level"] = LEVEL_NAMES[self.level]
+            if self.key is not None:
+                d["key"] = self.key
+            if self.id is not None:
+                d["id"] = self.id
+            if self.duration is not None:
+                d["duration"] = self.duration
+        return d
+
+    def __eq__(self, other):
+        return isinstance(other, Alarm) and self.to_wire() == other.to_wire()
+
+    def __repr__(self):
+        return "Alarm(%s %s %r key=%r)" % (LEVEL_NAMES[self.level], self.light_mode, self.text, self.key)
+
+
+# The RFC's table (section 4.1). text=None: the caller supplies the words.
+PRESETS = {
+    "p0": {"color": (255, 0, 0), "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3, "level": P0},
+    "p1": {"color": (255, 165, 0), "light_mode": "breath", "audio_mode": "once", "repeat_times": 1, "level": P1},
+    "normal": {"color": (0, 255, 0), "light_mode": "solid", "audio_mode": "once", "repeat_times": 1,
+               "level": NORMAL, "duration": NORMAL_DURATION_S},
+}
+RECOVERED_TEXT = "训练集群已恢复正常"
+
+
+def preset(name, text=None, key=None, id=None, duration=None):
+    """Build an alarm from a preset: 'p0' (NCCL deadlock / fatal XID), 'p1' (NVLink / optics), 'normal' (recovered)."""
+    p = PRESETS[name]
+    if text is None:
+        text = RECOVERED_TEXT if name == "normal" else None
+    if text is None:
+        raise ValueError("preset %s needs a text" % name)
+    if duration is None:
+        duration = p.get("duration")
+    return Alarm(text, p["color"], p["light_mode"], p["audio_mode"], p["repeat_times"], p["level"],
+                 key, id, duration)
