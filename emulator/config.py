@@ -1,0 +1,195 @@
+"""The emulator's per-user configuration: where it lives, its defaults, first-start secret, and validation.
+
+The file is shared with the host_client CLI, which reads `url`, `key_id` and `secret` from it to reach a local
+terminal without any flags: those three key names are a contract and must not change.
+"""
+
+import copy
+import ipaddress
+import json
+import os
+import secrets
+import stat
+
+ENV_PATH = "SENTINEL_EMULATOR_CONFIG"
+APP_DIR = "gpu-sentinel"
+FILE_NAME = "emulator.json"
+
+DEFAULTS = {
+    "host": "127.0.0.1",
+    "port": 8765,
+    "width": 16,
+    "height": 16,
+    "serpentine": True,
+    "rotation": 0,
+    "fps": 30,
+    "brightness": 96,
+    "night_brightness": 24,
+    "budget_ma": 2000,
+    "utc_offset_min": None,
+    "voice": {"rate": 170, "en": "gmw/en-us", "zh": "sit/cmn"},
+    # Passed to the core's Terminal unchanged (its keys are documented in docs/STATE_MACHINE.md).
+    "terminal": {},
+}
+
+# Secrets that appear in the RFC, in docs or in examples: anyone can sign with them.
+WELL_KNOWN_SECRETS = frozenset([
+    "AI#TrainSecureHMACSecretKey2026", "secret", "changeme", "change-me", "change_me", "example", "example-secret",
+    "test", "test-secret", "password", "sentinel", "gpu-sentinel", "your-secret", "your_secret_here",
+    "0123456789abcdef", "00000000000000000000000000000000",
+])
+MIN_REMOTE_SECRET_LEN = 16
+
+_TYPES = {
+    "url": str, "key_id": str, "secret": str, "host": str, "port": int, "width": int, "height": int,
+    "serpentine": bool, "rotation": int, "fps": int, "brightness": int, "night_brightness": int,
+    "budget_ma": int, "voice": dict, "terminal": dict,
+}
+
+
+class ConfigError(Exception):
+    """A configuration the emulator must not start with. The message names the key and never the secret."""
+
+
+def default_path(environ=None):
+    env = os.environ if environ is None else environ
+    explicit = env.get(ENV_PATH)
+    if explicit:
+        return explicit
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, APP_DIR, FILE_NAME)
+
+
+def url_for(host, port):
+    shown = "[%s]" % host if ":" in host else host
+    return "http://%s:%d" % (shown, port)
+
+
+def new_identity():
+    """A fresh key id and secret: the secret is the string itself (its UTF-8 bytes are the HMAC key)."""
+    return "emu-" + secrets.token_hex(4), secrets.token_hex(32)
+
+
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_weak_secret(secret):
+    return secret in WELL_KNOWN_SECRETS or len(secret) < MIN_REMOTE_SECRET_LEN
+
+
+def validate(cfg):
+    """Check types and ranges; raise ConfigError naming the first bad key. Returns cfg."""
+    for key, want in _TYPES.items():
+        if key not in cfg:
+            raise ConfigError("config key %r is missing" % key)
+        value = cfg[key]
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if not ok:
+            raise ConfigError("config key %r must be %s, got %s" % (key, want.__name__, type(value).__name__))
+    if not cfg["secret"]:
+        raise ConfigError("config key 'secret' is empty")
+    if not cfg["key_id"] or len(cfg["key_id"]) > 64:
+        raise ConfigError("config key 'key_id' must be 1..64 characters")
+    if not 0 < cfg["port"] < 65536:
+        raise ConfigError("config key 'port' must be 1..65535, got %d" % cfg["port"])
+    for key in ("width", "height"):
+        if not 1 <= cfg[key] <= 64:
+            raise ConfigError("config key %r must be 1..64, got %d" % (key, cfg[key]))
+    if cfg["rotation"] not in (0, 90, 180, 270):
+        raise ConfigError("config key 'rotation' must be 0, 90, 180 or 270, got %d" % cfg["rotation"])
+    if not 1 <= cfg["fps"] <= 120:
+        raise ConfigError("config key 'fps' must be 1..120, got %d" % cfg["fps"])
+    for key in ("brightness", "night_brightness"):
+        if not 0 <= cfg[key] <= 255:
+            raise ConfigError("config key %r must be 0..255, got %d" % (key, cfg[key]))
+    off = cfg.get("utc_offset_min")
+    if off is not None and (not isinstance(off, int) or isinstance(off, bool) or not -840 <= off <= 840):
+        raise ConfigError("config key 'utc_offset_min' must be null or minutes in -840..840")
+    if not is_loopback(cfg["host"]) and is_weak_secret(cfg["secret"]):
+        raise ConfigError(
+            "refusing to listen on %s with a well-known or short secret: anyone on the network could sign alarms. "
+            "Use a random secret of at least %d characters (delete the config file to have one generated)"
+            % (cfg["host"], MIN_REMOTE_SECRET_LEN))
+    return cfg
+
+
+def merge(base, override):
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _write_private(path, data):
+    """Create the file readable by its owner only, from the first byte (no window with wider permissions)."""
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def load(path=None, overrides=None, environ=None):
+    """Load (creating on first start) the config file. Returns (config, path, created, warnings).
+
+    overrides (e.g. from the command line) apply to this run only and are not written back.
+    """
+    path = path or default_path(environ)
+    warnings = []
+    created = False
+    if not os.path.exists(path):
+        key_id, secret = new_identity()
+        stored = {"url": url_for(DEFAULTS["host"], DEFAULTS["port"]), "key_id": key_id, "secret": secret}
+        stored.update(copy.deepcopy(DEFAULTS))
+        try:
+            _write_private(path, stored)
+            created = True
+        except FileExistsError:
+            pass  # another process created it first: read theirs so both agree on the secret
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError("cannot read config %s: %s" % (path, e)) from None
+    if not isinstance(stored, dict):
+        raise ConfigError("config %s must hold a JSON object" % path)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & 0o077:
+        warnings.append("config %s is readable by others (mode %o): run chmod 600 on it" % (path, mode))
+    unknown = sorted(set(stored) - set(_TYPES) - set(DEFAULTS))
+    if unknown:
+        warnings.append("config %s: ignoring unknown keys %s" % (path, ", ".join(unknown)))
+    cfg = merge(DEFAULTS, stored)
+    cfg = merge(cfg, overrides or {})
+    if "url" not in cfg:
+        cfg["url"] = url_for(cfg["host"], cfg["port"])
+    validate(cfg)
+    return cfg, path, created, warnings
+
+
+def listen_url(cfg):
+    """The URL a local sender uses for this run (it differs from cfg['url'] when --host/--port override it)."""
+    host = cfg["host"]
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return url_for(host, cfg["port"])
+
+
+def send_command(cfg, text="GPU 7 fell off the bus"):
+    """A ready-to-paste command for the host_client CLI (it reads the same config file by default)."""
+    cmd = 'sentinel-send --preset p0 --text "%s"' % text
+    stored = cfg.get("url")
+    if stored and stored.rstrip("/") != listen_url(cfg):
+        cmd += " --url %s" % listen_url(cfg)
+    return cmd

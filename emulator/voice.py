@@ -1,0 +1,294 @@
+"""The emulator's voice: speaks the state machine's utterances in a worker thread that can be cut off at once.
+
+Every utterance is synthesized by pyttsx3 (espeak-ng on Linux) into a WAV file first, then played by an interruptible
+player (pygame's mixer, else aplay/paplay/afplay). Synthesizing first gives three things pyttsx3's own playback does
+not: an immediate stop (a P0 cuts a P1 short, ACK silences at once), a --wav-dir mode that keeps each utterance as a
+file (tests, headless machines), and a known duration, so the light and the state machine see speech that lasts as
+long as it would on the box even when no sound card is present.
+"""
+
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import wave
+
+# Code points whose presence makes an utterance Chinese: CJK ideographs, CJK punctuation, full-width forms.
+_CJK_RANGES = ((0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF),
+               (0x20000, 0x2FA1F))
+
+NO_ENGINE_HINT = ("no speech engine works (%s): alarms still light the matrix but are not spoken. "
+                  "On Debian/Ubuntu: sudo apt-get install espeak-ng; then pip install pyttsx3")
+
+
+def is_chinese(text):
+    for ch in text:
+        c = ord(ch)
+        for lo, hi in _CJK_RANGES:
+            if lo <= c <= hi:
+                return True
+    return False
+
+
+def language_of(text):
+    return "zh" if is_chinese(text) else "en"
+
+
+def wav_seconds(path):
+    with wave.open(path, "rb") as w:
+        rate = w.getframerate() or 1
+        return w.getnframes() / float(rate)
+
+
+class Spoken:
+    """What the voice did with one utterance (kept for tests, the status page and the log)."""
+
+    def __init__(self, job_id, text, lang, voice):
+        self.job_id = job_id
+        self.text = text
+        self.lang = lang
+        self.voice = voice
+        self.path = None
+        self.seconds = 0.0
+        self.started = None
+        self.ended = None
+        self.completed = False
+        self.error = None
+
+    def as_dict(self):
+        return {"id": self.job_id, "text": self.text, "lang": self.lang, "voice": self.voice, "path": self.path,
+                "seconds": round(self.seconds, 3), "completed": self.completed, "error": self.error}
+
+
+class _Pyttsx3Synth:
+    """pyttsx3 wrapped for one thread: text + voice id -> WAV file."""
+
+    def __init__(self, rate, voice_ids):
+        import pyttsx3  # noqa: PLC0415  (optional dependency: imported where it is needed)
+        try:
+            import pyttsx3.drivers.espeak as espeak_driver  # noqa: PLC0415
+            # The espeak driver prints "Audio saved to ..." for every file; the emulator logs that itself.
+            espeak_driver.print = lambda *a, **k: None
+        except Exception:  # noqa: BLE001  (other platforms have other drivers)
+            pass
+        self.engine = pyttsx3.init()
+        self.engine.setProperty("rate", rate)
+        available = {}
+        for v in self.engine.getProperty("voices") or []:
+            available[str(v.id).lower()] = v
+        self.voices = {}
+        self.warnings = []
+        for lang, wanted in voice_ids.items():
+            self.voices[lang] = self._pick(available, lang, wanted)
+
+    def _pick(self, available, lang, wanted):
+        if wanted and wanted.lower() in available:
+            return available[wanted.lower()].id
+        prefixes = ("cmn", "zh", "yue") if lang == "zh" else ("en-us", "en")
+        for prefix in prefixes:
+            for vid, v in available.items():
+                langs = [str(x).lower() for x in (getattr(v, "languages", None) or [])]
+                if any(x.startswith(prefix) for x in langs) or vid.rsplit("/", 1)[-1].startswith(prefix):
+                    return v.id
+        self.warnings.append("no %s voice found (wanted %r): using the engine's default" % (lang, wanted))
+        return None
+
+    def synth(self, text, lang, path):
+        voice = self.voices.get(lang)
+        if voice is not None:
+            self.engine.setProperty("voice", voice)
+        self.engine.save_to_file(text, path)
+        self.engine.runAndWait()
+        if not os.path.exists(path) or os.path.getsize(path) <= 44:
+            raise RuntimeError("the speech engine wrote no audio")
+        return voice
+
+
+class _Player:
+    """Plays a WAV file; stop() cuts it off. Falls back to timed silence when there is no audio output."""
+
+    def __init__(self, log):
+        self.log = log
+        self.kind = None
+        self._proc = None
+        self._channel = None
+        self._mixer = None
+        try:
+            import pygame  # noqa: PLC0415
+            pygame.mixer.init(frequency=22050, size=-16, channels=1)
+            self._mixer = pygame.mixer
+            self.kind = "pygame.mixer"
+        except Exception:  # noqa: BLE001  (no pygame, no audio device: try the command-line players)
+            self._mixer = None
+        if self.kind is None:
+            for cmd in ("paplay", "aplay", "afplay", "pw-play"):
+                if shutil.which(cmd):
+                    self.kind = cmd
+                    break
+        if self.kind is None:
+            self.kind = "silent"
+            log("voice: no audio output device or player found: speech is timed but silent "
+                "(use --wav-dir DIR to keep each utterance as a WAV file)")
+
+    def play(self, path, seconds, cancel):
+        """Block until the audio ends or cancel (a threading.Event) is set. Returns True if it played to the end."""
+        if self.kind == "pygame.mixer":
+            sound = self._mixer.Sound(path)
+            self._channel = sound.play()
+            deadline = time.monotonic() + seconds + 0.5
+            while self._channel is not None and self._channel.get_busy() and time.monotonic() < deadline:
+                if cancel.wait(0.01):
+                    self._channel.stop()
+                    return False
+            return not cancel.is_set()
+        if self.kind == "silent":
+            return not cancel.wait(seconds)
+        args = [self.kind, "-q", path] if self.kind == "aplay" else [self.kind, path]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while self._proc.poll() is None:
+            if cancel.wait(0.01):
+                self._proc.kill()
+                self._proc.wait()
+                return False
+        return True
+
+
+class Voice:
+    """A speech worker. mode: "device" (sound card), "wav" (files in wav_dir, played as timed silence), "off".
+
+    say() queues nothing: the state machine owns the queue; the voice holds at most the utterance it speaks now,
+    and a new say() while busy replaces it (the engine only calls say() when the voice is idle or was interrupted).
+    on_done(job_id, completed) is called from the worker thread when an utterance ends or is cut off.
+    """
+
+    def __init__(self, mode="device", wav_dir=None, rate=170, voices=None, on_done=None, log=None, keep=200):
+        if mode not in ("device", "wav", "off"):
+            raise ValueError("voice mode must be device, wav or off, got %r" % mode)
+        if mode == "wav" and not wav_dir:
+            raise ValueError("voice mode wav needs a wav_dir")
+        self.mode = mode
+        self.wav_dir = wav_dir
+        self.rate = rate
+        self.voice_ids = dict(voices or {"en": "gmw/en-us", "zh": "sit/cmn"})
+        self.on_done = on_done
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.keep = keep
+        self.available = mode != "off"
+        self.error = None
+        self.player_kind = None
+        self.spoken = []  # Spoken records, newest last (bounded by keep)
+        self._jobs = queue.Queue()
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._current = None
+        self._count = 0
+        self._ready = threading.Event()
+        self._thread = None
+        self._tmp = None
+
+    # -- control (any thread) -------------------------------------------------------------------------------------
+    def start(self, wait=5.0):
+        if self.mode == "wav":
+            os.makedirs(self.wav_dir, exist_ok=True)
+        self._thread = threading.Thread(target=self._run, name="voice", daemon=True)
+        self._thread.start()
+        self._ready.wait(wait)
+        return self
+
+    def say(self, job_id, text):
+        with self._lock:
+            self._cancel.clear()
+            self._current = job_id
+        self._jobs.put((job_id, text))
+
+    def interrupt(self):
+        """Cut off the current utterance now (its on_done reports completed=False)."""
+        with self._lock:
+            if self._current is not None:
+                self._cancel.set()
+
+    @property
+    def busy(self):
+        with self._lock:
+            return self._current is not None
+
+    def stop(self, timeout=2.0):
+        self.interrupt()
+        self._jobs.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def wait_idle(self, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.busy and self._jobs.empty():
+                return True
+            time.sleep(0.01)
+        return False
+
+    # -- worker ---------------------------------------------------------------------------------------------------
+    def _run(self):
+        synth = None
+        player = None
+        if self.mode != "off":
+            try:
+                synth = _Pyttsx3Synth(self.rate, self.voice_ids)
+                for w in synth.warnings:
+                    self.log("voice: " + w)
+            except Exception as e:  # noqa: BLE001  (ImportError, RuntimeError from espeak, OSError from drivers)
+                self.available = False
+                self.error = NO_ENGINE_HINT % ("%s: %s" % (type(e).__name__, e))
+                self.log("voice: " + self.error)
+            if synth is not None and self.mode == "device":
+                player = _Player(self.log)
+                self.player_kind = player.kind
+            if self.mode == "device":
+                self._tmp = tempfile.mkdtemp(prefix="sentinel-voice-")
+        self._ready.set()
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job_id, text = job
+            lang = language_of(text)
+            rec = Spoken(job_id, text, lang, None)
+            rec.started = time.time()
+            completed = False
+            try:
+                if synth is not None and not self._cancel.is_set():
+                    completed = self._speak(synth, player, rec)
+            except Exception as e:  # noqa: BLE001  (a broken utterance must not kill the voice)
+                rec.error = "%s: %s" % (type(e).__name__, e)
+                self.log("voice: cannot speak utterance %s: %s" % (job_id, rec.error))
+            rec.ended = time.time()
+            rec.completed = completed
+            self.spoken.append(rec)
+            if len(self.spoken) > self.keep:
+                del self.spoken[0]
+            with self._lock:
+                if self._current == job_id:
+                    self._current = None
+                self._cancel.clear()
+            if self.on_done is not None:
+                self.on_done(job_id, completed)
+
+    def _speak(self, synth, player, rec):
+        self._count += 1
+        if self.mode == "wav":
+            path = os.path.join(self.wav_dir, "%04d-%s.wav" % (self._count, rec.lang))
+        else:
+            path = os.path.join(self._tmp, "utterance.wav")
+        rec.voice = synth.synth(rec.text, rec.lang, path)
+        rec.seconds = wav_seconds(path)
+        if self.mode == "wav":
+            rec.path = path
+            self.log("voice: wrote %s (%.1f s, voice %s): %s" % (path, rec.seconds, rec.voice, rec.text))
+            # Timed silence: the utterance occupies the voice as long as it would on a speaker.
+            return not self._cancel.wait(rec.seconds)
+        return player.play(path, rec.seconds, self._cancel)
