@@ -1,0 +1,94 @@
+# HMAC-SHA256 for the wire protocol, on hashlib.sha256 alone: the ESP32 port has no hmac module and
+# micropython-lib's hmac has no compare_digest, so both the MAC and the constant-time compare live here.
+import hashlib
+from binascii import hexlify
+
+_BLOCK = 64
+
+
+class Signer:
+    """Holds one secret's padded keys so that each request costs two hash objects and no key work."""
+
+    def __init__(self, secret):
+        if isinstance(secret, str):
+            secret = secret.encode()
+        if len(secret) == 0:
+            raise ValueError("empty secret")
+        if len(secret) > _BLOCK:
+            secret = hashlib.sha256(secret).digest()
+        ipad = bytearray(_BLOCK)
+        opad = bytearray(_BLOCK)
+        for i in range(_BLOCK):
+            k = secret[i] if i < len(secret) else 0
+            ipad[i] = k ^ 0x36
+            opad[i] = k ^ 0x5C
+        self._ipad = bytes(ipad)
+        self._opad = bytes(opad)
+
+    def digest(self, timestamp, body):
+        """Raw HMAC over timestamp + "\\n" + body, fed in pieces so the body is never copied."""
+        if isinstance(timestamp, str):
+            timestamp = timestamp.encode()
+        inner = hashlib.sha256(self._ipad)
+        inner.update(timestamp)
+        inner.update(b"\n")
+        inner.update(body)
+        return self._finish(inner)
+
+    def mac(self, msg):
+        inner = hashlib.sha256(self._ipad)
+        inner.update(msg)
+        return self._finish(inner)
+
+    def _finish(self, inner):
+        outer = hashlib.sha256(self._opad)
+        outer.update(inner.digest())
+        return outer.digest()
+
+    def sign(self, timestamp, body):
+        return hexlify(self.digest(timestamp, body)).decode()
+
+
+def hmac_sha256(key, msg):
+    return Signer(key).mac(msg)
+
+
+def sign(secret, timestamp, body):
+    """Lowercase hex HMAC-SHA256(secret, timestamp + "\\n" + body): the X-Signature header."""
+    return Signer(secret).sign(timestamp, body)
+
+
+def equal(a, b):
+    """Compare two byte strings (or str) in time that depends only on their length."""
+    if isinstance(a, str):
+        a = a.encode()
+    if isinstance(b, str):
+        b = b.encode()
+    if len(a) != len(b):
+        return False
+    r = 0
+    for i in range(len(a)):
+        r |= a[i] ^ b[i]
+    return r == 0
+
+
+def unhex_signature(s):
+    """64 lowercase hex digits -> 32 bytes; None for anything else (the header is then refused)."""
+    if len(s) != 64:
+        return None
+    out = bytearray(32)
+    for i in range(32):
+        hi = _nibble(ord(s[2 * i]))
+        lo = _nibble(ord(s[2 * i + 1]))
+        if hi < 0 or lo < 0:
+            return None
+        out[i] = (hi << 4) | lo
+    return bytes(out)
+
+
+def _nibble(c):
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    return -1

@@ -1,0 +1,111 @@
+# The alarm body's schema, and the small bodies of the ACK and heartbeat requests. The same rules run on the board
+# and on every sender, so a body the client builds is a body the terminal accepts.
+from sentinel_core.alarm import AUDIO_MODES, LEVEL_OF_LIGHT, LIGHT_MODES, P1, PRESETS, Alarm, level_from_name
+from sentinel_core.errors import invalid
+
+# 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
+# of 200 bytes of UTF-16 (docs/PROTOCOL.md, "Text and speech").
+TEXT_MAX_BYTES = 400
+KEY_MAX_BYTES = 64
+REPEAT_MAX = 10
+DURATION_MAX_S = 7 * 86400
+HEARTBEAT_MAX_S = 3600
+
+_PRESET_OF_LEVEL = ("normal", "p1", "p0")
+
+
+def _is_int(v):
+    return type(v) is int
+
+
+def _text(obj, field, max_bytes, required):
+    v = obj.get(field)
+    if v is None:
+        if required:
+            raise invalid(field, "required")
+        return None
+    if not isinstance(v, str):
+        raise invalid(field, "must be a string")
+    if not v.strip():
+        raise invalid(field, "must not be empty")
+    n = len(v.encode())
+    if n > max_bytes:
+        raise invalid(field, "%d bytes of UTF-8, at most %d" % (n, max_bytes))
+    for ch in v:
+        o = ord(ch)
+        if o < 32 or o == 127:
+            raise invalid(field, "control character U+%04X" % o)
+    return v
+
+
+def _color(v):
+    if not isinstance(v, str) or len(v) != 7 or v[0] != "#":
+        raise invalid("color", "must be #RRGGBB")
+    for ch in v[1:]:
+        if ch not in "0123456789abcdefABCDEF":
+            raise invalid("color", "must be #RRGGBB")
+    rgb = int(v[1:], 16)
+    return ((rgb >> 16) & 255, (rgb >> 8) & 255, rgb & 255)
+
+
+def _choice(obj, field, allowed, default):
+    v = obj.get(field, default)
+    if v not in allowed:
+        raise invalid(field, "must be one of %s" % ", ".join(allowed))
+    return v
+
+
+def _int(obj, field, lo, hi, default):
+    v = obj.get(field)
+    if v is None:
+        return default
+    if not _is_int(v) or v < lo or v > hi:
+        raise invalid(field, "must be a whole number from %d to %d" % (lo, hi))
+    return v
+
+
+def parse_alarm(obj):
+    """A decoded JSON body -> Alarm, or ProtocolError 422 naming the first bad field. Unknown fields are ignored.
+
+    Fields a sender leaves out take the values of its level's preset; the level is the explicit one, else the one
+    the light pattern implies (the RFC's v1 senders), else P1.
+    """
+    if not isinstance(obj, dict):
+        raise invalid("body", "must be a JSON object")
+    text = _text(obj, "text", TEXT_MAX_BYTES, True)
+    level = None
+    if obj.get("level") is not None:
+        level = level_from_name(obj["level"]) if isinstance(obj["level"], str) else None
+        if level is None:
+            raise invalid("level", "must be one of P0, P1, NORMAL")
+    light = obj.get("light_mode")
+    if level is None:
+        level = LEVEL_OF_LIGHT.get(light, P1) if isinstance(light, str) else P1
+    p = PRESETS[_PRESET_OF_LEVEL[level]]
+    color = _color(obj["color"]) if obj.get("color") is not None else p["color"]
+    light = _choice(obj, "light_mode", LIGHT_MODES, p["light_mode"])
+    audio = _choice(obj, "audio_mode", AUDIO_MODES, p["audio_mode"])
+    repeat = _int(obj, "repeat_times", 1, REPEAT_MAX, p["repeat_times"])
+    key = _text(obj, "key", KEY_MAX_BYTES, False)
+    mid = _text(obj, "id", KEY_MAX_BYTES, False)
+    duration = _int(obj, "duration", 1, DURATION_MAX_S, None)
+    return Alarm(text, color, light, audio, repeat, level, key, mid, duration)
+
+
+def parse_ack(obj):
+    """{"key": optional incident key, "long": optional bool (true: clear, as a long press)}."""
+    if not isinstance(obj, dict):
+        raise invalid("body", "must be a JSON object")
+    key = _text(obj, "key", KEY_MAX_BYTES, False)
+    long_press = obj.get("long", False)
+    if long_press is not True and long_press is not False:
+        raise invalid("long", "must be true or false")
+    return {"key": key, "long": long_press, "id": _text(obj, "id", KEY_MAX_BYTES, False)}
+
+
+def parse_heartbeat(obj):
+    """{"interval": optional seconds until the next heartbeat is due}."""
+    if not isinstance(obj, dict):
+        raise invalid("body", "must be a JSON object")
+    return {"interval": _int(obj, "interval", 1, HEARTBEAT_MAX_S, None),
+            "id": _text(obj, "id", KEY_MAX_BYTES, False)}
