@@ -1,0 +1,121 @@
+"""The emulator's HTTP face: a flask app whose signed endpoints are answered by the core's Receiver (through the
+engine thread), plus the unsigned status, metrics and snapshot pages. Served by waitress, never flask's dev server.
+"""
+
+import json
+import threading
+
+from flask import Flask, Response, request
+
+from emulator.metrics import render_metrics
+
+# A body larger than this is not read at all; the core refuses anything over its own max_body (2 KB) with 413.
+READ_LIMIT = 64 * 1024
+_JSON = "application/json"
+
+
+def _answer(status, obj):
+    return Response(json.dumps(obj, ensure_ascii=False), status=status, mimetype=_JSON)
+
+
+def create_app(cfg, engine=None):
+    """The flask app for one terminal. engine: a started emulator.engine.Engine; None builds a headless one
+    (no voice) and starts it, for callers that only want the HTTP terminal."""
+    if engine is None:
+        from emulator.engine import Engine  # noqa: PLC0415
+
+        engine = Engine(cfg).start()
+    app = Flask("sentinel_emulator")
+    app.config["MAX_CONTENT_LENGTH"] = None
+    app.extensions["sentinel_engine"] = engine
+    max_body = engine.receiver.max_body
+
+    @app.route("/api/v1/status", methods=["GET"])
+    def status():
+        view = engine.view
+        if view is None:
+            return _answer(503, {"ok": False, "error": "starting", "message": "the terminal is starting"})
+        snap = dict(view.snapshot)
+        snap["emulator"] = {"voice": view.voice, "frame": view.frame.seq if view.frame else None,
+                            "width": engine.width, "height": engine.height, "engine_error": engine.error}
+        return _answer(200, snap)
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics():
+        body = render_metrics(engine)
+        return Response(body, status=200, mimetype="text/plain", content_type="text/plain; version=0.0.4")
+
+    @app.route("/snapshot.png", methods=["GET"])
+    def snapshot():
+        view = engine.view
+        if view is None or view.frame is None:
+            return _answer(503, {"ok": False, "error": "starting", "message": "no frame rendered yet"})
+        try:
+            scale = int(request.args.get("scale", "16"))
+        except ValueError:
+            return _answer(400, {"ok": False, "error": "bad_query", "message": "scale must be an integer 1..64"})
+        if not 1 <= scale <= 64:
+            return _answer(400, {"ok": False, "error": "bad_query", "message": "scale must be an integer 1..64"})
+        return Response(view.frame.png(scale), status=200, mimetype="image/png")
+
+    @app.route("/", methods=["GET"])
+    def index():
+        return _answer(200, {"ok": True, "service": "gpu-sentinel emulator",
+                             "endpoints": ["POST /api/v1/send_msg", "POST /api/v1/ack", "POST /api/v1/heartbeat",
+                                           "GET /api/v1/status", "GET /metrics", "GET /snapshot.png"]})
+
+    @app.route("/api/v1/<path:rest>", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
+    def core(rest):
+        # Everything else under /api/v1 is the core's to answer (including its 404 and 405).
+        length = request.content_length
+        if length is not None and length > READ_LIMIT:
+            body = b"x" * (max_body + 1)  # not read: the core refuses it by its size alone
+        else:
+            body = request.stream.read(READ_LIMIT + 1)
+        headers = dict(request.headers.items())
+        result = engine.handle_request(request.method, "/api/v1/" + rest, headers, body)
+        if result is None:
+            return _answer(503, {"ok": False, "error": "busy",
+                                 "message": "the terminal did not answer in time; retry"})
+        return Response(result.body_bytes(), status=result.status, mimetype=_JSON)
+
+    @app.errorhandler(404)
+    def not_found(_e):
+        return _answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"})
+
+    @app.errorhandler(405)
+    def not_allowed(_e):
+        return _answer(405, {"ok": False, "error": "method_not_allowed", "message": "method not allowed here"})
+
+    return app
+
+
+class Server:
+    """waitress serving the app in a background thread; port 0 picks a free port (tests)."""
+
+    def __init__(self, app, host, port, threads=8):
+        from waitress.server import create_server  # noqa: PLC0415
+
+        self.server = create_server(app, host=host, port=port, threads=threads, ident="gpu-sentinel-emulator",
+                                    channel_timeout=30, connection_limit=200, clear_untrusted_proxy_headers=True)
+        self.host = host
+        self.port = self.server.effective_port
+        self._thread = None
+
+    @property
+    def url(self):
+        host = "[%s]" % self.host if ":" in self.host else self.host
+        return "http://%s:%d" % (host, self.port)
+
+    def start(self):
+        self._thread = threading.Thread(target=self.server.run, name="waitress", daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self):
+        self.server.run()
+
+    def stop(self):
+        self.server.close()
+        if self._thread is not None:
+            self._thread.join(2.0)
