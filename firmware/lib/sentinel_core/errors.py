@@ -3,7 +3,7 @@
 
 class ProtocolError(Exception):
     def __init__(self, status, code, message):
-        Exception.__init__(self, message)
+        super().__init__(message)
         self.status = status
         self.code = code
         self.message = message

@@ -7,17 +7,14 @@ MAX_DEPTH = 8
 
 
 def loads(body):
-    """bytes -> value. Raises ValueError with the byte offset of the first fault."""
+    """bytes -> value. Raises UnicodeError for bad UTF-8 (checked first on purpose: it is its own refusal),
+    else ValueError with the byte offset of the first fault."""
     n = len(body)
     i = _value(body, _ws(body, 0, n), n, 0)
     i = _ws(body, i, n)
     if i != n:
         raise ValueError("unexpected data after the JSON value at byte %d" % i)
-    try:
-        text = body.decode("utf-8")
-    except UnicodeError:
-        raise UnicodeError("body is not valid UTF-8")
-    return json.loads(text)
+    return json.loads(body.decode("utf-8"))
 
 
 def _ws(b, i, n):
@@ -115,19 +112,19 @@ def _string(b, i, n):
             return i + 1
         if c < 32:
             _fail("control character in string", i)
+        if c >= 128:
+            i = _utf8(b, i, n)
+            continue
         if c == 92:  # backslash
             if i + 1 >= n:
                 break
             e = b[i + 1]
-            if e == 117:  # \u: surrogates only as a proper pair, so both interpreters decode the same text
-                v = _hex4(b, i + 2, n)
+            if e == 117:
+                # MicroPython decodes an escaped surrogate pair as two lone surrogates, CPython as one character:
+                # refused, so both agree. Characters above U+FFFF travel as plain UTF-8.
+                if 0xD800 <= _hex4(b, i + 2, n) <= 0xDFFF:
+                    _fail("surrogate \\u escape (send characters above U+FFFF as UTF-8)", i)
                 i += 6
-                if 0xDC00 <= v <= 0xDFFF:
-                    _fail("lone low surrogate escape", i - 6)
-                if 0xD800 <= v <= 0xDBFF:
-                    if i + 6 > n or b[i] != 92 or b[i + 1] != 117 or not 0xDC00 <= _hex4(b, i + 2, n) <= 0xDFFF:
-                        _fail("lone high surrogate escape", i - 6)
-                    i += 6
                 continue
             if e not in (34, 92, 47, 98, 102, 110, 114, 116):
                 _fail("bad escape", i)
@@ -135,6 +132,30 @@ def _string(b, i, n):
             continue
         i += 1
     _fail("unterminated string", i)
+
+
+def _utf8(b, i, n):
+    # Strict UTF-8 (no overlong forms, no encoded surrogates, nothing above U+10FFFF): MicroPython's decode()
+    # lets some of these through, CPython's does not.
+    c = b[i]
+    if 0xC2 <= c <= 0xDF:
+        k, lo, hi = 1, 0x80, 0xBF
+    elif 0xE0 <= c <= 0xEF:
+        k = 2
+        lo = 0xA0 if c == 0xE0 else 0x80
+        hi = 0x9F if c == 0xED else 0xBF
+    elif 0xF0 <= c <= 0xF4:
+        k = 3
+        lo = 0x90 if c == 0xF0 else 0x80
+        hi = 0x8F if c == 0xF4 else 0xBF
+    else:
+        raise UnicodeError("invalid UTF-8 at byte %d" % i)
+    if i + k >= n or not lo <= b[i + 1] <= hi:
+        raise UnicodeError("invalid UTF-8 at byte %d" % i)
+    for j in range(i + 2, i + k + 1):
+        if not 0x80 <= b[j] <= 0xBF:
+            raise UnicodeError("invalid UTF-8 at byte %d" % i)
+    return i + k + 1
 
 
 def _number(b, i, n):
