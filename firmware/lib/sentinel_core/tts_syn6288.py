@@ -1,0 +1,197 @@
+# UART frames for the SYN6288 speech chip (docs/TTS.md, FACTS.md section 1):
+#   FD | lenH | lenL | cmd | [param] | data... | XOR
+# length counts cmd, param, data and the checksum; the checksum is the XOR of every byte before it.
+# Text goes in Unicode mode (UTF-16 big-endian): MicroPython has no GB2312 codec. These functions only build and
+# read bytes; the firmware's UART driver writes them and feeds what it reads to parse_reply.
+
+from sentinel_core import tts_reply, tts_text
+
+NAME = "syn6288"
+BIG_ENDIAN = True
+
+SYNTHESIZE = 0x01
+STOP_CMD = 0x02
+PAUSE_CMD = 0x03
+RESUME_CMD = 0x04
+STATUS_CMD = 0x21
+BAUD_CMD = 0x31
+POWER_DOWN_CMD = 0x88
+
+UNICODE = 3  # param bits 2..0; bits 7..3 pick a background music (0: none)
+
+# Text bytes per synthesis frame (tags included): the limit the drivers enforce. 100 UTF-16 units.
+MAX_TEXT = 200
+# What the 16-bit length field can still describe, for a max_text raised after testing a chip.
+LIMIT_TEXT = 0xFFFF - 3
+
+VOLUME = (0, 16)  # [v..]
+SPEED = (0, 5)  # [t..]
+MUSIC = (0, 15)  # param bits 7..3
+MUSIC_VOLUME = (0, 16)  # [m..]
+
+BAUD_RATES = (9600, 19200, 38400)
+
+STOP = b"\xfd\x00\x02\x02\xfd"
+PAUSE = b"\xfd\x00\x02\x03\xfc"
+RESUME = b"\xfd\x00\x02\x04\xfb"
+STATUS = b"\xfd\x00\x02\x21\xde"
+POWER_DOWN = b"\xfd\x00\x02\x88\x77"
+
+parse_reply = tts_reply.parse_reply
+
+
+def checksum(buf, n):
+    x = 0
+    for i in range(n):
+        x ^= buf[i]
+    return x
+
+
+def frame(cmd, param=None, data=b""):
+    """One frame: header, cmd, the optional param byte, data, checksum."""
+    extra = 0 if param is None else 1
+    length = len(data) + extra + 2
+    if length > 0xFFFF:
+        raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
+    buf = bytearray(length + 3)
+    buf[0] = 0xFD
+    buf[1] = length >> 8
+    buf[2] = length & 0xFF
+    buf[3] = cmd
+    if extra:
+        buf[4] = param
+    buf[4 + extra:4 + extra + len(data)] = data
+    buf[-1] = checksum(buf, len(buf) - 1)
+    return bytes(buf)
+
+
+def set_baud(rate):
+    """The frame that moves the chip's UART to rate (it answers at the old rate, then switches)."""
+    for i in range(len(BAUD_RATES)):
+        if BAUD_RATES[i] == rate:
+            return frame(BAUD_CMD, i)
+    raise ValueError("baud rate must be one of %s, got %r" % (", ".join(str(r) for r in BAUD_RATES), rate))
+
+
+def tags(volume=None, speed=None, music_volume=None):
+    """The inline tags that start every frame: only those asked for, each range-checked."""
+    s = ""
+    if volume is not None:
+        s += tts_text.tag("v", volume, VOLUME[0], VOLUME[1], "volume")
+    if speed is not None:
+        s += tts_text.tag("t", speed, SPEED[0], SPEED[1], "speed")
+    if music_volume is not None:
+        s += tts_text.tag("m", music_volume, MUSIC_VOLUME[0], MUSIC_VOLUME[1], "music volume")
+    return s
+
+
+def _check_int(value, low, high, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
+        raise ValueError("%s must be an int %d..%d, got %r" % (what, low, high, value))
+
+
+def synthesize(text, volume=None, speed=None, music=0, music_volume=None, raw=False, max_text=MAX_TEXT):
+    """The frames that speak text, in order: a list of bytes, each at most max_text bytes of text.
+
+    Every frame starts with the same tags, so each one speaks alike whatever the chip did before. Unless raw, the
+    text's square brackets become parentheses (tts_text.plain): text from the wire cannot steer the chip.
+    Text longer than one frame is cut by the rule in tts_text.cut: on code point boundaries, after punctuation
+    or whitespace where it can. ValueError for empty text or a value out of range; nothing is half-built.
+    """
+    if not isinstance(text, str):
+        raise TypeError("text must be a str, got %s" % type(text).__name__)
+    if not text:
+        raise ValueError("nothing to speak: the text is empty")
+    _check_int(music, MUSIC[0], MUSIC[1], "background music")
+    _check_int(max_text, 4, LIMIT_TEXT, "max_text")
+    head = tts_text.encode(tags(volume, speed, music_volume), True)
+    budget = max_text - len(head)
+    if budget < 4:
+        raise ValueError("max_text %d leaves no room for text after the tags (%d bytes)" % (max_text, len(head)))
+    if not raw:
+        text = tts_text.plain(text)
+    data = tts_text.encode(text, True)
+    param = (music << 3) | UNICODE
+    view = memoryview(data)
+    out = []
+    for start, end in tts_text.pieces(data, budget, True):
+        n = len(head) + end - start
+        buf = bytearray(n + 6)
+        buf[0] = 0xFD
+        buf[1] = (n + 3) >> 8
+        buf[2] = (n + 3) & 0xFF
+        buf[3] = SYNTHESIZE
+        buf[4] = param
+        buf[5:5 + len(head)] = head
+        buf[5 + len(head):5 + n] = view[start:end]
+        buf[-1] = checksum(buf, n + 5)
+        out.append(bytes(buf))
+    return out
+
+
+def decode(data):
+    """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
+    else None. ValueError for anything that is not one well-formed frame (header, length, checksum)."""
+    n = len(data)
+    if n < 5 or data[0] != 0xFD:
+        raise ValueError("not a SYN6288 frame: it must start with FD and be at least 5 bytes")
+    length = (data[1] << 8) | data[2]
+    if length != n - 3:
+        raise ValueError("length field says %d, the frame has %d bytes after the header" % (length, n - 3))
+    if checksum(data, n - 1) != data[n - 1]:
+        raise ValueError("checksum %02X does not match %02X" % (data[n - 1], checksum(data, n - 1)))
+    cmd = data[3]
+    param = None
+    body = bytes(data[4:n - 1])
+    if cmd == SYNTHESIZE or cmd == BAUD_CMD:
+        if not body:
+            raise ValueError("command %02X needs a parameter byte" % cmd)
+        param = body[0]
+        body = body[1:]
+    text = None
+    if cmd == SYNTHESIZE and param & 7 == UNICODE:
+        text = tts_text.decode(body, True)
+    return {"cmd": cmd, "param": param, "data": body, "text": text}
+
+
+class Encoder:
+    """A SYN6288 configured once (volume, speed, background music); builds frames, owns no UART.
+
+    The same interface as tts_xfs5152.Encoder: synthesize(text, volume=None, speed=None, raw=False) -> list of
+    bytes; stop(), pause(), resume(), status(), sleep() -> bytes; parse_reply(data) -> tts_reply.Reply.
+    """
+
+    name = NAME
+    volume_range = VOLUME
+    speed_range = SPEED
+
+    def __init__(self, volume=None, speed=None, music=0, music_volume=None, max_text=MAX_TEXT):
+        # Build once to check every setting now, at configuration time, not at the first alarm.
+        synthesize("a", volume, speed, music, music_volume, True, max_text)
+        self.volume = volume
+        self.speed = speed
+        self.music = music
+        self.music_volume = music_volume
+        self.max_text = max_text
+
+    def synthesize(self, text, volume=None, speed=None, raw=False):
+        return synthesize(text, self.volume if volume is None else volume, self.speed if speed is None else speed,
+                          self.music, self.music_volume, raw, self.max_text)
+
+    def stop(self):
+        return STOP
+
+    def pause(self):
+        return PAUSE
+
+    def resume(self):
+        return RESUME
+
+    def status(self):
+        return STATUS
+
+    def sleep(self):
+        return POWER_DOWN
+
+    def parse_reply(self, data):
+        return tts_reply.parse_reply(data)
