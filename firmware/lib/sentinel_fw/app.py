@@ -1,0 +1,375 @@
+# The terminal: the shared core wired to the device shells. Each concern is one small step method driven by its
+# own asyncio task; tests call the same methods with a fake clock and fake hardware.
+import gc
+import json
+import sys
+import time
+
+from sentinel_fw import ticks
+
+VERSION = "0.1.0"
+LOG_PREFIX = "[sentinel] "
+
+
+def log(msg):
+    print(LOG_PREFIX + msg)
+
+
+def detect_board():
+    """"esp32s3" on an ESP32-S3, else "esp32" (also the answer under CPython and WebAssembly)."""
+    try:
+        import os
+        m = os.uname().machine
+    except Exception:
+        return "esp32"
+    return "esp32s3" if "S3" in m.upper() else "esp32"
+
+
+async def _sleep_ms(ms):
+    import asyncio
+    if hasattr(asyncio, "sleep_ms"):
+        await asyncio.sleep_ms(ms)
+    else:
+        await asyncio.sleep(ms / 1000)
+
+
+class Sentinel:
+    """The running terminal. cfg: a validated config (sentinel_fw.config). clock: a sentinel_fw.clock.Clock.
+    wlan: a network.WLAN (None: no Wi-Fi, e.g. tests of the HTTP path). store: a sentinel_fw.store.Store."""
+
+    def __init__(self, cfg, clock, store=None, wlan=None, wdt_factory=None, config_error=None):
+        from sentinel_core.button import Button
+        from sentinel_core.keyring import KeyRing
+        from sentinel_core.receiver import Receiver
+        from sentinel_core.render import Layout, Renderer
+        from sentinel_core.terminal import Terminal
+
+        from sentinel_fw.buttonpoll import ButtonPoller
+        from sentinel_fw.config import secrets_of
+        from sentinel_fw.pixels import Pixels
+        from sentinel_fw.watchdog import Watchdog
+
+        self.cfg = cfg
+        self.clock = clock
+        self.store = store
+        self.requests = 0
+        self.refused = 0
+        self.errors = []  # (what, message) shown in the status: a missing chip, a bad restore...
+        self.started_ms = ticks.ms()
+        now = clock.now()
+        try:
+            self.terminal = Terminal(cfg["terminal"])
+        except ValueError as e:
+            config_error = str(e)
+            self.terminal = Terminal()
+        if config_error:
+            self.terminal.set_health("config", False, now, config_error)
+        self.receiver = Receiver(KeyRing(secrets_of(cfg)), window=cfg["http"]["window_s"],
+                                 max_body=cfg["http"]["max_body"])
+        m = cfg["matrix"]
+        light = cfg["light"]
+        self.renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
+                                 brightness=light["brightness"], night_brightness=light["night_brightness"],
+                                 budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
+        self.frame_ms = 1000 // light["fps"]
+        pins = cfg["pins"]
+        self.pixels = Pixels(pins["pixels"], m["width"] * m["height"])
+        if not self.pixels.ok:
+            self._problem("matrix", "LED output not available: %s" % self.pixels.error)
+        self.button = self._make_button(Button, ButtonPoller)
+        self.tts = self._make_tts()
+        self.wifi = None
+        if wlan is not None:
+            from sentinel_fw.wifi import WiFi
+            w = cfg["wifi"]
+            self.wifi = WiFi(wlan, w["ssid"], w["password"], w["hostname"])
+        self.watchdog = Watchdog(cfg["watchdog"]["timeout_ms"], wdt_factory=wdt_factory)
+        self.restore(now)
+        self.terminal.set_health("clock", clock.synced, now)
+        if self.tts is None and cfg["tts"]["chip"] != "none":
+            self.terminal.set_health("speech", False, now, "no speech chip")
+
+    # ---- construction helpers: a missing part is reported, the rest keeps working
+
+    def _problem(self, what, message):
+        self.errors.append((what, message))
+        log("%s: %s" % (what, message))
+
+    def _make_button(self, Button, ButtonPoller):
+        from machine import Pin
+        b = self.cfg["button"]
+        pins = self.cfg["pins"]
+        try:
+            pull = Pin.PULL_UP if b["active_low"] else Pin.PULL_DOWN
+            pin = Pin(pins["button"], Pin.IN, pull)
+            lamp = None
+            if pins.get("button_led") is not None:
+                lamp = Pin(pins["button_led"], Pin.OUT, value=0)
+            return ButtonPoller(pin, Button(b["debounce_ms"], b["long_ms"]), b["active_low"], lamp)
+        except Exception as e:
+            self._problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
+            return None
+
+    def _make_tts(self):
+        t = self.cfg["tts"]
+        if t["chip"] == "none":
+            return None
+        from machine import UART, Pin
+
+        from sentinel_fw.tts_uart import TtsUart, make_encoder
+        pins = self.cfg["pins"]
+        try:
+            enc = make_encoder(t["chip"], t["volume"], t["speed"])
+            uart = UART(t["uart"], baudrate=t["baud"], tx=pins["tts_tx"], rx=pins["tts_rx"], timeout=0)
+            busy = None
+            if pins.get("tts_busy") is not None:
+                busy = Pin(pins["tts_busy"], Pin.IN)
+            return TtsUart(uart, enc, busy, t["busy_active_high"])
+        except Exception as e:
+            self._problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
+            return None
+
+    # ---- persistence
+
+    def restore(self, now):
+        if self.store is None:
+            return
+        d = self.store.load()
+        if self.store.last_error:
+            self._problem("state", self.store.last_error)
+        if d is None:
+            return
+        try:
+            self.terminal.restore(d, now)
+            self.terminal.mark_saved(d.get("version"))
+            log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
+        except ValueError as e:
+            self._problem("state", "saved state ignored: %s" % e)
+
+    def persist(self):
+        """Write the state to flash when it changed; True when written."""
+        t = self.terminal
+        if self.store is None or not t.dirty:
+            return False
+        d = t.export_state()
+        if self.store.save(d):
+            t.mark_saved(d["version"])
+            return True
+        return False
+
+    # ---- HTTP
+
+    def handle_http(self, method, path, headers, body):
+        """The handler microdot calls: (status, body bytes)."""
+        now = self.clock.now()
+        if path == "/api/v1/status":
+            if method != "GET":
+                return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
+            return 200, json.dumps(self.status(now)).encode()
+        self.requests += 1
+        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced)
+        if r.status != 200:
+            self.refused += 1
+        elif not r.duplicate:
+            t = self.terminal
+            if r.kind == "alarm":
+                t.on_alarm(r.alarm, now)
+            elif r.kind == "ack":
+                t.on_ack(r.ack["key"], r.ack["long"], now)
+            elif r.kind == "heartbeat":
+                t.on_heartbeat(r.heartbeat["interval"], now)
+            self.persist()
+        return r.status, r.body_bytes()
+
+    def status(self, now):
+        snap = self.terminal.snapshot(now)
+        tts = self.tts
+        dev = {
+            "board": self.cfg["board"], "name": self.cfg["name"], "firmware": VERSION,
+            "uptime_s": ticks.diff(ticks.ms(), self.started_ms) // 1000,
+            "matrix": {"ok": self.pixels.ok, "leds": self.pixels.n, "frames": self.pixels.frames},
+            "speech": {"chip": self.cfg["tts"]["chip"], "present": tts is not None,
+                       "answering": None if tts is None else tts.answering},
+            "clock": {"synced": self.clock.synced, "syncs": self.clock.syncs, "error": self.clock.last_error},
+            "wifi": None if self.wifi is None else {"connected": self.wifi.connected, "ip": self.wifi.address(),
+                                                     "attempts": self.wifi.attempts},
+            "watchdog": {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())},
+            "http": {"requests": self.requests, "refused": self.refused},
+            "flash": None if self.store is None else {"writes": self.store.writes, "error": self.store.last_error},
+            "problems": ["%s: %s" % p for p in self.errors],
+        }
+        try:
+            dev["heap_free"] = gc.mem_free()
+        except AttributeError:
+            pass
+        snap["device"] = dev
+        return snap
+
+    # ---- the steps, one per task
+
+    def frame_step(self, t_ms):
+        d = self.terminal.display(self.clock.now())
+        buf = self.renderer.render(d, t_ms)
+        self.pixels.show(buf)
+        if self.button is not None:
+            self.button.set_lamp(d.level is not None and d.level > 0)
+        self.watchdog.beat("frame", t_ms)
+        return buf
+
+    def button_step(self, t_ms):
+        ev = None
+        if self.button is not None:
+            ev = self.button.poll(t_ms)
+            if ev is not None:
+                log("button: %s press" % ev)
+                self.terminal.on_button(ev, self.clock.now())
+                self.persist()
+        self.watchdog.beat("button", t_ms)
+        return ev
+
+    def speech_step(self, t_ms):
+        t = self.terminal
+        tts = self.tts
+        now = self.clock.now()
+        if tts is None:
+            self.watchdog.beat("speech", t_ms)
+            return None
+        if t.must_interrupt(now):
+            tts.stop(t_ms)
+            t.speech_finished(now)
+        if tts.step(t_ms):
+            t.speech_finished(now)
+        if tts.answering is not None:
+            t.set_health("speech", tts.answering, now)
+        said = None
+        if not tts.speaking:
+            if t.speaking is not None:
+                t.speech_finished(now)
+            u = t.next_utterance(now)
+            if u is not None:
+                try:
+                    tts.say(u.text, t_ms)
+                    said = u
+                except ValueError as e:
+                    log("speech: cannot say utterance %d: %s" % (u.seq, e))
+                    t.speech_finished(now)
+        self.watchdog.beat("speech", t_ms)
+        return said
+
+    def net_step(self, t_ms):
+        t = self.terminal
+        if self.wifi is not None:
+            up = self.wifi.step(t_ms)
+            t.set_health("network", up, self.clock.now())
+            if up and self.clock.due(t_ms):
+                was = self.clock.synced
+                ok = self.clock.sync(t_ms)
+                if ok and not was:
+                    log("clock synced by NTP")
+                elif not ok:
+                    log("NTP failed: %s" % self.clock.last_error)
+                t.set_health("clock", self.clock.synced, self.clock.now())
+        t.tick(self.clock.now())
+        self.persist()
+        self.watchdog.beat("net", t_ms)
+
+    # ---- the loop
+
+    async def _every(self, period_ms, step):
+        while True:
+            try:
+                step(ticks.ms())
+            except Exception as e:  # a step that keeps failing stops its beats, and so the watchdog's feeding
+                log("%s failed: %s: %s" % (getattr(step, "__name__", "step"), type(e).__name__, e))
+                try:
+                    sys.print_exception(e)
+                except AttributeError:
+                    pass
+            await _sleep_ms(period_ms)
+
+    def watchdog_step(self, t_ms):
+        return self.watchdog.check(t_ms)
+
+    def tasks(self):
+        """The coroutines of the main loop (the HTTP server is started separately)."""
+        t0 = ticks.ms()
+        for name in ("frame", "button", "speech", "net"):
+            self.watchdog.expect(name, t0)
+        return [self._every(self.frame_ms, self.frame_step), self._every(10, self.button_step),
+                self._every(50, self.speech_step), self._every(500, self.net_step),
+                self._every(1000, self.watchdog_step)]
+
+    async def run(self):
+        import asyncio
+
+        from sentinel_fw.server import make_app
+        web = make_app(self, self.cfg["http"]["max_body"])
+        for coro in self.tasks():
+            asyncio.create_task(coro)
+        log("listening on port %d" % self.cfg["http"]["port"])
+        await web.start_server(port=self.cfg["http"]["port"])
+
+
+class ConfigErrorTerminal:
+    """What runs when the config cannot be used: the matrix shows config_error on the board's default pins and the
+    console repeats the reason. No Wi-Fi, no HTTP and no watchdog: a human has to fix the file."""
+
+    def __init__(self, message, board=None):
+        from sentinel_core.render import Layout, Renderer
+        from sentinel_core.terminal import Terminal
+
+        from sentinel_fw import pins
+        from sentinel_fw.pixels import Pixels
+        self.message = message
+        self.board = board or detect_board()
+        self.terminal = Terminal()
+        self.terminal.set_health("config", False, 0, message)
+        self.renderer = Renderer(Layout(16, 16), brightness=32, night_brightness=32, budget_ma=500)
+        self.pixels = Pixels(pins.DEFAULTS[self.board]["pixels"], 256)
+
+    def frame_step(self, t_ms):
+        buf = self.renderer.render(self.terminal.display(0), t_ms)
+        self.pixels.show(buf)
+        return buf
+
+    def announce(self):
+        log("CONFIG ERROR, the terminal is not running:")
+        for line in self.message.split("\n"):
+            print("    " + line)
+
+    def run_forever(self):
+        n = 0
+        while True:
+            if n % 1500 == 0:  # every ~30 s at 50 fps, for whoever opens the serial console later
+                self.announce()
+            self.frame_step(ticks.ms())
+            n += 1
+            time.sleep(0.02)
+
+
+def build(config_path="/config.json", state_path="/state.json"):
+    """Load the config and build the terminal from the real modules: a Sentinel, or a ConfigErrorTerminal."""
+    from sentinel_fw import config
+    try:
+        cfg = config.load(config_path)
+    except config.ConfigError as e:
+        return ConfigErrorTerminal(str(e))
+    for w in cfg["warnings"]:
+        log(w)
+    import network
+    import ntptime
+
+    from sentinel_fw.clock import Clock
+    from sentinel_fw.store import Store
+    clock = Clock(ntptime, cfg["time"]["ntp_host"], cfg["time"]["resync_s"])
+    return Sentinel(cfg, clock, Store(state_path), network.WLAN(network.STA_IF))
+
+
+def main(config_path="/config.json", state_path="/state.json"):
+    app = build(config_path, state_path)
+    if isinstance(app, ConfigErrorTerminal):
+        app.run_forever()
+        return
+    import asyncio
+    log("GPU Sentinel %s on %s" % (VERSION, app.cfg["board"]))
+    asyncio.run(app.run())

@@ -1,0 +1,42 @@
+# The state file on flash: the state machine's export_state() as JSON. Written to a temporary file and renamed,
+# so a power cut during a write leaves the previous state, never half a file.
+import json
+import os
+
+
+class Store:
+    def __init__(self, path="/state.json"):
+        self.path = path
+        self.tmp = path + ".tmp"
+        self.writes = 0
+        self.last_error = None
+
+    def load(self):
+        """The saved dict, or None when there is none or it is unreadable (the reason in last_error)."""
+        try:
+            with open(self.path) as f:
+                text = f.read()
+        except OSError:
+            return None
+        try:
+            d = json.loads(text)
+        except ValueError:
+            self.last_error = "%s is not valid JSON: ignored" % self.path
+            return None
+        if not isinstance(d, dict):
+            self.last_error = "%s does not hold an object: ignored" % self.path
+            return None
+        return d
+
+    def save(self, d):
+        text = json.dumps(d)
+        try:
+            with open(self.tmp, "w") as f:
+                f.write(text)
+            os.rename(self.tmp, self.path)
+        except OSError as e:
+            self.last_error = "writing %s: %s" % (self.path, e)
+            return False
+        self.writes += 1
+        self.last_error = None
+        return True
