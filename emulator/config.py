@@ -96,8 +96,8 @@ def validate(cfg):
         raise ConfigError("config key 'secret' is empty")
     if not cfg["key_id"] or len(cfg["key_id"]) > 64:
         raise ConfigError("config key 'key_id' must be 1..64 characters")
-    if not 0 < cfg["port"] < 65536:
-        raise ConfigError("config key 'port' must be 1..65535, got %d" % cfg["port"])
+    if not 0 <= cfg["port"] < 65536:
+        raise ConfigError("config key 'port' must be 0..65535 (0: any free port), got %d" % cfg["port"])
     for key in ("width", "height"):
         if not 1 <= cfg[key] <= 64:
             raise ConfigError("config key %r must be 1..64, got %d" % (key, cfg[key]))

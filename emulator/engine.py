@@ -166,7 +166,7 @@ class Engine:
         self._restore(now)
         self._render(now)
 
-    # -- lifecycle --------------------------------------------------------------------------------------------------
+    # -- lifecycle ------------------------------------------------------------------
     def start(self):
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
@@ -224,7 +224,7 @@ class Engine:
     def t_ms(self):
         return int((self.ticks() - self._t0) * 1000) & TICKS_MASK
 
-    # -- the engine thread ----------------------------------------------------------------------------------------------
+    # -- the engine thread ------------------------------------------------------------------
     def _loop(self):
         next_frame = self.ticks()
         try:
@@ -381,7 +381,7 @@ class Engine:
                      "player": self.voice.player_kind, "busy": self.voice.busy}
         self._view = View(frame, snap, frame.display if frame else None, voice, self.button.pressed, now)
 
-    # -- persistence ------------------------------------------------------------------------------------------------------
+    # -- persistence ------------------------------------------------------------------
     def _restore(self, now):
         if not self.state_path or not os.path.exists(self.state_path):
             return

@@ -99,7 +99,7 @@ class Server:
         self.server = create_server(app, host=host, port=port, threads=threads, ident="gpu-sentinel-emulator",
                                     channel_timeout=30, connection_limit=200, clear_untrusted_proxy_headers=True)
         self.host = host
-        self.port = self.server.effective_port
+        self.port = int(self.server.effective_port)
         self._thread = None
 
     @property

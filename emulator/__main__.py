@@ -1,0 +1,157 @@
+"""`python -m emulator` / `sentinel-emulator`: the GPU Sentinel terminal on a laptop.
+
+    sentinel-emulator                  window + HTTP on 127.0.0.1:8765 + voice on the sound card
+    sentinel-emulator --headless       no window (frames kept in memory; GET /snapshot.png)
+    sentinel-emulator --wav-dir DIR    each utterance written to DIR/NNNN-<lang>.wav instead of the sound card
+    sentinel-emulator demo             play the RFC's story (P0 NCCL deadlock, ACK, recovery) against a running one
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+
+def _log(msg):
+    print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="sentinel-emulator", description="GPU Sentinel terminal emulator")
+    p.add_argument("--config", help="config file (default: $SENTINEL_EMULATOR_CONFIG or "
+                                    "$XDG_CONFIG_HOME/gpu-sentinel/emulator.json); created with a random secret "
+                                    "on first start")
+    p.add_argument("--host", help="listen address for this run (default from the config: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port for this run (default from the config: 8765)")
+    p.add_argument("--size", help="matrix WIDTHxHEIGHT for this run, e.g. 32x8 (default 16x16)")
+    p.add_argument("--headless", action="store_true", help="no window, even if a display is available")
+    p.add_argument("--wav-dir", help="write each utterance to a WAV file in this directory instead of speaking")
+    p.add_argument("--no-voice", action="store_true", help="do not speak at all (the light still works)")
+    p.add_argument("--no-persist", action="store_true",
+                   help="do not keep active alarms and the mute across restarts")
+    p.add_argument("--screenshot", help="save a PNG of the window after --screenshot-after frames, then quit")
+    p.add_argument("--screenshot-after", type=int, default=45, help="frames before --screenshot (default 45)")
+    p.add_argument("--run-for", type=float, help="quit after this many seconds (scripts, smoke tests)")
+    sub = p.add_subparsers(dest="command")
+    d = sub.add_parser("demo", help="play the RFC's story against a running emulator")
+    d.add_argument("--config", dest="demo_config", help="config file to read url, key_id and secret from")
+    d.add_argument("--url", help="terminal URL (default: the config's url)")
+    d.add_argument("--pause", type=float, default=8.0, help="seconds between the story's steps (default 8)")
+    return p
+
+
+def _overrides(args):
+    out = {}
+    if args.host:
+        out["host"] = args.host
+    if args.port is not None:
+        out["port"] = args.port
+    if args.size:
+        try:
+            w, h = args.size.lower().split("x")
+            out["width"], out["height"] = int(w), int(h)
+        except ValueError:
+            raise SystemExit("--size must look like 16x16, got %r" % args.size) from None
+    return out
+
+
+def _want_window(args):
+    if args.headless:
+        return False
+    if args.screenshot:
+        return True
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        if os.environ.get("SDL_VIDEODRIVER") != "dummy":
+            _log("no display found ($DISPLAY unset): running headless (GET /snapshot.png shows the matrix)")
+            return False
+    return True
+
+
+def serve(args):
+    from emulator import config as config_mod
+    from emulator.engine import Engine
+    from emulator.voice import Voice
+    from emulator.web import Server, create_app
+
+    try:
+        cfg, path, created, warnings = config_mod.load(args.config, _overrides(args))
+    except config_mod.ConfigError as e:
+        _log("config error: %s" % e)
+        return 2
+    for w in warnings:
+        _log("warning: " + w)
+    if created:
+        _log("first start: created %s (mode 600) with a new random secret" % path)
+    if args.no_voice:
+        voice = Voice(mode="off")
+    elif args.wav_dir:
+        voice = Voice(mode="wav", wav_dir=args.wav_dir, rate=cfg["voice"].get("rate", 170), voices=cfg["voice"],
+                      log=_log)
+    else:
+        voice = Voice(mode="device", rate=cfg["voice"].get("rate", 170), voices=cfg["voice"], log=_log)
+    voice.start()
+    state_path = None if args.no_persist else os.path.join(os.path.dirname(path), "emulator-state.json")
+    engine = Engine(cfg, voice=voice, state_path=state_path, log=_log).start()
+    try:
+        server = Server(create_app(cfg, engine), cfg["host"], cfg["port"])
+    except OSError as e:
+        _log("cannot listen on %s:%d: %s" % (cfg["host"], cfg["port"], e))
+        engine.stop()
+        voice.stop()
+        return 1
+    server.start()
+    cfg_url = config_mod.listen_url(dict(cfg, port=server.port))
+    _log("GPU Sentinel emulator listening on %s (%dx%d matrix, voice: %s)"
+         % (server.url, cfg["width"], cfg["height"],
+            voice.mode if voice.available else "unavailable"))
+    _log("key id: %s   (secret in %s)" % (cfg["key_id"], path))
+    _log("send the first alarm from another terminal:")
+    print("    " + config_mod.send_command(dict(cfg, port=server.port)), flush=True)
+    _log("status: curl %s/api/v1/status    metrics: %s/metrics" % (cfg_url, cfg_url))
+
+    stop = threading.Event()
+
+    def on_signal(_sig, _frame):
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    deadline = None if args.run_for is None else time.monotonic() + args.run_for
+    rc = 0
+    try:
+        if _want_window(args):
+            from emulator.window import Window
+            win = Window(engine, url=server.url, fps=cfg["fps"], log=_log)
+            max_frames = args.screenshot_after if args.screenshot else None
+            if deadline is not None and max_frames is None:
+                max_frames = int(args.run_for * cfg["fps"])
+            win.run(max_frames=max_frames, screenshot=args.screenshot,
+                    screenshot_at=args.screenshot_after if args.screenshot else None, should_stop=stop.is_set)
+            win.close()
+        else:
+            while not stop.is_set() and engine.alive:
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                stop.wait(0.2)
+        if engine.error:
+            rc = 1
+    finally:
+        _log("stopping")
+        server.stop()
+        engine.stop()
+        voice.stop()
+    return rc
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        from emulator.demo import run_demo
+        return run_demo(config_path=args.demo_config or args.config, url=args.url, pause=args.pause, log=_log)
+    return serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

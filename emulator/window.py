@@ -1,0 +1,327 @@
+"""The pygame window: the matrix as round LEDs, the ACK button, and the terminal's state in words.
+
+It runs in the main thread (some platforms insist) and only reads the engine's published View; the button's raw
+level goes back through Engine.set_button, where the core's Button debouncer turns it into short and long presses.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+import pygame  # noqa: E402
+
+from emulator.voice import is_chinese  # noqa: E402
+
+BG = (18, 19, 24)
+PANEL = (28, 30, 38)
+INK = (225, 228, 235)
+DIM = (130, 136, 150)
+OFF_LED = (34, 35, 42)
+GOOD = (60, 200, 90)
+BAD = (235, 70, 60)
+WARN = (240, 190, 40)
+LEVEL_COLORS = {"P0": (230, 40, 40), "P1": (245, 160, 20), "NORMAL": (40, 190, 70)}
+
+CJK_FONT_CANDIDATES = (
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+    "/usr/share/fonts/wenquanyi/wqy-microhei/wqy-microhei.ttc",
+    "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+    "/usr/share/fonts/truetype/arphic/uming.ttc",
+    "/System/Library/Fonts/PingFang.ttc",
+    "/System/Library/Fonts/STHeiti Medium.ttc",
+    "/Library/Fonts/Arial Unicode.ttf",
+    "C:\\Windows\\Fonts\\msyh.ttc",
+    "C:\\Windows\\Fonts\\simhei.ttf",
+)
+
+# The renderer's bytes are LED drive levels (linear light); a monitor expects sRGB-encoded values. Without this
+# a dimmed matrix (brightness 96 of 255) would look muddy on screen while the real LEDs look bright.
+_TO_SCREEN = bytes(min(255, int(round(255 * (v / 255.0) ** (1 / 2.2)))) for v in range(256))
+
+
+def find_cjk_font():
+    """A font file that has Chinese glyphs, or None."""
+    for path in CJK_FONT_CANDIDATES:
+        if os.path.exists(path):
+            return path
+    if shutil.which("fc-list"):
+        try:
+            out = subprocess.run(["fc-list", ":lang=zh", "file"], capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        for line in out.splitlines():
+            path = line.split(":")[0].strip()
+            if path and os.path.exists(path):
+                return path
+    return None
+
+
+def fmt_mmss(seconds):
+    seconds = max(0, int(seconds))
+    return "%d:%02d" % (seconds // 60, seconds % 60)
+
+
+class Window:
+    def __init__(self, engine, url=None, title="GPU Sentinel terminal emulator", fps=30, log=None):
+        self.engine = engine
+        self.url = url
+        self.fps = fps
+        self.log = log or print
+        pygame.display.init()
+        pygame.font.init()
+        w, h = engine.width, engine.height
+        self.pitch = max(8, min(40, 448 // max(w, h)))
+        self.margin = 24
+        self.matrix_w = w * self.pitch
+        self.matrix_h = h * self.pitch
+        self.panel_x = self.margin * 2 + self.matrix_w
+        self.panel_w = 380
+        self.size = (self.panel_x + self.panel_w + self.margin, max(self.matrix_h + self.margin * 2, 500))
+        self.screen = pygame.display.set_mode(self.size)
+        pygame.display.set_caption(title)
+        self.clock = pygame.time.Clock()
+        self.font_title = pygame.font.Font(None, 34)
+        self.font = pygame.font.Font(None, 24)
+        self.font_small = pygame.font.Font(None, 20)
+        self.cjk_path = find_cjk_font()
+        self.font_text = pygame.font.Font(self.cjk_path, 22) if self.cjk_path else pygame.font.Font(None, 26)
+        self.font_text_small = pygame.font.Font(self.cjk_path, 16) if self.cjk_path else self.font_small
+        bx = self.panel_x + 20
+        self.button_rect = pygame.Rect(bx, self.size[1] - self.margin - 78, self.panel_w - 40, 64)
+        self.mouse_down = False
+        self.key_down = False
+        self.pressed_since = None
+        self.running = True
+        self.frames = 0
+        self._led_cache = {}
+
+    # -- input ------------------------------------------------------------------
+    def _set_level(self):
+        pressed = self.mouse_down or self.key_down
+        self.engine.set_button(pressed)
+        if pressed and self.pressed_since is None:
+            self.pressed_since = time.monotonic()
+        elif not pressed:
+            self.pressed_since = None
+
+    def handle(self, event):
+        if event.type == pygame.QUIT:
+            self.running = False
+        elif event.type == pygame.KEYDOWN:
+            if event.key == pygame.K_ESCAPE:
+                self.running = False
+            elif event.key in (pygame.K_SPACE, pygame.K_a):
+                self.key_down = True
+                self._set_level()
+        elif event.type == pygame.KEYUP:
+            if event.key in (pygame.K_SPACE, pygame.K_a):
+                self.key_down = False
+                self._set_level()
+        elif event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
+            if self.button_rect.collidepoint(event.pos):
+                self.mouse_down = True
+                self._set_level()
+        elif event.type == pygame.MOUSEBUTTONUP and event.button == 1:
+            if self.mouse_down:
+                self.mouse_down = False
+                self._set_level()
+
+    # -- drawing ------------------------------------------------------------------
+    def _led(self, rgb):
+        surf = self._led_cache.get(rgb)
+        if surf is None:
+            p = self.pitch
+            surf = pygame.Surface((p, p), pygame.SRCALPHA)
+            c = p // 2
+            r = max(2, int(p * 0.40))
+            if rgb == (0, 0, 0):
+                pygame.draw.circle(surf, OFF_LED, (c, c), r)
+            else:
+                screen = (_TO_SCREEN[rgb[0]], _TO_SCREEN[rgb[1]], _TO_SCREEN[rgb[2]])
+                glow = (screen[0], screen[1], screen[2], 70)
+                pygame.draw.circle(surf, glow, (c, c), min(c, r + max(1, p // 10)))
+                pygame.draw.circle(surf, screen, (c, c), r)
+                hi = tuple(min(255, v + 60) for v in screen)
+                pygame.draw.circle(surf, hi, (c - r // 3, c - r // 3), max(1, r // 4))
+            if len(self._led_cache) > 4096:
+                self._led_cache.clear()
+            self._led_cache[rgb] = surf
+        return surf
+
+    def _draw_matrix(self, frame):
+        frame_rect = pygame.Rect(self.margin - 8, self.margin - 8, self.matrix_w + 16, self.matrix_h + 16)
+        pygame.draw.rect(self.screen, (8, 8, 10), frame_rect, border_radius=10)
+        if frame is None:
+            return
+        rgb = frame.rgb
+        p = self.pitch
+        i = 0
+        for y in range(frame.height):
+            for x in range(frame.width):
+                px = (rgb[i], rgb[i + 1], rgb[i + 2])
+                i += 3
+                self.screen.blit(self._led(px), (self.margin + x * p, self.margin + y * p))
+
+    def _text(self, text, pos, font=None, color=INK):
+        surf = (font or self.font).render(text, True, color)
+        self.screen.blit(surf, pos)
+        return surf.get_height()
+
+    def _wrap(self, text, font, width, max_lines=4):
+        lines = []
+        line = ""
+        # Chinese wraps between any two characters; other scripts between words.
+        tokens = list(text) if is_chinese(text) else text.split(" ")
+        sep = "" if is_chinese(text) else " "
+        for tok in tokens:
+            trial = tok if not line else line + sep + tok
+            if font.size(trial)[0] <= width:
+                line = trial
+            else:
+                if line:
+                    lines.append(line)
+                line = tok
+            if len(lines) >= max_lines:
+                break
+        if line and len(lines) < max_lines:
+            lines.append(line)
+        return lines
+
+    def _dot(self, x, y, ok, label):
+        pygame.draw.circle(self.screen, GOOD if ok else BAD, (x + 6, y + 8), 6)
+        self._text(label, (x + 18, y), self.font_small, INK if ok else BAD)
+
+    def _draw_panel(self, view):
+        px = self.panel_x
+        pygame.draw.rect(self.screen, PANEL, pygame.Rect(px, self.margin - 8, self.panel_w,
+                                                         self.size[1] - 2 * self.margin + 16), border_radius=10)
+        x = px + 20
+        y = self.margin + 4
+        y += self._text("GPU SENTINEL", (x, y), self.font_title) + 2
+        if self.url:
+            y += self._text(self.url, (x, y), self.font_small, DIM)
+        y += 12
+        snap = view.snapshot if view else {}
+        shown = snap.get("shown") or {}
+        level = shown.get("level")
+        pattern = shown.get("pattern") or "?"
+        badge = "%s  %s" % (level, pattern) if level else pattern.replace("_", " ").upper()
+        color = LEVEL_COLORS.get(level, (70, 75, 90))
+        if pattern == "config_error" or pattern.startswith("health_"):
+            color = WARN
+        surf = self.font.render(badge, True, (0, 0, 0) if level or color == WARN else INK)
+        rect = pygame.Rect(x, y, surf.get_width() + 20, surf.get_height() + 10)
+        pygame.draw.rect(self.screen, color, rect, border_radius=6)
+        self.screen.blit(surf, (x + 10, y + 5))
+        active = snap.get("active") or []
+        counts = {}
+        for a in active:
+            counts[a.get("level")] = counts.get(a.get("level"), 0) + 1
+        summary = ", ".join("%d %s" % (counts[k], k) for k in ("P0", "P1", "NORMAL") if k in counts)
+        self._text(("active: " + summary) if summary else "no active alarm", (rect.right + 12, y + 6),
+                   self.font_small, DIM)
+        y = rect.bottom + 12
+
+        text = None
+        if active:
+            text = active[0].get("text")
+        if text:
+            if is_chinese(text) and not self.cjk_path:
+                text = (shown.get("text") or active[0].get("key") or "") + "  (install a CJK font for Chinese)"
+            for line in self._wrap(text, self.font_text, self.panel_w - 40, max_lines=4):
+                y += self._text(line, (x, y), self.font_text) + 2
+        y += 10
+
+        speech = snap.get("speech") or {}
+        speaking = speech.get("speaking")
+        if speaking:
+            head = "speaking %s/%s: " % (speaking.get("n"), speaking.get("of"))
+            line = self._wrap(head + (speaking.get("text") or ""), self.font_text_small, self.panel_w - 40, 1)
+            y += self._text(line[0] if line else head, (x, y), self.font_text_small, WARN) + 4
+        else:
+            voice = view.voice if view else None
+            if voice and not voice.get("available") and voice.get("mode") != "off":
+                y += self._text("voice: no speech engine (light only)", (x, y), self.font_small, BAD) + 4
+            else:
+                queued = len(speech.get("queued") or [])
+                y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y),
+                                self.font_small, DIM) + 4
+
+        mute = snap.get("mute") or {}
+        if mute.get("active"):
+            y += self._text("MUTED  %s left" % fmt_mmss(mute.get("remaining_s", 0)), (x, y), self.font, WARN) + 4
+        else:
+            y += self._text("sound on", (x, y), self.font_small, DIM) + 4
+        quiet = snap.get("quiet") or {}
+        if quiet:
+            span = "%s-%s" % (quiet.get("start"), quiet.get("end"))
+            if quiet.get("active"):
+                y += self._text("QUIET HOURS %s  (only P0 speaks)" % span, (x, y), self.font_small, WARN) + 4
+            elif quiet.get("enabled", True):
+                y += self._text("quiet hours %s  local %s" % (span, quiet.get("local_time", "")), (x, y),
+                                self.font_small, DIM) + 4
+        y += 6
+        health = snap.get("health") or {}
+        hb = health.get("heartbeat") or {}
+        dots = [("clock", health.get("clock", True)), ("network", health.get("network", True)),
+                ("voice", health.get("speech", True)),
+                ("heartbeat" if hb.get("armed") else "heartbeat off", hb.get("ok", True))]
+        cx = x
+        for label, ok in dots:
+            self._dot(cx, y, ok, label)
+            cx += 30 + self.font_small.size(label)[0]
+        self._draw_button(view)
+
+    def _draw_button(self, view):
+        pressed = (view.button_pressed if view else False) or self.mouse_down or self.key_down
+        r = self.button_rect
+        base = (200, 55, 45) if not pressed else (130, 35, 30)
+        pygame.draw.rect(self.screen, (10, 10, 12), r.move(0, 4), border_radius=14)
+        pygame.draw.rect(self.screen, base, r.move(0, 3 if pressed else 0), border_radius=14)
+        label = self.font_title.render("ACK", True, INK)
+        self.screen.blit(label, (r.centerx - label.get_width() // 2, r.y + 10 + (3 if pressed else 0)))
+        hint = "click or space / A: mute 15 min   hold 3 s: clear"
+        sub = self.font_small.render(hint, True, DIM)
+        self.screen.blit(sub, (r.centerx - sub.get_width() // 2, r.bottom + 6))
+        if self.pressed_since is not None:
+            held = time.monotonic() - self.pressed_since
+            frac = min(1.0, held / 3.0)
+            bar = pygame.Rect(r.x + 12, r.bottom - 12, int((r.width - 24) * frac), 5)
+            pygame.draw.rect(self.screen, WARN if frac < 1 else GOOD, bar, border_radius=2)
+
+    def draw(self):
+        view = self.engine.view
+        self.screen.fill(BG)
+        self._draw_matrix(view.frame if view else None)
+        self._draw_panel(view)
+        pygame.display.flip()
+
+    def save(self, path):
+        pygame.image.save(self.screen, path)
+
+    def run(self, max_frames=None, screenshot=None, screenshot_at=None, should_stop=None):
+        """The window loop. max_frames/screenshot(_at frame) let tests and the docs run it unattended."""
+        try:
+            while self.running and self.engine.alive and not (should_stop and should_stop()):
+                for event in pygame.event.get():
+                    self.handle(event)
+                self.draw()
+                self.frames += 1
+                if screenshot and screenshot_at is not None and self.frames == screenshot_at:
+                    self.save(screenshot)
+                    self.log("window: screenshot saved to %s" % screenshot)
+                if max_frames is not None and self.frames >= max_frames:
+                    break
+                self.clock.tick(self.fps)
+        finally:
+            if self.mouse_down or self.key_down:
+                self.engine.set_button(False)
+
+    def close(self):
+        pygame.display.quit()
