@@ -15,7 +15,8 @@ def test_strict_json_same_on_both_interpreters():
     assert strictjson.loads(b'{"a":[1,-2.5e3,true,false,null],"b":"\\u4f60\xf0\x9f\x98\x80"}') == {
         "a": [1, -2500.0, True, False, None], "b": "\u4f60\U0001F600"}
     for bad in (b"[1,]", b'{"a":1,}', b"01", b"NaN", b"-Infinity", b"[1] 2", b"{'a':1}", b"", b" ",
-                b'"\\ud800"', b'"\\udc00"', b'"\\ud83d\\ude00"', b'"\x01"', b"[" * 9 + b"]" * 9, b"1e", b"-", b"+1", b"0x1"):
+                b'"\\ud800"', b'"\\udc00"', b'"\\ud83d\\ude00"', b'"\x01"', b"[" * 9 + b"]" * 9,
+                b"1e", b"-", b"+1", b"0x1"):
         assert _refused(bad), bad
 
 

@@ -38,7 +38,8 @@ def _text(obj, field, max_bytes, required):
     return v
 
 
-def _color(v):
+def parse_color(v):
+    """"#RRGGBB" -> (r, g, b), or ProtocolError 422."""
     if not isinstance(v, str) or len(v) != 7 or v[0] != "#":
         raise invalid("color", "must be #RRGGBB")
     for ch in v[1:]:
@@ -82,7 +83,7 @@ def parse_alarm(obj):
     if level is None:
         level = LEVEL_OF_LIGHT.get(light, P1) if isinstance(light, str) else P1
     p = PRESETS[_PRESET_OF_LEVEL[level]]
-    color = _color(obj["color"]) if obj.get("color") is not None else p["color"]
+    color = parse_color(obj["color"]) if obj.get("color") is not None else p["color"]
     light = _choice(obj, "light_mode", LIGHT_MODES, p["light_mode"])
     audio = _choice(obj, "audio_mode", AUDIO_MODES, p["audio_mode"])
     repeat = _int(obj, "repeat_times", 1, REPEAT_MAX, p["repeat_times"])

@@ -1,0 +1,149 @@
+"""sentinel-send: send one alarm (a preset or your own), an ACK or a heartbeat to a terminal."""
+import argparse
+import shlex
+import sys
+
+from host_client.client import AlarmClient, send_many
+from host_client.config import resolve
+from host_client.errors import ConfigError, RefusedError, SentinelError
+from sentinel_core.alarm import AUDIO_MODES, LIGHT_MODES, PRESETS, Alarm, level_from_name, preset
+from sentinel_core.errors import ProtocolError
+from sentinel_core.validate import REPEAT_MAX, parse_color
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+EPILOG = """examples:
+  sentinel-send --preset p0 --text "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁" --key A03:gpu-worker-08
+  sentinel-send --preset normal --key A03:gpu-worker-08          # recovered: green for 10 s, clears the incident
+  sentinel-send --text "disk 91%% on ctl-01" --level P1 --color "#FFA500"
+  sentinel-send --ack                                             # mute for 15 minutes, as the button does
+  sentinel-send --preset p1 --text test --dry-run                 # print the signed request as curl
+
+terminal: --url/--key-id/--secret-file, or SENTINEL_URL, SENTINEL_KEY_ID, SENTINEL_SECRET(_FILE), or --config FILE;
+with none of these, the local emulator's config file is used.
+exit status: 0 delivered, 1 refused by the terminal, 2 usage or configuration error, 3 terminal unreachable."""
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="sentinel-send", description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_argument_group("what to send")
+    what.add_argument("--preset", choices=sorted(PRESETS), help="the RFC's presets: p0 red flash, spoken 3 times; "
+                      "p1 orange breath, once; normal green 10 s, '训练集群已恢复正常'")
+    what.add_argument("--text", help="words to show and speak (at most 400 bytes of UTF-8)")
+    what.add_argument("--level", choices=["P0", "P1", "NORMAL"], help="alarm level (default: from the preset, "
+                      "else P1)")
+    what.add_argument("--color", help="#RRGGBB")
+    what.add_argument("--light", choices=LIGHT_MODES, help="light pattern")
+    what.add_argument("--audio", choices=AUDIO_MODES, help="speech: once, cycle (repeat), none")
+    what.add_argument("--repeat", type=int, help="times to speak in cycle mode (1..%d)" % REPEAT_MAX)
+    what.add_argument("--key", help="incident key: a NORMAL with the same key clears it")
+    what.add_argument("--id", help="message id for idempotent retries (default: random)")
+    what.add_argument("--duration", type=int, help="seconds on display (NORMAL) or until expiry (P0/P1)")
+    what.add_argument("--ack", action="store_true", help="send a remote ACK (mute) instead of an alarm")
+    what.add_argument("--clear", action="store_true", help="with --ack: clear the display, as a long press")
+    what.add_argument("--heartbeat", type=int, metavar="SECONDS", help="send a heartbeat; alarm if the next one is "
+                      "later than SECONDS")
+    where = p.add_argument_group("where to send it")
+    where.add_argument("--url", help="terminal base URL, e.g. http://10.0.0.20")
+    where.add_argument("--key-id", help="key id the terminal knows")
+    where.add_argument("--secret-file", help="file holding the shared secret (the secret is never a flag: "
+                       "flags show up in ps)")
+    where.add_argument("--config", help="JSON or TOML file with url, key_id, secret or secret_file")
+    where.add_argument("--also", action="append", default=[], metavar="CONFIG",
+                       help="another terminal's config file: send to it too (fan-out); repeatable")
+    how = p.add_argument_group("how")
+    how.add_argument("--timeout", type=float, default=3.0, help="seconds per attempt (default 3)")
+    how.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, 5xx, 429")
+    how.add_argument("--dry-run", action="store_true", help="print the signed request as a curl command; send "
+                     "nothing")
+    return p
+
+
+def build_alarm(args):
+    if args.preset:
+        if args.preset != "normal" and not args.text:
+            raise ConfigError("--preset %s needs --text" % args.preset)
+        a = preset(args.preset, args.text, key=args.key, id=args.id, duration=args.duration)
+    elif args.text:
+        a = preset({"P0": "p0", "P1": "p1", "NORMAL": "normal"}[args.level or "P1"], args.text, key=args.key,
+                   id=args.id, duration=args.duration)
+    else:
+        raise ConfigError("nothing to send: give --preset, --text, --ack or --heartbeat")
+    if args.level:
+        a.level = level_from_name(args.level)
+    if args.color:
+        try:
+            a.color = parse_color(args.color)
+        except ProtocolError as e:
+            raise ConfigError("--color: %s" % e.message) from None
+    a.light_mode = args.light or a.light_mode
+    a.audio_mode = args.audio or a.audio_mode
+    if args.repeat is not None:
+        a.repeat_times = args.repeat
+    return Alarm(a.text, a.color, a.light_mode, a.audio_mode, a.repeat_times, a.level, a.key, a.id, a.duration)
+
+
+def curl_command(req):
+    parts = ["curl", "-sS", "-X", "POST", req.url]
+    for k, v in req.headers.items():
+        parts += ["-H", "%s: %s" % (k, v)]
+    parts += ["--data-binary", req.body.decode()]
+    return " ".join(shlex.quote(x) for x in parts)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        t = resolve(url=args.url, key_id=args.key_id, secret_file=args.secret_file, config=args.config)
+        clients = [AlarmClient(t.url, t.key_id, t.secret, timeout=args.timeout, retries=args.retries)]
+        for extra in args.also:
+            e = resolve(config=extra, env={})
+            clients.append(AlarmClient(e.url, e.key_id, e.secret, timeout=args.timeout, retries=args.retries))
+        if args.ack or args.heartbeat is not None:
+            c = clients[0]
+            if args.dry_run:
+                from sentinel_core.receiver import PATH_ACK, PATH_HEARTBEAT
+
+                body = {"long": args.clear} if args.ack else {"interval": args.heartbeat}
+                if args.ack and args.key:
+                    body["key"] = args.key
+                print(curl_command(c.sign(PATH_ACK if args.ack else PATH_HEARTBEAT, body)))
+                return EXIT_OK
+            ack = c.ack(args.key, args.clear) if args.ack else c.heartbeat(args.heartbeat)
+            print("%s: %s" % (ack.url, "duplicate" if ack.duplicate else "ok"))
+            return EXIT_OK
+        alarm = build_alarm(args)
+        if args.dry_run:
+            from sentinel_core.receiver import PATH_ALARM
+
+            for c in clients:
+                print(curl_command(c.sign(PATH_ALARM, alarm.to_wire())))
+            print("# valid for 300 s from now (the terminal's replay window)", file=sys.stderr)
+            return EXIT_OK
+        worst = EXIT_OK
+        for d in send_many(clients, alarm):
+            if d.ok:
+                print("%s: delivered (%s%s, %d attempt%s)" % (d.url, d.ack.level or "ok",
+                                                              ", duplicate" if d.ack.duplicate else "",
+                                                              d.ack.attempts, "" if d.ack.attempts == 1 else "s"))
+            else:
+                print("%s: FAILED: %s" % (d.url, d.error), file=sys.stderr)
+                worst = max(worst, EXIT_REFUSED if isinstance(d.error, RefusedError) else EXIT_UNREACHABLE)
+        return worst
+    except ConfigError as e:
+        print("sentinel-send: %s" % e, file=sys.stderr)
+        return EXIT_USAGE
+    except RefusedError as e:
+        print("sentinel-send: refused: %s" % e, file=sys.stderr)
+        return EXIT_REFUSED
+    except SentinelError as e:
+        print("sentinel-send: %s" % e, file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except ValueError as e:
+        print("sentinel-send: %s" % e, file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""AlarmClient: sign an alarm with the shared core and deliver it to one terminal, retrying only what is safe."""
+import json
+import random
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from host_client.config import Target, resolve
+from host_client.errors import AuthError, RefusedError, SentinelError, ServerError, TransportError
+from host_client.transport import HTTPTransport
+from sentinel_core.alarm import Alarm
+from sentinel_core.errors import ProtocolError
+from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT
+from sentinel_core.signing import Signer
+from sentinel_core.validate import parse_alarm
+
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The terminal's acknowledgement of one request."""
+
+    url: str
+    status: int
+    duplicate: bool
+    attempts: int
+    elapsed_s: float
+    answer: dict = field(default_factory=dict)
+
+    @property
+    def level(self):
+        return self.answer.get("level")
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    url: str
+    headers: dict
+    body: bytes
+
+
+def encode_body(obj):
+    # Raw UTF-8 rather than \\u escapes: shorter on the wire, and what every terminal decodes the same way.
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class AlarmClient:
+    """Sends signed requests to one terminal.
+
+    timeout is per attempt (the RFC's gateway uses 3 s). retries counts extra attempts after connection errors,
+    5xx and 429; a 4xx is never retried. Every attempt is signed afresh, and an alarm without an id gets one, so a
+    retry the terminal already acted on is answered as a duplicate instead of sounding twice.
+    """
+
+    def __init__(self, url, key_id, secret, timeout=3.0, retries=3, backoff=0.2, backoff_max=2.0,
+                 transport=None, clock=time.time, sleep=time.sleep):
+        self.target = Target(url, key_id, secret)
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.transport = transport or HTTPTransport()
+        self._signer = Signer(self.target.secret)
+        self._clock = clock
+        self._sleep = sleep
+
+    @classmethod
+    def from_config(cls, path=None, **kwargs):
+        """From a config file, the environment, or the local emulator's file (see host_client.config)."""
+        t = resolve(config=path)
+        return cls(t.url, t.key_id, t.secret, **kwargs)
+
+    @property
+    def url(self):
+        return self.target.url
+
+    def __repr__(self):
+        return "AlarmClient(%r, key_id=%r)" % (self.target.url, self.target.key_id)
+
+    def sign(self, path, obj, now=None):
+        """The exact request that would be sent: for --dry-run, and for tests of other senders."""
+        body = encode_body(obj)
+        ts = str(int(self._clock() if now is None else now))
+        headers = {"Content-Type": "application/json", "X-API-Key": self.target.key_id, "X-Timestamp": ts,
+                   "X-Signature": self._signer.sign(ts, body)}
+        return SignedRequest(self.target.url + path, headers, body)
+
+    def send(self, alarm):
+        """Deliver an Alarm; returns an Ack or raises a SentinelError."""
+        if not isinstance(alarm, Alarm):
+            raise TypeError("send() takes a sentinel_core Alarm; build one with host_client.preset()")
+        wire = alarm.to_wire()
+        if "id" not in wire:
+            wire["id"] = uuid.uuid4().hex[:16]
+        try:
+            parse_alarm(wire)  # the terminal's own schema: refuse here, with its words, before the network
+        except ProtocolError as e:
+            raise RefusedError(self.target.url, e.status, e.code, e.message) from None
+        return self._deliver(PATH_ALARM, wire)
+
+    def ack(self, key=None, long=False):
+        """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all."""
+        body = {"long": bool(long), "id": uuid.uuid4().hex[:16]}
+        if key is not None:
+            body["key"] = key
+        return self._deliver(PATH_ACK, body)
+
+    def heartbeat(self, interval=None):
+        """Tell the terminal the alarm path is alive; with interval, it alarms if the next one is late."""
+        body = {"id": uuid.uuid4().hex[:16]}
+        if interval is not None:
+            body["interval"] = int(interval)
+        return self._deliver(PATH_HEARTBEAT, body)
+
+    def _deliver(self, path, obj):
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            req = self.sign(path, obj)
+            try:
+                r = self.transport.post(req.url, req.headers, req.body, self.timeout)
+            except TransportError:
+                if attempt > self.retries:
+                    raise
+                self._pause(attempt, None)
+                continue
+            answer = _parse_answer(r.body)
+            if r.status == 200 and answer.get("ok") is True:
+                return Ack(req.url, r.status, bool(answer.get("duplicate")), attempt,
+                           time.monotonic() - start, answer)
+            code = answer.get("error", "http_%d" % r.status)
+            message = answer.get("message", "unexpected answer")
+            if r.status in RETRY_STATUSES:
+                if attempt > self.retries:
+                    raise ServerError(req.url, r.status, code, message)
+                self._pause(attempt, r.headers.get("retry-after"))
+                continue
+            if r.status == 401:
+                raise AuthError(req.url, r.status, code, message)
+            raise RefusedError(req.url, r.status, code, message)
+
+    def _pause(self, attempt, retry_after):
+        # Exponential back-off with full jitter, so a room of senders does not retry in lock step.
+        delay = random.uniform(0, min(self.backoff_max, self.backoff * (2 ** (attempt - 1))))
+        if retry_after:
+            try:
+                delay = max(delay, min(float(retry_after), self.backoff_max))
+            except ValueError:
+                pass
+        self._sleep(delay)
+
+
+def _parse_answer(body):
+    try:
+        v = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One terminal's outcome in a fan-out: ack on success, error otherwise."""
+
+    url: str
+    ack: Ack | None = None
+    error: SentinelError | None = None
+
+    @property
+    def ok(self):
+        return self.ack is not None
+
+
+def send_many(clients, alarm, max_workers=8):
+    """Send one alarm to several terminals at once; one Delivery per client, in the clients' order."""
+
+    def one(c):
+        try:
+            return Delivery(c.url, ack=c.send(alarm))
+        except SentinelError as e:
+            return Delivery(c.url, error=e)
+
+    clients = list(clients)
+    if not clients:
+        return []
+    # One message id for every terminal, so a retried fan-out is idempotent on each of them.
+    if alarm.id is None:
+        alarm = Alarm(alarm.text, alarm.color, alarm.light_mode, alarm.audio_mode, alarm.repeat_times, alarm.level,
+                      alarm.key, uuid.uuid4().hex[:16], alarm.duration)
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(clients))) as pool:
+        return list(pool.map(one, clients))

@@ -1,0 +1,102 @@
+"""Where a sender finds its terminal: explicit arguments, then environment, then a file.
+
+Environment: SENTINEL_URL, SENTINEL_KEY_ID, SENTINEL_SECRET (or SENTINEL_SECRET_FILE), SENTINEL_CONFIG (a file).
+Files: JSON or TOML with the keys url, key_id, and secret or secret_file. With nothing given, the local emulator's
+own file ($XDG_CONFIG_HOME/gpu-sentinel/emulator.json, written at its first start) is used, so
+`sentinel-send` talks to a local emulator with no setup.
+"""
+import json
+import os
+
+from host_client.errors import ConfigError
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+
+def emulator_config_path():
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "gpu-sentinel", "emulator.json")
+
+
+class Target:
+    """One terminal: where it is and how to sign for it. repr never shows the secret."""
+
+    __slots__ = ("url", "key_id", "secret")
+
+    def __init__(self, url, key_id, secret):
+        if not url or not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError("terminal URL must start with http:// or https:// (got %r)" % (url,))
+        if not key_id or not isinstance(key_id, str):
+            raise ConfigError("key id is missing")
+        if isinstance(secret, str):
+            secret = secret.encode()
+        if not secret:
+            raise ConfigError("secret is missing or empty")
+        self.url = url.rstrip("/")
+        self.key_id = key_id
+        self.secret = secret
+
+    def __repr__(self):
+        return "Target(url=%r, key_id=%r, secret=<hidden>)" % (self.url, self.key_id)
+
+
+def read_file(path):
+    """A JSON or TOML config file -> dict. ConfigError names the file and the fault (never a secret's value)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConfigError("cannot read config file %s: %s" % (path, e.strerror or e)) from None
+    try:
+        if path.endswith(".toml"):
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            data = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError("config file %s is malformed: %s" % (path, e)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("config file %s must hold an object/table" % path)
+    return data
+
+
+def _secret_from_file(path):
+    try:
+        with open(path, "rb") as f:
+            s = f.read().strip()
+    except OSError as e:
+        raise ConfigError("cannot read secret file %s: %s" % (path, e.strerror or e)) from None
+    if not s:
+        raise ConfigError("secret file %s is empty" % path)
+    return s
+
+
+def resolve(url=None, key_id=None, secret=None, secret_file=None, config=None, env=None):
+    """Merge arguments > environment > config file > the local emulator's file into a Target."""
+    env = os.environ if env is None else env
+    url = url or env.get("SENTINEL_URL")
+    key_id = key_id or env.get("SENTINEL_KEY_ID")
+    secret = secret or env.get("SENTINEL_SECRET")
+    secret_file = secret_file or env.get("SENTINEL_SECRET_FILE")
+    path = config or env.get("SENTINEL_CONFIG")
+    if path is None and not (url and key_id and (secret or secret_file)):
+        default = emulator_config_path()
+        if os.path.exists(default):
+            path = default
+    if path:
+        data = read_file(path)
+        url = url or data.get("url")
+        key_id = key_id or data.get("key_id")
+        if not secret and not secret_file:
+            secret = data.get("secret")
+            secret_file = data.get("secret_file")
+    if not secret and secret_file:
+        secret = _secret_from_file(secret_file)
+    missing = [n for n, v in (("url", url), ("key id", key_id), ("secret", secret)) if not v]
+    if missing:
+        raise ConfigError("no terminal configured: missing %s (give arguments, set SENTINEL_URL, SENTINEL_KEY_ID and "
+                          "SENTINEL_SECRET, or start the emulator once to create %s)"
+                          % (", ".join(missing), emulator_config_path()))
+    return Target(url, key_id, secret)

@@ -1,0 +1,42 @@
+"""The one place host_client touches the network. Tests pass their own Transport to AlarmClient."""
+import http.client
+import urllib.parse
+
+from host_client.errors import ConfigError, TransportError
+
+
+class Response:
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class Transport:
+    """POSTs bytes and returns a Response; raises TransportError when no HTTP answer arrives."""
+
+    def post(self, url, headers, body, timeout):
+        raise NotImplementedError
+
+
+class HTTPTransport(Transport):
+    """Plain http.client: one short-lived connection per request, which is what a terminal on a LAN wants."""
+
+    def post(self, url, headers, body, timeout):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ConfigError("not an http(s) URL: %r" % url)
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = cls(u.hostname, u.port, timeout=timeout)
+        path = u.path or "/"
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            r = conn.getresponse()
+            data = r.read(65536)
+            return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+        except (TimeoutError, OSError, http.client.HTTPException) as e:
+            raise TransportError(url, "%s: %s" % (type(e).__name__, e)) from None
+        finally:
+            conn.close()
