@@ -93,7 +93,12 @@ def serve(args):
         voice = Voice(mode="device", rate=cfg["voice"].get("rate", 170), voices=cfg["voice"], log=_log)
     voice.start()
     state_path = None if args.no_persist else os.path.join(os.path.dirname(path), "emulator-state.json")
-    engine = Engine(cfg, voice=voice, state_path=state_path, log=_log).start()
+    try:
+        engine = Engine(cfg, voice=voice, state_path=state_path, log=_log).start()
+    except ValueError as e:
+        _log("config error: %s" % e)
+        voice.stop()
+        return 2
     try:
         server = Server(create_app(cfg, engine), cfg["host"], cfg["port"])
     except OSError as e:

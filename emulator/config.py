@@ -23,9 +23,10 @@ DEFAULTS = {
     "serpentine": True,
     "rotation": 0,
     "fps": 30,
-    "brightness": 96,
-    "night_brightness": 24,
-    "budget_ma": 2000,
+    # The box's defaults (see sentinel_core.render / power): the window shows what the LEDs would show.
+    "brightness": 128,
+    "night_brightness": 16,
+    "budget_ma": 730,
     "utc_offset_min": None,
     "voice": {"rate": 170, "en": "gmw/en-us", "zh": "sit/cmn"},
     # Passed to the core's Terminal unchanged (its keys are documented in docs/STATE_MACHINE.md).

@@ -5,9 +5,8 @@ import json
 import time
 import urllib.request
 
-from sentinel_core.alarm import preset
-
 from emulator import config as config_mod
+from sentinel_core.alarm import preset
 
 INCIDENT = "A03:gpu-worker-08:NCCL_TIMEOUT"
 P0_TEXT = "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起"

@@ -15,17 +15,13 @@ import sys
 import threading
 import time
 
+from emulator import png
 from sentinel_core.button import Button
 from sentinel_core.keyring import KeyRing
+from sentinel_core.layout import Layout
 from sentinel_core.receiver import Receiver
+from sentinel_core.render import Renderer
 from sentinel_core.terminal import Terminal
-
-from emulator import png
-
-try:  # the renderer lands in the core as its own module; its names are fixed by the contract
-    from sentinel_core.render import Layout, Renderer
-except ImportError:  # pragma: no cover - only while the core is being assembled
-    Layout = Renderer = None
 
 ANSWER_TIMEOUT_S = 2.0
 FRAMES_KEPT = 120
@@ -118,8 +114,6 @@ class Engine:
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.clock = clock
         self.ticks = ticks
-        self.width = cfg["width"]
-        self.height = cfg["height"]
         self.period = 1.0 / cfg["fps"]
         self.metrics = Metrics()
         self.state_path = state_path
@@ -153,12 +147,14 @@ class Engine:
         self.terminal.set_health("network", True, now)  # it answers on loopback, so it is reachable
         self.button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
         self.receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}))
-        if Renderer is None:
-            raise RuntimeError("sentinel_core.render is missing: the core is incomplete")
-        self.layout = Layout(self.width, self.height, serpentine=cfg.get("serpentine", True),
+        # Layout and Renderer raise ValueError on a panel they cannot drive: the caller reports it as config.
+        self.layout = Layout(cfg["width"], cfg["height"], serpentine=cfg.get("serpentine", True),
                              rotation=cfg.get("rotation", 0))
         self.renderer = Renderer(self.layout, brightness=cfg["brightness"],
                                  night_brightness=cfg["night_brightness"], budget_ma=cfg["budget_ma"])
+        # The image as it reads on the mounted panel (a rotated panel swaps width and height).
+        self.width = self.layout.cols
+        self.height = self.layout.rows
         if voice is not None:
             voice.on_done = self._voice_done
             if voice.mode != "off":

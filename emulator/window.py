@@ -93,7 +93,7 @@ class Window:
         self.font_text = pygame.font.Font(self.cjk_path, 22) if self.cjk_path else pygame.font.Font(None, 26)
         self.font_text_small = pygame.font.Font(self.cjk_path, 16) if self.cjk_path else self.font_small
         bx = self.panel_x + 20
-        self.button_rect = pygame.Rect(bx, self.size[1] - self.margin - 78, self.panel_w - 40, 64)
+        self.button_rect = pygame.Rect(bx, self.size[1] - self.margin - 92, self.panel_w - 40, 64)
         self.mouse_down = False
         self.key_down = False
         self.pressed_since = None
@@ -194,8 +194,9 @@ class Window:
         return lines
 
     def _dot(self, x, y, ok, label):
-        pygame.draw.circle(self.screen, GOOD if ok else BAD, (x + 6, y + 8), 6)
-        self._text(label, (x + 18, y), self.font_small, INK if ok else BAD)
+        color = DIM if ok is None else (GOOD if ok else BAD)
+        pygame.draw.circle(self.screen, color, (x + 6, y + 8), 6)
+        self._text(label, (x + 18, y), self.font_small, BAD if ok is False else (DIM if ok is None else INK))
 
     def _draw_panel(self, view):
         px = self.panel_x
@@ -235,7 +236,7 @@ class Window:
             if is_chinese(text) and not self.cjk_path:
                 text = (shown.get("text") or active[0].get("key") or "") + "  (install a CJK font for Chinese)"
             for line in self._wrap(text, self.font_text, self.panel_w - 40, max_lines=4):
-                y += self._text(line, (x, y), self.font_text) + 2
+                y += self._text(line.strip(), (x, y), self.font_text) + 2
         y += 10
 
         speech = snap.get("speech") or {}
@@ -271,7 +272,7 @@ class Window:
         hb = health.get("heartbeat") or {}
         dots = [("clock", health.get("clock", True)), ("network", health.get("network", True)),
                 ("voice", health.get("speech", True)),
-                ("heartbeat" if hb.get("armed") else "heartbeat off", hb.get("ok", True))]
+                ("heartbeat", hb.get("ok", True) if hb.get("armed") else None)]
         cx = x
         for label, ok in dots:
             self._dot(cx, y, ok, label)
