@@ -1,0 +1,290 @@
+"""sentinel-probe: the GPU node probe daemon.
+
+    sentinel-probe [-c probe.toml]              run the daemon (systemd: deploy/sentinel-probe.service)
+    sentinel-probe --once [-c probe.toml]       run every check once, print a table, exit 1 on findings
+    sentinel-probe --check-config -c probe.toml validate the configuration and exit
+    sentinel-probe status [-c probe.toml]       ask the running daemon (its /status endpoint)
+
+Exit codes: 0 healthy, 1 findings (--once / status), 2 configuration or source error.
+"""
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from . import config as config_mod
+from . import events, follow, gpu_source
+from .daemon import Daemon
+
+DEFAULT_CONFIG = "/etc/sentinel/probe.toml"
+
+
+def _load_config(args):
+    path = args.config or os.environ.get("SENTINEL_PROBE_CONFIG")
+    if path:
+        cfg = config_mod.load(path)
+    elif os.path.exists(DEFAULT_CONFIG):
+        cfg = config_mod.load(DEFAULT_CONFIG)
+    else:
+        cfg = config_mod.build({})
+    # command-line overrides, validated through the same path as the file
+    over = {}
+    for key, attr in (("gateway", "gateway"), ("rack", "rack"), ("host", "host")):
+        v = getattr(args, attr, None)
+        if v:
+            over.setdefault("node", {})[key] = v
+    if getattr(args, "replay", None):
+        over["gpu"] = {"source": "replay", "replay": args.replay}
+    if over:
+        raw = {s: dict(v) for s, v in cfg.items()}
+        for s, v in over.items():
+            raw[s].update(v)
+        cfg = config_mod.build(raw)
+    return cfg
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="sentinel-probe", description="GPU node probe for GPU Sentinel")
+    p.add_argument("-c", "--config", help="TOML file (default %s if present, or $SENTINEL_PROBE_CONFIG)"
+                   % DEFAULT_CONFIG)
+    p.add_argument("--once", action="store_true", help="run every check once, print a table, exit 1 on findings")
+    p.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
+    p.add_argument("--gateway", help="gateway URL (overrides [node] gateway)")
+    p.add_argument("--rack", help="cluster rack (overrides [node] rack)")
+    p.add_argument("--host", help="node host name (overrides [node] host)")
+    p.add_argument("--replay", help="replay recorded NVML readings from this JSON file instead of a GPU")
+    p.add_argument("--json", action="store_true", help="--once: print findings as JSON lines")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _status_parser():
+    p = argparse.ArgumentParser(prog="sentinel-probe status", description="show the running daemon's state")
+    p.add_argument("-c", "--config")
+    p.add_argument("--url", help="status address, default from [status] listen")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "status":
+        return status_main(argv[1:])
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = _load_config(args)
+    except config_mod.ConfigError as e:
+        print("sentinel-probe: configuration error: %s" % e, file=sys.stderr)
+        return 2
+    if args.check_config:
+        print("configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s)" % (
+            cfg["node"]["rack"], cfg["node"]["host"], cfg["node"]["gateway"] or "(none)", cfg["gpu"]["source"],
+            cfg["xid"]["source"], len(cfg["nccl"]["logs"])))
+        return 0
+    if args.once:
+        return run_once(cfg, as_json=args.json)
+    if not cfg["node"]["gateway"]:
+        print("sentinel-probe: no gateway URL ([node] gateway or --gateway)", file=sys.stderr)
+        return 2
+    return run_daemon(cfg)
+
+
+def _open_gpu(cfg, required):
+    g = cfg["gpu"]
+    try:
+        return gpu_source.open_source(g["source"], replay=g["replay"], smi_binary=g["nvidia_smi"]), None
+    except gpu_source.SourceError as e:
+        if required:
+            raise
+        return None, str(e)
+
+
+def run_daemon(cfg):
+    log = logging.getLogger("sentinel.probe")
+    try:
+        gpu, why = _open_gpu(cfg, required=cfg["gpu"]["source"] not in ("auto",))
+    except gpu_source.SourceError as e:
+        print("sentinel-probe: %s" % e, file=sys.stderr)
+        return 2
+    if gpu is None:
+        log.warning("no GPU source (%s): running the log and progress checks only", why)
+    d = Daemon(cfg, gpu=gpu)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        d.start()
+    except OSError as e:
+        print("sentinel-probe: cannot start: %s" % e, file=sys.stderr)
+        d.close()
+        return 2
+    log.info("running: rack %s host %s, %d GPU(s) via %s, gateway %s", d.identity.rack, d.identity.host,
+             len(d.devices), getattr(gpu, "name", "none"), d.sender.url)
+    stop.wait()
+    log.info("stopping; %d event(s) still queued", d.sender.pending())
+    d.sender.flush(2.0)
+    d.close()
+    return 0
+
+
+def run_once(cfg, as_json=False, out=None):
+    """The seed's script, grown up: every check once, a table, exit 1 when anything is wrong."""
+    out = out or sys.stdout
+    rows = []  # (check, gpu, status, detail)
+    findings = []
+    try:
+        gpu, why = _open_gpu(cfg, required=cfg["gpu"]["source"] not in ("auto",))
+    except gpu_source.SourceError as e:
+        print("sentinel-probe: %s" % e, file=sys.stderr)
+        return 2
+    cfg = dict(cfg, status={"listen": ""}, progress=dict(cfg["progress"], enabled=False))
+    d = Daemon(cfg, gpu=gpu)
+    if gpu is None:
+        rows.append(("gpu", "-", "SKIP", why))
+    else:
+        readings = []
+        for i in range(d.checker.rules.confirm):
+            if i:
+                time.sleep(cfg["gpu"]["interval_s"])
+            readings = gpu.sample()
+            findings += _fresh(d, d.checker.check(readings, time.monotonic()))
+        bad = {f.gpu_index for f in findings}
+        devs = {dv["index"]: dv for dv in d.devices}
+        for r in readings:
+            dv = devs.get(r["index"], {})
+            if r["index"] not in bad:
+                rows.append(("gpu", str(r["index"]), "OK", "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
+                    dv.get("bus_id") or "", r.get("gen"), r.get("width"), dv.get("max_gen"), dv.get("max_width"),
+                    r.get("pstate"), r.get("temp"), r.get("util"))))
+        gpu.close()
+    # kernel log: the ring buffer since boot
+    lines, src = _kernel_history(cfg)
+    if lines is None:
+        rows.append(("xid", "-", "SKIP", src))
+    else:
+        n = 0
+        for line in lines:
+            f = d.on_kernel_line(line, time.monotonic())
+            if f is not None:
+                findings.append(f)
+                n += 1
+        if not n:
+            rows.append(("xid", "-", "OK", "no XID in %s (%d lines)" % (src, len(lines))))
+    for path in cfg["nccl"]["logs"]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                n = 0
+                for line in fh:
+                    f = d.on_nccl_line(line, path, time.monotonic())
+                    if f is not None:
+                        findings.append(f)
+                        n += 1
+            if not n:
+                rows.append(("nccl", "-", "OK", "no watchdog timeout in %s" % path))
+        except OSError as e:
+            rows.append(("nccl", "-", "SKIP", "%s: %s" % (path, e.strerror)))
+    for f in findings:
+        rows.append((f.event_type, str(f.gpu_index) if f.gpu_index >= 0 else "-", "FAIL", f.detail))
+    if as_json:
+        for f in findings:
+            print(json.dumps(events.body(d.identity, f, d.checker.last_util.get(f.gpu_index)),
+                             ensure_ascii=False), file=out)
+    else:
+        _table(rows, out)
+    return 1 if findings else 0
+
+
+def _fresh(d, findings):
+    raised, _ = d.conditions.update("gpu", findings)
+    return raised
+
+
+def _kernel_history(cfg):
+    x = cfg["xid"]
+    if x["source"] == "none":
+        return None, "disabled"
+    if x["source"] == "file":
+        try:
+            with open(x["path"], encoding="utf-8", errors="replace") as fh:
+                return fh.readlines(), x["path"]
+        except OSError as e:
+            return None, "%s: %s" % (x["path"], e.strerror)
+    if x["source"] in ("auto", "kmsg"):
+        try:
+            return follow.read_kmsg_history(x["path"] or "/dev/kmsg"), "/dev/kmsg"
+        except OSError as e:
+            if x["source"] == "kmsg":
+                return None, "/dev/kmsg: %s" % e.strerror
+    try:
+        p = subprocess.run(["journalctl", "-k", "-b", "-o", "cat", "--no-pager"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "journalctl: %s" % e
+    if p.returncode != 0:
+        return None, "journalctl exited %d" % p.returncode
+    return p.stdout.splitlines(), "journalctl -k -b"
+
+
+def _table(rows, out):
+    head = ("CHECK", "GPU", "STATUS", "DETAIL")
+    widths = [max(len(head[i]), *(len(r[i]) for r in rows)) if rows else len(head[i]) for i in range(3)]
+    fmt = "%-*s  %-*s  %-*s  %s"
+    print(fmt % (widths[0], head[0], widths[1], head[1], widths[2], head[2], head[3]), file=out)
+    for r in rows:
+        print(fmt % (widths[0], r[0], widths[1], r[1], widths[2], r[2], r[3]), file=out)
+
+
+def status_main(argv):
+    args = _status_parser().parse_args(argv)
+    url = args.url
+    if not url:
+        try:
+            cfg = _load_config(args)
+        except config_mod.ConfigError as e:
+            print("sentinel-probe: configuration error: %s" % e, file=sys.stderr)
+            return 2
+        if not cfg["status"]["listen"]:
+            print("sentinel-probe: [status] listen is empty: the daemon serves no status", file=sys.stderr)
+            return 2
+        url = "http://%s/status" % cfg["status"]["listen"]
+    elif "/status" not in url:
+        url = url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            s = json.loads(r.read().decode())
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        print("sentinel-probe: daemon not reachable at %s: %s" % (url, e), file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(s, indent=1))
+    else:
+        print("rack %s host %s up %ss, %d GPU(s) via %s, %d samples" % (
+            s["rack"], s["host"], s["uptime_s"], s["gpus"], s["gpu_source"], s["samples"]))
+        snd = s["sender"]
+        print("gateway %s: sent %d, pending %d, dropped %d%s" % (
+            snd["url"], snd["sent"], snd["pending"], snd["dropped"],
+            ", last error: %s" % snd["last_error"] if snd["last_error"] and snd["pending"] else ""))
+        for j in s["jobs"]:
+            print("job %s rank %s pid %s: %d steps, step time %s s, last %ss ago%s" % (
+                j["job"], j["rank"], j["pid"], j["steps"], j["step_time_s"], j["since_last_s"],
+                " STALLED" if j["stalled"] else ""))
+        rows = [(a["event_type"], str(a["gpu_index"]), "ACTIVE", a["detail"] or "") for a in s["active"]]
+        if rows:
+            _table(rows, sys.stdout)
+        else:
+            print("no active conditions")
+    return 1 if s["active"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

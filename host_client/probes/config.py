@@ -1,0 +1,136 @@
+"""The probe's configuration: TOML file (examples/probe.toml), defaults for everything but the gateway URL.
+
+Unknown sections or keys are errors (a typo must not silently disable a check); every error names the key.
+"""
+
+import socket
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+from .gpu_checks import GpuRules
+from .progress import ProgressRules
+
+DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
+
+DEFAULTS = {
+    "node": {"rack": "unknown", "host": "", "gateway": ""},
+    "gpu": {"source": "auto", "interval_s": 1.0, "replay": "", "nvidia_smi": "nvidia-smi", "confirm": 2,
+            "expected_gen": 0, "expected_width": 0, "thermal_fallback_c": 82.0, "thermal_hysteresis_c": 3.0,
+            "nvlink_min_delta": 1, "nvlink_quiet_s": 60.0, "util_drop": True, "busy_pct": 80.0,
+            "idle_pct": 5.0, "util_window_s": 30.0, "util_drop_s": 10.0},
+    "xid": {"source": "auto", "path": "", "hold_s": 600.0, "ignore": []},
+    "nccl": {"logs": [], "from_start": False, "hold_s": 600.0},
+    "progress": {"enabled": True, "socket": DEFAULT_SOCKET, "socket_mode": 0o666, "k": 4.0, "floor_s": 0.5,
+                 "ceiling_s": 900.0, "warmup": 3, "window": 32},
+    "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0},
+    "status": {"listen": "127.0.0.1:9410"},
+}
+
+_CHOICES = {("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
+            ("xid", "source"): ("auto", "kmsg", "journal", "file", "none")}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _check_type(section, key, value, default):
+    where = "[%s] %s" % (section, key)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError("%s must be true or false, got %r" % (where, value))
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError("%s must be a number, got %r" % (where, value))
+        value = float(value)
+        if value < 0:
+            raise ConfigError("%s must not be negative, got %r" % (where, value))
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError("%s must be an integer, got %r" % (where, value))
+        if value < 0:
+            raise ConfigError("%s must not be negative, got %r" % (where, value))
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError("%s must be a string, got %r" % (where, value))
+        choices = _CHOICES.get((section, key))
+        if choices and value not in choices:
+            raise ConfigError("%s must be one of %s, got %r" % (where, ", ".join(choices), value))
+    elif isinstance(default, list):
+        if not isinstance(value, list):
+            raise ConfigError("%s must be a list, got %r" % (where, value))
+    return value
+
+
+def build(raw):
+    """Merge a parsed TOML dict over the defaults and validate it. Returns the full config dict."""
+    if not isinstance(raw, dict):
+        raise ConfigError("configuration must be a table")
+    cfg = {s: dict(v) for s, v in DEFAULTS.items()}
+    for section, values in raw.items():
+        if section not in DEFAULTS:
+            raise ConfigError("unknown section [%s] (known: %s)" % (section, ", ".join(DEFAULTS)))
+        if not isinstance(values, dict):
+            raise ConfigError("[%s] must be a table" % section)
+        for key, value in values.items():
+            if key not in DEFAULTS[section]:
+                raise ConfigError("unknown key [%s] %s (known: %s)" % (section, key, ", ".join(DEFAULTS[section])))
+            cfg[section][key] = _check_type(section, key, value, DEFAULTS[section][key])
+    node = cfg["node"]
+    if not node["host"]:
+        node["host"] = socket.gethostname()
+    if not node["rack"]:
+        raise ConfigError("[node] rack must not be empty")
+    if cfg["gpu"]["interval_s"] < 0.05:
+        raise ConfigError("[gpu] interval_s must be >= 0.05 s")
+    if cfg["gpu"]["source"] == "replay" and not cfg["gpu"]["replay"]:
+        raise ConfigError("[gpu] source = \"replay\" needs [gpu] replay = <file>")
+    if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:
+        raise ConfigError("[xid] source = \"file\" needs [xid] path = <file>")
+    for i, p in enumerate(cfg["nccl"]["logs"]):
+        if not isinstance(p, str) or not p:
+            raise ConfigError("[nccl] logs[%d] must be a non-empty path" % i)
+    for i, x in enumerate(cfg["xid"]["ignore"]):
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise ConfigError("[xid] ignore[%d] must be an XID number" % i)
+    listen = cfg["status"]["listen"]
+    if listen and (":" not in listen or not listen.rsplit(":", 1)[1].isdigit()):
+        raise ConfigError("[status] listen must be host:port or empty, got %r" % listen)
+    try:
+        gpu = cfg["gpu"]
+        GpuRules(confirm=gpu["confirm"])
+        pr = cfg["progress"]
+        ProgressRules(k=pr["k"], floor_s=pr["floor_s"], ceiling_s=pr["ceiling_s"], warmup=pr["warmup"],
+                      window=pr["window"])
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    return cfg
+
+
+def load(path):
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError("cannot read %s: %s" % (path, e.strerror or e)) from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError("%s: %s" % (path, e)) from e
+    return build(raw)
+
+
+def gpu_rules(cfg):
+    g = cfg["gpu"]
+    return GpuRules(confirm=g["confirm"], expected_gen=g["expected_gen"], expected_width=g["expected_width"],
+                    thermal_fallback_c=g["thermal_fallback_c"], thermal_hysteresis_c=g["thermal_hysteresis_c"],
+                    nvlink_min_delta=g["nvlink_min_delta"], nvlink_quiet_s=g["nvlink_quiet_s"],
+                    util_drop=g["util_drop"], busy_pct=g["busy_pct"], idle_pct=g["idle_pct"],
+                    util_window_s=g["util_window_s"], util_drop_s=g["util_drop_s"])
+
+
+def progress_rules(cfg):
+    p = cfg["progress"]
+    return ProgressRules(k=p["k"], floor_s=p["floor_s"], ceiling_s=p["ceiling_s"], warmup=p["warmup"],
+                         window=p["window"])

@@ -1,0 +1,337 @@
+"""The probe daemon: every source feeds one loop, the loop keeps the ledger, the sender talks to the gateway.
+
+Threads: one per followed stream (kernel log, each NCCL log), one for the progress socket, the sender, the
+status server. They only enqueue; all decisions happen on the main loop, which sleeps until the next GPU
+sample, the earliest progress deadline or the next message, whichever comes first.
+"""
+
+import json
+import logging
+import queue
+import select
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import config as config_mod
+from . import events, follow, nccl, progress, xid
+from .gpu_checks import GpuChecker
+from .sender import Sender
+
+log = logging.getLogger("sentinel.probe")
+
+GPU_EVENT_PATH = "/api/v1/gpu_event"
+
+
+def gateway_url(url):
+    """Accept the gateway's base URL or the full endpoint."""
+    if not url:
+        return url
+    rest = url.split("://", 1)[-1]
+    if "/" not in rest or rest.endswith("/") and rest.count("/") == 1:
+        return url.rstrip("/") + GPU_EVENT_PATH
+    return url
+
+
+class Daemon:
+    def __init__(self, cfg, gpu=None, sender=None, clock=time.monotonic, wall=time.time):
+        self.cfg = cfg
+        self.clock = clock
+        self.wall = wall
+        self.identity = events.Identity(cfg["node"]["rack"], cfg["node"]["host"])
+        self.conditions = events.Conditions()
+        self.xid_once = events.Oneshots(cfg["xid"]["hold_s"])
+        self.nccl_once = events.Oneshots(cfg["nccl"]["hold_s"])
+        self.xid_ignore = frozenset(cfg["xid"]["ignore"])
+        self.tracker = progress.ProgressTracker(config_mod.progress_rules(cfg))
+        self.gpu = gpu
+        self.devices = gpu.devices() if gpu is not None else []
+        self.checker = GpuChecker(self.devices, config_mod.gpu_rules(cfg))
+        self._pci = {d["pci"]: d["index"] for d in self.devices if d.get("pci")}
+        self.sender = sender
+        self.q = queue.Queue()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.followers = []
+        self._xid_sources = set()
+        self.sock = None
+        self.status_server = None
+        self.counts = {t: 0 for t in events.EVENT_TYPES}
+        self.recent = []  # the last events sent, newest last, for /status
+        self.samples = 0
+        self.sample_errors = 0
+        self.sample_seconds = 0.0
+        self.lines = 0
+        self.started = wall()
+        self._threads = []
+
+    # --- wiring --------------------------------------------------------------------------------------------
+    def _on_line(self, source, line):
+        self.q.put(("line", source, line, self.clock()))
+
+    def start(self):
+        cfg = self.cfg
+        if self.sender is None:
+            s = cfg["sender"]
+            self.sender = Sender(gateway_url(cfg["node"]["gateway"]), capacity=s["capacity"],
+                                 timeout_s=s["timeout_s"], backoff_min_s=s["backoff_min_s"],
+                                 backoff_max_s=s["backoff_max_s"])
+        self.sender.start()
+        self._start_xid()
+        for path in cfg["nccl"]["logs"]:
+            self.followers.append(follow.FileFollower(path, self._on_line, self.stop,
+                                                      from_start=cfg["nccl"]["from_start"]).start())
+        if cfg["progress"]["enabled"]:
+            self.sock = progress.ProgressSocket(cfg["progress"]["socket"], cfg["progress"]["socket_mode"])
+            self._spawn(self._progress_reader, "progress")
+        if cfg["status"]["listen"]:
+            self._start_status(cfg["status"]["listen"])
+        self._spawn(self._loop, "probe-loop")
+        return self
+
+    def _spawn(self, target, name):
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _start_xid(self):
+        x = self.cfg["xid"]
+        kind = x["source"]
+        if kind == "none":
+            return
+        if kind == "file":
+            f = follow.FileFollower(x["path"], self._on_line, self.stop)
+        elif kind == "journal":
+            f = follow.CommandFollower("journal", follow.JOURNAL_ARGV, self._on_line, self.stop)
+        elif kind == "kmsg":
+            f = follow.KmsgFollower(self._on_line, self.stop, path=x["path"] or "/dev/kmsg")
+        else:  # auto: /dev/kmsg when we may read it, else journalctl
+            try:
+                open(x["path"] or "/dev/kmsg", "rb").close()
+                f = follow.KmsgFollower(self._on_line, self.stop, path=x["path"] or "/dev/kmsg")
+            except OSError:
+                f = follow.CommandFollower("journal", follow.JOURNAL_ARGV, self._on_line, self.stop)
+        self._xid_sources.add(f.name)
+        self.followers.append(f.start())
+
+    def _progress_reader(self):
+        while not self.stop.is_set():
+            try:
+                r, _, _ = select.select([self.sock], [], [], 1.0)
+                if not r:
+                    continue
+                msg, pid = self.sock.recv()
+            except (OSError, ValueError):
+                if self.stop.is_set():
+                    return
+                continue
+            self.q.put(("beat", msg, pid, self.clock()))
+
+    # --- the loop ------------------------------------------------------------------------------------------
+    def _loop(self):
+        interval = self.cfg["gpu"]["interval_s"]
+        next_sample = self.clock() if self.gpu is not None else None
+        while not self.stop.is_set():
+            now = self.clock()
+            wake = now + 1.0
+            if next_sample is not None:
+                wake = min(wake, next_sample)
+            dl = self.tracker.next_deadline()
+            if dl is not None:
+                wake = min(wake, dl + 0.001)
+            try:
+                item = self.q.get(timeout=max(0.0, wake - now))
+            except queue.Empty:
+                item = None
+            with self.lock:
+                beats = False
+                while item is not None:
+                    beats = self._handle(item) or beats
+                    try:
+                        item = self.q.get_nowait()
+                    except queue.Empty:
+                        item = None
+                now = self.clock()
+                if next_sample is not None and now >= next_sample:
+                    self.sample_gpus(now)
+                    next_sample += interval
+                    if next_sample < now:  # fell behind (suspended, slow NVML): do not burst
+                        next_sample = now + interval
+                self.evaluate_progress(now)
+
+    def _handle(self, item):
+        kind = item[0]
+        if kind == "line":
+            _, source, line, t = item
+            self.lines += 1
+            if source in self._xid_sources:
+                self.on_kernel_line(line, t)
+            else:
+                self.on_nccl_line(line, source, t)
+            return False
+        if kind == "beat":
+            _, msg, pid, t = item
+            self.tracker.message(msg, t, peer_pid=pid)
+            return True
+        return False
+
+    # --- checks (also called directly by tests and --once) ----------------------------------------------------
+    def on_kernel_line(self, line, now):
+        x = xid.parse(line)
+        if x is None or x.xid in self.xid_ignore:
+            return None
+        idx = self._pci.get(x.pci, events.NODE_WIDE)
+        f = xid.finding(x, idx)
+        if self.xid_once.admit(f.key, now):
+            self.emit(f)
+            return f
+        return None
+
+    def on_nccl_line(self, line, source, now):
+        t = nccl.parse(line)
+        if t is None:
+            return None
+        f = nccl.finding(t, source)
+        if self.nccl_once.admit(f.key, now):
+            self.emit(f)
+            return f
+        return None
+
+    def sample_gpus(self, now):
+        t0 = time.perf_counter()
+        try:
+            readings = self.gpu.sample()
+        except Exception as e:
+            self.sample_errors += 1
+            log.warning("GPU sample failed: %s", e)
+            return
+        self.samples += 1
+        findings = self.checker.check(readings, now)
+        self._apply("gpu", findings)
+        self.sample_seconds += time.perf_counter() - t0
+
+    def evaluate_progress(self, now):
+        self._apply("progress", self.tracker.evaluate(now))
+
+    def _apply(self, check, findings):
+        raised, cleared = self.conditions.update(check, findings, self.wall())
+        for f in raised:
+            self.emit(f)
+        for f in cleared:
+            self.emit(f, recovered=True)
+
+    def emit(self, finding, recovered=False):
+        util = self.checker.last_util.get(finding.gpu_index)
+        ev = events.body(self.identity, finding, util, recovered=recovered, now=self.wall())
+        self.counts[ev["event_type"]] += 1
+        self.recent.append(ev)
+        del self.recent[:-50]
+        log.info("event %s %s gpu=%s %s", ev["event_type"], ev.get("recovers", ""), ev["gpu_index"],
+                 ev.get("detail", ""))
+        if self.sender is not None:
+            self.sender.submit(ev)
+        return ev
+
+    # --- status ------------------------------------------------------------------------------------------------
+    def snapshot(self):
+        with self.lock:
+            now = self.clock()
+            active = [{"event_type": f.event_type, "gpu_index": f.gpu_index, "detail": f.detail,
+                       "since": self.conditions.since.get(f.key)} for f in self.conditions.active()]
+            return {
+                "rack": self.identity.rack, "host": self.identity.host,
+                "uptime_s": round(self.wall() - self.started, 1),
+                "gpu_source": getattr(self.gpu, "name", None), "gpus": len(self.devices),
+                "samples": self.samples, "sample_errors": self.sample_errors,
+                "active": active,
+                "xid_recent": [list(k) for k in self.xid_once.recent(now)],
+                "jobs": self.tracker.snapshot(now),
+                "followers": [{"name": f.name, "lines": f.lines, "error": f.error} for f in self.followers],
+                "events": dict(self.counts),
+                "sender": {"url": self.sender.url if self.sender else None,
+                           "pending": self.sender.pending() if self.sender else 0,
+                           "sent": self.sender.sent if self.sender else 0,
+                           "dropped": self.sender.dropped if self.sender else 0,
+                           "failures": self.sender.failures if self.sender else 0,
+                           "last_error": self.sender.last_error if self.sender else None},
+                "recent": list(self.recent[-10:]),
+            }
+
+    def metrics(self):
+        s = self.snapshot()
+        lines = []
+
+        def m(name, help_, typ, samples):
+            lines.append("# HELP sentinel_probe_%s %s" % (name, help_))
+            lines.append("# TYPE sentinel_probe_%s %s" % (name, typ))
+            for labels, v in samples:
+                lab = ",".join('%s="%s"' % (k, str(val).replace("\\", "\\\\").replace('"', '\\"'))
+                               for k, val in labels)
+                lines.append("sentinel_probe_%s%s %s" % (name, "{%s}" % lab if lab else "", v))
+
+        m("events_total", "Events sent to the gateway by type.", "counter",
+          [((("type", t),), n) for t, n in sorted(s["events"].items())])
+        by = {}
+        for a in s["active"]:
+            by[a["event_type"]] = by.get(a["event_type"], 0) + 1
+        m("active_conditions", "Conditions currently raised, by type.", "gauge",
+          [((("type", t),), by.get(t, 0)) for t in events.EVENT_TYPES if t not in
+           (events.RECOVERED, events.XID_FATAL, events.XID_WARNING, events.NCCL_TIMEOUT)])
+        m("gpu_samples_total", "GPU samples taken.", "counter", [((), s["samples"])])
+        m("gpu_sample_errors_total", "GPU samples that failed.", "counter", [((), s["sample_errors"])])
+        m("jobs", "Training processes beating.", "gauge", [((), len(s["jobs"]))])
+        m("sender_pending", "Events waiting for the gateway.", "gauge", [((), s["sender"]["pending"])])
+        m("sender_sent_total", "Events the gateway accepted.", "counter", [((), s["sender"]["sent"])])
+        m("sender_dropped_total", "Events dropped because the queue was full.", "counter",
+          [((), s["sender"]["dropped"])])
+        m("sender_failures_total", "Failed delivery attempts.", "counter", [((), s["sender"]["failures"])])
+        m("log_lines_total", "Log lines read by source.", "counter",
+          [((("source", f["name"]),), f["lines"]) for f in s["followers"]])
+        return "\n".join(lines) + "\n"
+
+    def _start_status(self, listen):
+        host, port = listen.rsplit(":", 1)
+        daemon = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/metrics":
+                    body, ctype = daemon.metrics().encode(), "text/plain; version=0.0.4"
+                elif self.path in ("/status", "/"):
+                    body, ctype = json.dumps(daemon.snapshot(), indent=1).encode(), "application/json"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.status_server = ThreadingHTTPServer((host, int(port)), Handler)
+        self._spawn(self.status_server.serve_forever, "status")
+
+    @property
+    def status_address(self):
+        return self.status_server.server_address if self.status_server else None
+
+    def close(self):
+        self.stop.set()
+        self.q.put(("wake",))
+        for f in self.followers:
+            if hasattr(f, "close"):
+                f.close()
+        if self.status_server is not None:
+            self.status_server.shutdown()
+            self.status_server.server_close()
+        if self.sock is not None:
+            self.sock.close()
+        if self.sender is not None:
+            self.sender.close()
+        if self.gpu is not None:
+            self.gpu.close()
+        for t in self._threads:
+            t.join(timeout=2)
