@@ -1,0 +1,628 @@
+# The terminal's brain: which alarms are active, what the LEDs show, what the voice says next, the ACK mute, quiet
+# hours and the terminal's own health. Both shells (firmware, emulator) feed it events and `now` (Unix seconds) and
+# ask it questions; it never reads a clock and does no I/O, so the two behave identically. Rules: docs/STATE_MACHINE.md.
+
+from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1, Alarm
+from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
+from sentinel_core.health import Health
+from sentinel_core.quiet import QuietHours
+from sentinel_core.speech import SpeechQueue, Utterance
+
+STATE_FORMAT = 1
+# "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
+MAX_REPEATS = 10
+# A jump of `now` larger than this when the clock becomes synced is a clock step (ESP32 boots in 2000).
+CLOCK_STEP_S = 3600
+
+DEFAULTS = {
+    "mute_s": 900,
+    "speech_gap_s": 2,
+    "speech_queue": 8,
+    "max_active": 16,
+    "quiet_start": "22:00",
+    "quiet_end": "08:00",
+    "quiet_enabled": True,
+    "utc_offset_min": 0,
+    "heartbeat_misses": 2.5,
+    "label_max": 32,
+    "idle_pattern": "idle",
+}
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
+
+
+def _color_hex(c):
+    return "#%02X%02X%02X" % (c[0], c[1], c[2])
+
+
+def _int_range(cfg, name, lo, hi):
+    v = cfg[name]
+    if not _is_int(v) or v < lo or v > hi:
+        raise ValueError("config %s: expected an int in %d..%d, got %r" % (name, lo, hi, v))
+    return v
+
+
+def incident_key(alarm):
+    """The incident an alarm belongs to: its key, or for a v1 sender that sends none, its text."""
+    return alarm.key if alarm.key is not None else alarm.text
+
+
+def check_alarm(alarm):
+    """Raise ValueError naming the first bad field."""
+    for name in ("text", "color", "light_mode", "audio_mode", "repeat_times", "level", "key", "id", "duration"):
+        if not hasattr(alarm, name):
+            raise ValueError("alarm has no %s" % name)
+    if not isinstance(alarm.text, str) or not alarm.text:
+        raise ValueError("alarm text must be a non-empty string")
+    if alarm.level not in (P0, P1, NORMAL) or isinstance(alarm.level, bool):
+        raise ValueError("alarm level must be 0, 1 or 2")
+    c = alarm.color
+    if not isinstance(c, (tuple, list)) or len(c) != 3:
+        raise ValueError("alarm color must be (r, g, b)")
+    for x in c:
+        if not _is_int(x) or x < 0 or x > 255:
+            raise ValueError("alarm color components must be ints 0..255")
+    if alarm.light_mode not in LIGHT_MODES:
+        raise ValueError("alarm light_mode must be one of solid, flash, breath")
+    if alarm.audio_mode not in AUDIO_MODES:
+        raise ValueError("alarm audio_mode must be one of once, cycle, none")
+    if not _is_int(alarm.repeat_times) or alarm.repeat_times < 1:
+        raise ValueError("alarm repeat_times must be an int >= 1")
+    if alarm.key is not None and (not isinstance(alarm.key, str) or not alarm.key):
+        raise ValueError("alarm key must be a non-empty string or None")
+    if alarm.duration is not None and (not _is_num(alarm.duration) or alarm.duration <= 0):
+        raise ValueError("alarm duration must be a number of seconds > 0 or None")
+
+
+def _check_now(now):
+    if not _is_num(now):
+        raise ValueError("now must be Unix seconds (int or float)")
+
+
+class Active:
+    """An alarm the terminal holds: when it came, when it goes (None: until cleared), its arrival order."""
+
+    def __init__(self, key, alarm, since, expires, order):
+        self.key = key
+        self.alarm = alarm
+        self.since = since
+        self.expires = expires
+        self.order = order
+
+
+class Terminal:
+    def __init__(self, config=None):
+        cfg = dict(DEFAULTS)
+        if config is not None:
+            if not isinstance(config, dict):
+                raise ValueError("config must be a dict")
+            for k in DEFAULTS:
+                if k in config:
+                    cfg[k] = config[k]
+        self.mute_s = _int_range(cfg, "mute_s", 1, 86400)
+        self.speech_gap_s = cfg["speech_gap_s"]
+        if not _is_num(self.speech_gap_s) or self.speech_gap_s < 0 or self.speech_gap_s > 600:
+            raise ValueError("config speech_gap_s: expected seconds in 0..600, got %r" % (self.speech_gap_s,))
+        queue_cap = _int_range(cfg, "speech_queue", 1, 64)
+        self.max_active = _int_range(cfg, "max_active", 1, 64)
+        self.label_max = _int_range(cfg, "label_max", 4, 128)
+        misses = cfg["heartbeat_misses"]
+        if not _is_num(misses) or misses < 1 or misses > 10:
+            raise ValueError("config heartbeat_misses: expected a number in 1..10, got %r" % (misses,))
+        if cfg["idle_pattern"] not in ("idle", "off"):
+            raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))
+        self.idle_pattern = cfg["idle_pattern"]
+        try:
+            self.quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"],
+                                    cfg["quiet_enabled"])
+        except ValueError as e:
+            raise ValueError("config quiet hours: %s" % e)
+        if not isinstance(cfg["quiet_enabled"], bool):
+            raise ValueError("config quiet_enabled: expected true or false")
+        self.health = Health(misses)
+        self.queue = SpeechQueue(queue_cap)
+        self.active = {}          # incident key -> Active
+        self.mute_until = None
+        self.acked = {}           # incident key -> acknowledged until
+        self.speaking = None
+        self._speaking_entry = None
+        self._speaking_gen = 0
+        self._cut = False
+        self._seq = 0
+        self._order = 0
+        self.state_version = 0
+        self._saved_version = 0
+        self._last_now = None
+        self.alarms_seen = 0
+        self.evicted = 0
+
+    # ---- time -------------------------------------------------------------------------------------------------
+
+    def tick(self, now):
+        _check_now(now)
+        if self._last_now is None or now > self._last_now:
+            self._last_now = now
+        expired = None
+        for a in self.active.values():
+            if a.expires is not None and a.expires <= now:
+                if expired is None:
+                    expired = []
+                expired.append(a)
+        if expired is not None:
+            persistent = False
+            for a in expired:
+                self._drop_active(a.key)
+                if a.alarm.level != NORMAL:
+                    persistent = True
+            if persistent:
+                self._changed()
+        if self.mute_until is not None and self.mute_until <= now:
+            self.mute_until = None
+        if self.acked:
+            old = None
+            for k in self.acked:
+                if self.acked[k] <= now:
+                    if old is None:
+                        old = []
+                    old.append(k)
+            if old is not None:
+                for k in old:
+                    del self.acked[k]
+
+    def _shift(self, delta):
+        # The wall clock jumped (first NTP sync): every deadline measured on the old time base moves with it.
+        for a in self.active.values():
+            a.since += delta
+            if a.expires is not None:
+                a.expires += delta
+        if self.mute_until is not None:
+            self.mute_until += delta
+        for k in self.acked:
+            self.acked[k] += delta
+        self.queue.shift(delta)
+        self.health.shift(delta)
+
+    # ---- bookkeeping ------------------------------------------------------------------------------------------
+
+    def _changed(self):
+        self.state_version += 1
+
+    @property
+    def dirty(self):
+        return self.state_version != self._saved_version
+
+    def mark_saved(self, version=None):
+        self._saved_version = self.state_version if version is None else version
+
+    def _drop_speech(self, key):
+        e = self.queue.remove(key)
+        if e is not None and e is self._speaking_entry:
+            self._cut = True
+
+    def _drop_active(self, key):
+        a = self.active.pop(key, None)
+        self._drop_speech(key)
+        return a
+
+    def _ack(self, key, until):
+        self.acked[key] = until
+        cap = self.max_active * 4
+        while len(self.acked) > cap:
+            first = None
+            for k in self.acked:
+                if first is None or self.acked[k] < self.acked[first]:
+                    first = k
+            del self.acked[first]
+
+    def quiet_applies(self, now):
+        # An unsynced clock does not know the local hour: speaking at night beats missing a fire by day.
+        return self.health.clock and self.quiet.active(now)
+
+    def permitted(self, level, key, now):
+        """May speech of this level and incident start now?"""
+        until = self.acked.get(key)
+        if until is not None and until > now:
+            return False
+        if level < P0:
+            if self.mute_until is not None and now < self.mute_until:
+                return False
+            if self.quiet_applies(now):
+                return False
+        return True
+
+    # ---- events -----------------------------------------------------------------------------------------------
+
+    def on_alarm(self, alarm, now):
+        _check_now(now)
+        check_alarm(alarm)
+        self.tick(now)
+        key = incident_key(alarm)
+        level = alarm.level
+        self.alarms_seen += 1
+        self._order += 1
+        if level == NORMAL:
+            if alarm.key is None:
+                persistent = False
+                for k in list(self.active.keys()):
+                    if self._drop_active(k).alarm.level != NORMAL:
+                        persistent = True
+                for e in self.queue.entries:
+                    if e is self._speaking_entry:
+                        self._cut = True
+                self.queue.clear()
+                if persistent:
+                    self._changed()
+            elif key in self.active:
+                if self._drop_active(key).alarm.level != NORMAL:
+                    self._changed()
+            duration = alarm.duration if alarm.duration is not None else NORMAL_DURATION_S
+            self.active[key] = Active(key, alarm, now, now + duration, self._order)
+        else:
+            expires = None if alarm.duration is None else now + alarm.duration
+            self.active[key] = Active(key, alarm, now, expires, self._order)
+            self._changed()
+        if len(self.active) > self.max_active:
+            victim = None
+            for a in self.active.values():
+                if a.key == key:
+                    continue
+                if victim is None or a.alarm.level < victim.alarm.level or \
+                        (a.alarm.level == victim.alarm.level and a.order < victim.order):
+                    victim = a
+            self._drop_active(victim.key)
+            self.evicted += 1
+            if victim.alarm.level != NORMAL:
+                self._changed()
+        self._queue_speech(alarm, key, now)
+        return key
+
+    def _queue_speech(self, alarm, key, now):
+        mode = alarm.audio_mode
+        if mode == "none":
+            count = 0
+        elif mode == "once":
+            count = 1
+        else:
+            count = alarm.repeat_times if alarm.repeat_times < MAX_REPEATS else MAX_REPEATS
+        if count == 0 or not self.permitted(alarm.level, key, now):
+            self._drop_speech(key)
+            return
+        busy = self._speaking_entry.key if self._speaking_entry is not None and self.speaking is not None else None
+        e = self.queue.add(key, alarm.level, alarm.text, alarm.id, count, now, busy)
+        if e is not None and alarm.level == P0 and self.speaking is not None and self.speaking.level < P0:
+            self._cut = True
+
+    def on_button(self, event, now):
+        if event != "short" and event != "long":
+            raise ValueError("button event must be \"short\" or \"long\", got %r" % (event,))
+        _check_now(now)
+        self.tick(now)
+        if event == "short":
+            self._mute_all(now)
+        else:
+            self._clear_all(now)
+
+    def _mute_all(self, now):
+        until = now + self.mute_s
+        self.mute_until = until
+        for k in self.active:
+            self._ack(k, until)
+        # Everything waiting was raised before the press: the operator has heard it.
+        for e in self.queue.entries:
+            self._ack(e.key, until)
+        if self.speaking is not None:
+            self._cut = True
+        self.queue.clear()
+        self._changed()
+
+    def _clear_all(self, now):
+        until = now + self.mute_s
+        for k in list(self.active.keys()):
+            if self.active[k].alarm.level != NORMAL:
+                self._ack(k, until)
+            self._drop_active(k)
+        if self.speaking is not None:
+            self._cut = True
+        self.queue.clear()
+        self._changed()
+
+    def on_ack(self, key, long, now):
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError("ack key must be a non-empty string or None")
+        if not isinstance(long, bool):
+            raise ValueError("ack long must be true or false")
+        _check_now(now)
+        if key is None:
+            self.on_button("long" if long else "short", now)
+            return
+        self.tick(now)
+        self._ack(key, now + self.mute_s)
+        self._drop_speech(key)
+        if long:
+            self.active.pop(key, None)
+        self._changed()
+
+    def on_heartbeat(self, interval, now):
+        _check_now(now)
+        if interval is not None and (not _is_num(interval) or interval < 0 or interval > 86400):
+            raise ValueError("heartbeat interval must be seconds in 0..86400 or None")
+        self.tick(now)
+        if self.health.beat(interval, now):
+            self._changed()
+
+    def set_health(self, name, ok, now, detail=None):
+        _check_now(now)
+        if name not in ("clock", "network", "speech", "config"):
+            raise ValueError("health name must be one of clock, network, speech, config; got %r" % (name,))
+        if name == "clock" and ok and not self.health.clock and self._last_now is not None:
+            delta = now - self._last_now
+            # Shells call in every frame: a gap this large is the clock being set, not time passing.
+            if delta > CLOCK_STEP_S or delta < -CLOCK_STEP_S:
+                self._shift(delta)
+                self._last_now = now
+        self.health.set(name, ok)
+        if name == "config":
+            self.health.config_detail = None if ok else detail
+        self.tick(now)
+
+    # ---- what the LEDs show -----------------------------------------------------------------------------------
+
+    def shown(self):
+        """The Active that owns the display: the highest level, the newest among equals; None when idle."""
+        best = None
+        for a in self.active.values():
+            if best is None or a.alarm.level > best.alarm.level or \
+                    (a.alarm.level == best.alarm.level and a.order > best.order):
+                best = a
+        return best
+
+    def label(self, a):
+        t = ascii_label(a.alarm.text, self.label_max)
+        if t is None:
+            t = ascii_label(a.key.replace(":", " "), self.label_max)
+        return t
+
+    def display(self, now):
+        self.tick(now)
+        night = self.quiet_applies(now)
+        a = self.shown()
+        if a is not None:
+            al = a.alarm
+            return Display(al.light_mode, tuple(al.color), al.level, self.label(a), night, a.key)
+        h = self.health
+        hb_ok = h.heartbeat_ok(now)
+        for name, pattern, color, text in HEALTH_PATTERNS:
+            ok = hb_ok if name == "heartbeat" else getattr(h, name)
+            if not ok:
+                return Display(pattern, color, None, text, night, None)
+        if self.idle_pattern == "off":
+            return Display("off", OFF_COLOR, None, None, night, None)
+        return Display("idle", IDLE_COLOR, None, None, night, None)
+
+    # ---- what the voice says ----------------------------------------------------------------------------------
+
+    def next_utterance(self, now):
+        self.tick(now)
+        if self.speaking is not None:
+            return None
+        top = -1
+        for e in self.queue.due(now):
+            if not self.permitted(e.level, e.key, now):
+                # Held speech would go off hours later, out of context: drop it, the light still shows.
+                self.queue.remove(e.key)
+        for e in self.queue.entries:
+            if e.level > top:
+                top = e.level
+        for e in self.queue.due(now):
+            if e.level < top:
+                # The voice stays with the most urgent level through its gaps: a P1 never slips between the
+                # repetitions of a P0.
+                return None
+            self._seq += 1
+            u = Utterance(e.text, e.level, e.key, e.id, self._seq, e.spoken + 1, e.of)
+            self.speaking = u
+            self._speaking_entry = e
+            self._speaking_gen = e.gen
+            self._cut = False
+            return u
+        return None
+
+    def must_interrupt(self, now):
+        self.tick(now)
+        if self.speaking is None:
+            return False
+        if self._cut:
+            return True
+        e = self._speaking_entry
+        if e not in self.queue.entries:
+            return True
+        return not self.permitted(e.level, e.key, now)
+
+    def speech_finished(self, now, seq=None):
+        _check_now(now)
+        u = self.speaking
+        if u is None or (seq is not None and seq != u.seq):
+            return
+        cut = self.must_interrupt(now)
+        e = self._speaking_entry
+        self.speaking = None
+        self._speaking_entry = None
+        self._cut = False
+        if e not in self.queue.entries:
+            return
+        if e.gen != self._speaking_gen:
+            # A repeat of the incident replaced the entry mid-sentence: its repetitions start now.
+            return
+        if cut:
+            if self.permitted(e.level, e.key, now):
+                e.due = now      # pre-empted by a P0: say it again later, in full
+            else:
+                self.queue.remove(e.key)
+            return
+        e.spoken += 1
+        e.remaining -= 1
+        if e.remaining <= 0:
+            self.queue.remove(e.key)
+        else:
+            e.due = now + self.speech_gap_s
+
+    # ---- status -----------------------------------------------------------------------------------------------
+
+    def ordered(self):
+        """Active alarms in display order."""
+        out = list(self.active.values())
+        out.sort(key=_display_rank)
+        return out
+
+    def snapshot(self, now):
+        self.tick(now)
+        inow = int(now)
+        active = []
+        for a in self.ordered():
+            al = a.alarm
+            until = self.acked.get(a.key)
+            active.append({
+                "key": a.key, "level": LEVEL_NAMES[al.level], "text": al.text, "color": _color_hex(al.color),
+                "light_mode": al.light_mode, "audio_mode": al.audio_mode, "id": al.id,
+                "age_s": int(now - a.since), "expires_in_s": None if a.expires is None else int(a.expires - now),
+                "acknowledged": until is not None and until > now,
+            })
+        queued = []
+        for e in self.queue.entries:
+            due = e.due - now
+            queued.append({"key": e.key, "level": LEVEL_NAMES[e.level], "text": e.text, "remaining": e.remaining,
+                           "due_in_s": int(due) if due > 0 else 0})
+        muted = self.mute_until is not None and now < self.mute_until
+        acked = list(self.acked.keys())
+        acked.sort()
+        h = self.health
+        hb_ok = h.heartbeat_ok(now)
+        problems = h.problems(now)
+        return {
+            "now": inow,
+            "version": self.state_version,
+            "shown": self.display(now).to_dict(),
+            "active": active,
+            "speech": {"speaking": None if self.speaking is None else self.speaking.to_dict(),
+                       "queued": queued, "capacity": self.queue.capacity, "dropped": self.queue.dropped},
+            "mute": {"active": muted, "remaining_s": int(self.mute_until - now) if muted else 0,
+                     "acknowledged": acked},
+            "quiet": {"active": self.quiet_applies(now), "enabled": self.quiet.enabled,
+                      "start": _hhmm(self.quiet.start), "end": _hhmm(self.quiet.end),
+                      "utc_offset_min": self.quiet.utc_offset_min, "applied": h.clock,
+                      "local_time": self.quiet.local_time(now)},
+            "health": {"ok": not problems, "problems": problems, "clock": h.clock, "network": h.network,
+                       "speech": h.speech, "config": h.config, "config_detail": h.config_detail,
+                       "heartbeat": {"armed": h.interval is not None, "ok": hb_ok, "interval_s": h.interval,
+                                     "last_age_s": None if h.last_beat is None else int(now - h.last_beat)}},
+            "counters": {"alarms": self.alarms_seen, "evicted": self.evicted},
+        }
+
+    # ---- persistence ------------------------------------------------------------------------------------------
+
+    def export_state(self):
+        alarms = []
+        for a in self.ordered():
+            al = a.alarm
+            if al.level == NORMAL:
+                continue
+            alarms.append({"key": al.key, "text": al.text, "level": al.level, "color": list(al.color),
+                           "light_mode": al.light_mode, "audio_mode": al.audio_mode,
+                           "repeat_times": al.repeat_times, "id": al.id, "since": a.since, "expires": a.expires})
+        acked = {}
+        for k in self.acked:
+            acked[k] = self.acked[k]
+        return {"v": STATE_FORMAT, "version": self.state_version, "saved_at": self._last_now,
+                "alarms": alarms, "mute_until": self.mute_until, "acked": acked,
+                "heartbeat": self.health.interval}
+
+    def restore(self, d, now):
+        _check_now(now)
+        if not isinstance(d, dict):
+            raise ValueError("state must be a dict")
+        if d.get("v") != STATE_FORMAT:
+            raise ValueError("state format %r is not %d" % (d.get("v"), STATE_FORMAT))
+        saved_at = d.get("saved_at")
+        if saved_at is not None and not _is_num(saved_at):
+            raise ValueError("state saved_at must be a number or null")
+        # Deadlines are absolute when both clocks can be trusted; otherwise keep the time that remained at the save.
+        if saved_at is None or (self.health.clock and now >= saved_at):
+            delta = 0
+        else:
+            delta = now - saved_at
+        alarms = d.get("alarms", [])
+        if not isinstance(alarms, list) or len(alarms) > self.max_active:
+            raise ValueError("state alarms must be a list of at most %d" % self.max_active)
+        restored = []
+        for i in range(len(alarms)):
+            x = alarms[i]
+            try:
+                if not isinstance(x, dict):
+                    raise ValueError("not an object")
+                col = x.get("color")
+                if not isinstance(col, list) or len(col) != 3:
+                    raise ValueError("color must be [r, g, b]")
+                al = Alarm(x.get("text"), (col[0], col[1], col[2]), x.get("light_mode"), x.get("audio_mode"),
+                           x.get("repeat_times"), x.get("level"), x.get("key"), x.get("id"), None)
+                check_alarm(al)
+                if al.level == NORMAL:
+                    raise ValueError("NORMAL alarms are not kept")
+                since = x.get("since")
+                expires = x.get("expires")
+                if not _is_num(since) or (expires is not None and not _is_num(expires)):
+                    raise ValueError("since/expires must be numbers")
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError("state alarm %d: %s" % (i, e))
+            if expires is not None:
+                al.duration = expires - since
+                expires += delta
+            restored.append(Active(incident_key(al), al, since + delta, expires, 0))
+        mute_until = d.get("mute_until")
+        if mute_until is not None and not _is_num(mute_until):
+            raise ValueError("state mute_until must be a number or null")
+        acked = d.get("acked", {})
+        if not isinstance(acked, dict):
+            raise ValueError("state acked must be an object")
+        for k in acked:
+            if not isinstance(k, str) or not _is_num(acked[k]):
+                raise ValueError("state acked must map keys to deadlines")
+        hb = d.get("heartbeat")
+        if hb is not None and (not _is_int(hb) or hb <= 0):
+            raise ValueError("state heartbeat must be a positive int or null")
+        version = d.get("version", 0)
+        if not _is_int(version):
+            raise ValueError("state version must be an int")
+        # Everything checked: now replace.
+        for k in list(self.active.keys()):
+            if self.active[k].alarm.level != NORMAL:
+                self._drop_active(k)
+        restored.reverse()
+        for a in restored:
+            # export_state wrote them in display order; give the first the newest order so it is shown again.
+            self._order += 1
+            a.order = self._order
+            self.active[a.key] = a
+        self.mute_until = None if mute_until is None else mute_until + delta
+        self.acked = {}
+        for k in acked:
+            self._ack(k, acked[k] + delta)
+        if hb is not None:
+            self.health.interval = hb
+            self.health.last_beat = now
+        self.state_version = version if version > self.state_version else self.state_version + 1
+        self._saved_version = self.state_version
+        self.tick(now)
+
+
+def _display_rank(a):
+    return (-a.alarm.level, -a.order)
+
+
+def _hhmm(minutes):
+    return "%02d:%02d" % (minutes // 60, minutes % 60)
