@@ -10,6 +10,7 @@ import pathlib
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from sentinel_core import tts_reply, tts_syn6288, tts_text, tts_xfs5152
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "tts.json").read_text("utf-8"))["cases"]
@@ -186,12 +187,6 @@ def test_tags_are_range_checked(mod, volume, speed):
         assert ("volume" in str(e)) or ("speed" in str(e))
     else:
         assert ok and len(frames) == 1
-
-
-@CHIPS
-def test_lone_surrogate_is_spoken_as_replacement(mod):
-    frames = mod.synthesize("a\ud800b")
-    assert mod.decode(frames[0])["text"] == "a\ufffdb"
 
 
 @CHIPS

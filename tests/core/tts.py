@@ -176,3 +176,9 @@ def test_tags_count_against_the_frame_limit():
     frames = tts_syn6288.synthesize("y" * 100, volume=16, speed=5, music_volume=16)
     # 14 units of tags leave 86 units of text in the first frame, 14 in the second.
     assert [len(tts_syn6288.decode(f)["data"]) for f in frames] == [200, 56]
+
+
+def test_lone_surrogate_is_spoken_as_replacement():
+    for mod in (tts_syn6288, tts_xfs5152):
+        frames = mod.synthesize("a" + chr(0xD800) + "b")
+        assert mod.decode(frames[0])["text"] == "a\ufffdb"
