@@ -9,10 +9,12 @@ from sentinel_fw import ticks
 
 VERSION = "0.1.0"
 LOG_PREFIX = "[sentinel] "
+quiet = False  # tests silence the console
 
 
 def log(msg):
-    print(LOG_PREFIX + msg)
+    if not quiet:
+        print(LOG_PREFIX + msg)
 
 
 def detect_board():
@@ -40,10 +42,10 @@ class Sentinel:
     def __init__(self, cfg, clock, store=None, wlan=None, wdt_factory=None, config_error=None):
         from sentinel_core.button import Button
         from sentinel_core.keyring import KeyRing
+        from sentinel_core.layout import Layout
         from sentinel_core.receiver import Receiver
-        from sentinel_core.render import Layout, Renderer
+        from sentinel_core.render import Renderer
         from sentinel_core.terminal import Terminal
-
         from sentinel_fw.buttonpoll import ButtonPoller
         from sentinel_fw.config import secrets_of
         from sentinel_fw.pixels import Pixels
@@ -315,9 +317,9 @@ class ConfigErrorTerminal:
     console repeats the reason. No Wi-Fi, no HTTP and no watchdog: a human has to fix the file."""
 
     def __init__(self, message, board=None):
-        from sentinel_core.render import Layout, Renderer
+        from sentinel_core.layout import Layout
+        from sentinel_core.render import Renderer
         from sentinel_core.terminal import Terminal
-
         from sentinel_fw import pins
         from sentinel_fw.pixels import Pixels
         self.message = message

@@ -3,7 +3,6 @@
 import time
 
 from sentinel_core import epoch
-
 from sentinel_fw import ticks
 
 RETRY_MS = 30000  # after a failed sync: the network may just be coming up

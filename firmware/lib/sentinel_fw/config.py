@@ -1,7 +1,6 @@
 # The terminal's configuration file (/config.json on the board): defaults, validation and precise errors.
 # A message names the field and what is wrong with it, never a secret's or password's value.
 from sentinel_core import strictjson
-
 from sentinel_fw import pins as _pins
 
 PATH = "/config.json"

@@ -2,11 +2,16 @@
 # as it is), recording each frame sent.
 
 
+fail = False  # True: the constructor raises, like a pin the RMT peripheral cannot take
+
+
 class NeoPixel:
     ORDER = (1, 0, 2, 3)
     instances = []
 
     def __init__(self, pin, n, bpp=3, timing=1):
+        if fail:
+            raise OSError(19)  # ENODEV
         self.pin = pin
         self.n = n
         self.bpp = bpp

@@ -1,0 +1,102 @@
+# Shared helpers for the firmware tests (not a test module: the runner skips names starting with "_").
+import json
+
+SECRET = "0123456789abcdef0123456789abcdef"
+KEY_ID = "gw-test"
+
+
+def config_dict(**sections):
+    d = {
+        "board": "esp32",
+        "wifi": {"ssid": "lab", "password": "password123"},
+        "keys": {KEY_ID: SECRET},
+        "terminal": {"utc_offset_min": 480},
+    }
+    for k in sections:
+        d[k] = sections[k]
+    return d
+
+
+def config_text(**sections):
+    return json.dumps(config_dict(**sections))
+
+
+def fresh_fakes():
+    import machine
+    import network
+    import ntptime
+    from neopixel import NeoPixel
+
+    from sentinel_fw import app
+    app.quiet = True
+    machine.reset_fakes()
+    NeoPixel.instances = []
+    network.WLAN.instances = []
+    network.ap_up = True
+    network.connect_after = 0
+    ntptime.fail = False
+    ntptime.calls = 0
+
+
+class FakeTime:
+    """A settable wall clock (Unix seconds) standing in for time.time()."""
+
+    def __init__(self, t=1764460800):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def signed(body, now, key_id=KEY_ID, secret=SECRET):
+    """Headers and body of a signed request, as the gateway sends it."""
+    from sentinel_core.signing import sign
+    if isinstance(body, dict):
+        body = json.dumps(body)
+    if isinstance(body, str):
+        body = body.encode()
+    ts = str(now)
+    return {"Content-Type": "application/json", "X-API-Key": key_id, "X-Timestamp": ts,
+            "X-Signature": sign(secret.encode(), ts, body)}, body
+
+
+def preset_body(name, text=None, key=None, id=None):
+    from sentinel_core.alarm import preset
+    return preset(name, text, key=key, id=id).to_wire()
+
+
+STATE_PATH = "/fw_state.json"
+
+
+def boot(cfg_sections=None, state_path=STATE_PATH, now=1764460800, keep_state=False):
+    """A Sentinel on fake hardware with a fake wall clock; returns (sentinel, fake time)."""
+    import os
+
+    import network
+    import ntptime
+
+    from sentinel_fw import config
+    from sentinel_fw.app import Sentinel
+    from sentinel_fw.clock import Clock
+    from sentinel_fw.store import Store
+    if not keep_state:
+        fresh_fakes()
+        for p in (state_path, state_path + ".tmp"):
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+    cfg = config.validate(config_dict(**(cfg_sections or {})))
+    ft = FakeTime(now)
+    clock = Clock(ntptime, "pool.ntp.org", 3600, time_fn=ft)
+    s = Sentinel(cfg, clock, Store(state_path), network.WLAN(network.STA_IF))
+    return s, ft
+
+
+def chip_answers(uart):
+    """Make the fake UART behave like a SYN6288 that is idle: accept every frame, answer status queries idle."""
+    def respond(frame):
+        if frame == b"\xfd\x00\x02\x21\xde":
+            return b"\x41\x4f"
+        return b"\x41"
+    uart.responder = respond
