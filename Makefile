@@ -37,7 +37,7 @@ emulator: $(STAMP)
 	$(PY) -m emulator $(ARGS)
 
 bench: $(STAMP)
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) tests/mpy/node_modules build
