@@ -21,8 +21,8 @@ from sentinel_core.signing import sign  # noqa: E402
 SECRET = "bench-secret-0123456789"
 NOW = 1787000000
 BODIES = {
-    "rfc_p0_chinese": {"text": "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起", "color": "#FF0000",
-                       "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3},
+    "rfc_p0_chinese": {"text": "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起",
+                       "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3},
     "v1_plus_fields": {"text": "NVLink slow-down on gpu-node-17", "color": "#FFA500", "light_mode": "breath",
                        "audio_mode": "once", "repeat_times": 1, "level": "P1", "key": "B07:gpu-node-17:NVLINK",
                        "id": "0123456789abcdef"},
@@ -75,7 +75,6 @@ for h, b in reqs[80:]:
     total += used
     peak = max(peak, used)
     n += 1
-t0 = time.ticks_ms() if hasattr(time, "ticks_ms") else 0
 print("RESULT", total // n, peak)
 """
 
@@ -99,7 +98,8 @@ print("RESULT", gc.mem_alloc() - a)
 
 def main():
     print("verify + validate per request (POST /api/v1/send_msg, accepted)")
-    print("%-16s %6s %14s %22s %20s" % ("body", "bytes", "CPython us/req", "MicroPython B/request", "MicroPython peak B"))
+    print("%-16s %6s %14s %22s %20s" % ("body", "bytes", "CPython us/req", "MicroPython B/request",
+                                        "MicroPython peak B"))
     worst = 0
     for name, body in BODIES.items():
         size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
