@@ -1,35 +1,48 @@
 # The HTTP server on microdot: the same endpoints as the emulator. Every signed POST goes through the core's
 # Receiver (via Sentinel.handle_http) so the board and the emulator answer byte for byte alike.
+#
+# The handlers are module-level `async def` functions on purpose: microdot asks inspect.iscoroutinefunction()
+# whether to await a handler, and MicroPython answers False for closures and bound methods, which then fail (500).
+# So the running Sentinel is held in a module global (there is one terminal per board).
 from microdot import Microdot, Request, Response
 
 JSON = {"Content-Type": "application/json"}
 SIGNED = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat")
+NOT_FOUND = b'{"ok": false, "error": "not_found", "message": "no such endpoint"}'
+TOO_LARGE = b'{"ok": false, "error": "too_large", "message": "body too large"}'
+
+_sentinel = None
+
+
+async def _signed(request):
+    status, body = _sentinel.handle_http(request.method, request.path, request.headers, request.body or b"")
+    return Response(body, status, JSON)
+
+
+async def _status(request):
+    status, body = _sentinel.handle_http("GET", "/api/v1/status", request.headers, b"")
+    return Response(body, status, JSON)
+
+
+async def _not_found(request):
+    return Response(NOT_FOUND, 404, JSON)
+
+
+async def _too_large(request):
+    return Response(TOO_LARGE, 413, JSON)
 
 
 def make_app(sentinel, max_body=2048):
+    """The microdot application serving sentinel (a sentinel_fw.app.Sentinel)."""
+    global _sentinel
+    _sentinel = sentinel
     # microdot refuses larger bodies itself (413) before they take heap; the Receiver checks its own limit too.
     Request.max_content_length = max_body
     Request.max_body_length = max_body
     web = Microdot()
-
-    async def signed(request):
-        status, body = sentinel.handle_http(request.method, request.path, request.headers, request.body or b"")
-        return Response(body, status, JSON)
-
     for path in SIGNED:
-        web.route(path, methods=["POST", "GET", "PUT", "DELETE"])(signed)
-
-    @web.get("/api/v1/status")
-    async def status(request):
-        status_code, body = sentinel.handle_http("GET", "/api/v1/status", request.headers, b"")
-        return Response(body, status_code, JSON)
-
-    @web.errorhandler(404)
-    async def not_found(request):
-        return Response(b'{"ok": false, "error": "not_found", "message": "no such endpoint"}', 404, JSON)
-
-    @web.errorhandler(413)
-    async def too_large(request):
-        return Response(b'{"ok": false, "error": "too_large", "message": "body too large"}', 413, JSON)
-
+        web.route(path, methods=["POST", "GET", "PUT", "DELETE"])(_signed)
+    web.route("/api/v1/status", methods=["GET", "POST"])(_status)
+    web.errorhandler(404)(_not_found)
+    web.errorhandler(413)(_too_large)
     return web
