@@ -1,0 +1,106 @@
+"""Alertmanager's webhook (version "4") -> incidents.
+
+One notification carries a group of alerts; each becomes one incident keyed by its fingerprint, and the lane's
+grouping folds them, so a notification of fifty alerts is one alarm and one summary, not fifty utterances.
+Firing -> an alarm at the level the severity label maps to, text from the first annotation present; resolved -> the
+NORMAL recovery for the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sentinel_core.alarm import NORMAL
+
+from .events import EventError
+from .incident import Incident
+
+RESOLVED_TEXT = {"zh": "%s 已恢复正常", "en": "Resolved: %s"}
+MAX_ALERTS = 1000
+
+
+def _labels(obj, where):
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise EventError("bad_field", "%s must be an object of strings" % where)
+    out = {}
+    for k, v in obj.items():
+        if not isinstance(v, str):
+            raise EventError("bad_field", "%s.%s must be a string" % (where, k))
+        out[str(k)] = v
+    return out
+
+
+def fingerprint(labels: dict) -> str:
+    """For a sender that leaves the fingerprint out: a stable hash of the label set."""
+    h = hashlib.sha256()
+    for k in sorted(labels):
+        h.update(k.encode() + b"\xff" + labels[k].encode() + b"\xff")
+    return h.hexdigest()[:16]
+
+
+def _first(labels, names):
+    for n in names:
+        v = labels.get(n)
+        if v:
+            return v
+    return ""
+
+
+def _host(labels, names):
+    v = _first(labels, names)
+    # instance is host:port for most exporters (dcgm-exporter's :9400): the port says nothing to a human.
+    if v and v.count(":") == 1:
+        v = v.split(":", 1)[0]
+    return v
+
+
+def parse_webhook(body, cfg, language: str = "zh") -> list:
+    """Validate a webhook body; returns a list of Incidents (firing and resolved), in the notification's order."""
+    if not isinstance(body, dict):
+        raise EventError("bad_body", "the body must be a JSON object", 400)
+    version = body.get("version")
+    if version is not None and version != "4":
+        raise EventError("unsupported_version", "webhook version %r; this gateway speaks version \"4\"" % version)
+    alerts = body.get("alerts")
+    if not isinstance(alerts, list):
+        raise EventError("missing_field", "alerts must be a list")
+    if len(alerts) > MAX_ALERTS:
+        raise EventError("too_many_alerts", "%d alerts in one notification, at most %d (set max_alerts in the "
+                         "Alertmanager receiver)" % (len(alerts), MAX_ALERTS), 413)
+    common = _labels(body.get("commonLabels"), "commonLabels")
+    out = []
+    for i, a in enumerate(alerts):
+        where = "alerts[%d]" % i
+        if not isinstance(a, dict):
+            raise EventError("bad_field", "%s must be an object" % where)
+        status = a.get("status", body.get("status"))
+        if status not in ("firing", "resolved"):
+            raise EventError("bad_field", '%s.status must be "firing" or "resolved"' % where)
+        labels = dict(common)
+        labels.update(_labels(a.get("labels"), where + ".labels"))
+        ann = _labels(a.get("annotations"), where + ".annotations")
+        fp = a.get("fingerprint")
+        if fp is None or fp == "":
+            fp = fingerprint(labels)
+        elif not isinstance(fp, str) or len(fp) > 64:
+            raise EventError("bad_field", "%s.fingerprint must be a short string" % where)
+        name = labels.get("alertname") or "alert"
+        rack = _first(labels, cfg.am_rack_labels)
+        host = _host(labels, cfg.am_host_labels)
+        text = _first(ann, cfg.am_text_annotations)
+        if not text:
+            text = "%s %s %s" % (name, rack, host) if (rack or host) else name
+        text = " ".join(text.split())  # annotations are often multi-line; speech and the wire want one line
+        sev = labels.get(cfg.am_severity_label, "").lower()
+        level = cfg.am_levels.get(sev, cfg.am_default_level)
+        inc_labels = dict(labels)
+        inc_labels.update({"rack": rack, "host": host, "event_type": name})
+        key = "am:" + fp
+        if status == "firing":
+            out.append(Incident(key, level, rack, host, name, text, inc_labels, "alertmanager"))
+        else:
+            rt = RESOLVED_TEXT.get(language, RESOLVED_TEXT["en"]) % text
+            out.append(Incident(key, NORMAL, rack, host, name, rt, inc_labels, "alertmanager", recovery=True))
+    return out

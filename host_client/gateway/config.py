@@ -1,0 +1,387 @@
+"""The gateway's TOML configuration: terminals, routes, debounce, grouping, delivery, Alertmanager mapping.
+
+Secrets never appear in the file: each terminal names an environment variable or a file that holds its secret
+(the RFC's gateway had its secret in the source). Errors name the section and key at fault, never a secret value.
+Unknown keys are errors, so a typo does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from sentinel_core.alarm import LEVEL_NAMES
+
+from .events import _TYPE_RE, EVENT_TYPES
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class Secret:
+    """Holds a terminal secret; its repr and str never show it."""
+
+    __slots__ = ("_value", "source")
+
+    def __init__(self, value: bytes, source: str):
+        self._value = value
+        self.source = source
+
+    def reveal(self) -> bytes:
+        return self._value
+
+    def __repr__(self):
+        return "Secret(from %s)" % self.source
+
+    __str__ = __repr__
+
+
+class Terminal:
+    def __init__(self, name, url, key_id, secret, heartbeat_s=None, language=None, queue_size=None,
+                 rate_burst=None, rate_interval_s=None, timeout_s=None):
+        self.name = name
+        self.url = url
+        self.key_id = key_id
+        self.secret = secret
+        self.heartbeat_s = heartbeat_s
+        self.language = language
+        self.queue_size = queue_size
+        self.rate_burst = rate_burst
+        self.rate_interval_s = rate_interval_s
+        self.timeout_s = timeout_s
+
+    def describe(self) -> dict:
+        return {"name": self.name, "url": self.url, "key_id": self.key_id, "secret": repr(self.secret),
+                "heartbeat_s": self.heartbeat_s}
+
+
+class Route:
+    def __init__(self, terminals, racks=None, labels=None):
+        self.terminals = list(terminals)
+        self.racks = list(racks or [])
+        self.labels = dict(labels or {})
+
+    def matches(self, labels: dict) -> bool:
+        if self.racks:
+            rack = labels.get("rack", "")
+            if not any(fnmatch.fnmatchcase(rack, p) for p in self.racks):
+                return False
+        for name, pattern in self.labels.items():
+            v = labels.get(name)
+            if v is None or not fnmatch.fnmatchcase(str(v), pattern):
+                return False
+        return True
+
+
+_SECTIONS = {
+    "gateway": {"host", "port", "language", "unknown_event_types", "state_dir", "max_body", "threads",
+                "log_format", "instance"},
+    "debounce": {"window_s", "max_keys"},
+    "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
+    "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
+                 "deadline_s", "max_tracked"},
+    "alertmanager": {"severity_label", "levels", "default_level", "text_annotations", "rack_labels",
+                     "host_labels", "debounce"},
+    "routing": {"default"},
+    "templates": {"zh", "en"},
+    "terminals": None,
+    "routes": None,
+}
+_TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "language", "queue_size",
+                  "rate_burst", "rate_interval_s", "timeout_s"}
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def _num(d, key, where, default, lo=None, hi=None, integer=False):
+    v = d.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise ConfigError("%s.%s must be %s" % (where, key, "an integer" if integer else "a number"))
+    if lo is not None and v < lo:
+        raise ConfigError("%s.%s must be >= %s" % (where, key, lo))
+    if hi is not None and v > hi:
+        raise ConfigError("%s.%s must be <= %s" % (where, key, hi))
+    return v
+
+
+def _str(d, key, where, default=None, choices=None):
+    v = d.get(key, default)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise ConfigError("%s.%s must be a string" % (where, key))
+    if choices and v not in choices:
+        raise ConfigError("%s.%s must be one of %s" % (where, key, ", ".join(choices)))
+    return v
+
+
+def _strlist(d, key, where, default):
+    v = d.get(key, default)
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ConfigError("%s.%s must be a list of strings" % (where, key))
+    return list(v)
+
+
+def _level(v, where):
+    if v not in LEVEL_NAMES:
+        raise ConfigError("%s must be one of P0, P1, NORMAL (got %r)" % (where, v))
+    return LEVEL_NAMES.index(v)
+
+
+class Config:
+    """Validated configuration. Build with load_config(path) or Config.from_dict(dict, env)."""
+
+    def __init__(self):
+        self.host = "127.0.0.1"
+        self.port = 8080
+        self.language = "zh"
+        self.accept_unknown = True
+        self.state_dir = None
+        self.max_body = 65536
+        self.threads = 8
+        self.log_format = "json"
+        self.instance = "gw"
+        self.debounce_window = 120.0
+        self.debounce_max_keys = 200_000
+        self.grouping = True
+        self.group_by = ["event_type", "rack"]
+        self.group_window = 60.0
+        self.cluster_threshold = 3
+        self.queue_size = 256
+        self.timeout_s = 3.0
+        self.backoff_initial = 0.5
+        self.backoff_max = 30.0
+        self.rate_burst = 3
+        self.rate_interval = 5.0
+        self.deadlines = {2: 3600.0, 1: 1800.0, 0: 600.0}
+        self.max_tracked = 100_000
+        self.am_severity_label = "severity"
+        self.am_levels = {"critical": 2, "page": 2, "p0": 2, "fatal": 2, "emergency": 2,
+                          "error": 1, "warning": 1, "major": 1, "minor": 1, "p1": 1, "info": 1}
+        self.am_default_level = 1
+        self.am_text_annotations = ["summary", "description", "message"]
+        self.am_rack_labels = ["rack", "cluster_rack"]
+        self.am_host_labels = ["node_host", "node", "hostname", "Hostname", "host", "instance"]
+        self.am_debounce = True
+        self.templates = {}
+        self.terminals: dict[str, Terminal] = {}
+        self.routes: list[Route] = []
+        self.default_terminals: list[str] = []
+        self.source = "<dict>"
+
+    @classmethod
+    def from_dict(cls, d: dict, env=None, base_dir: str = ".") -> Config:
+        env = os.environ if env is None else env
+        c = cls()
+        if not isinstance(d, dict):
+            raise ConfigError("the configuration must be a table")
+        for k in d:
+            if k not in _SECTIONS:
+                raise ConfigError("unknown section [%s] (known: %s)" % (k, ", ".join(sorted(_SECTIONS))))
+        for sec, keys in _SECTIONS.items():
+            if keys is None or sec not in d:
+                continue
+            if not isinstance(d[sec], dict):
+                raise ConfigError("[%s] must be a table" % sec)
+            for k in d[sec]:
+                if k not in keys:
+                    raise ConfigError("unknown key %s.%s (known: %s)" % (sec, k, ", ".join(sorted(keys))))
+
+        g = d.get("gateway", {})
+        c.host = _str(g, "host", "gateway", c.host)
+        c.port = _num(g, "port", "gateway", c.port, 0, 65535, True)
+        c.language = _str(g, "language", "gateway", c.language, ("zh", "en"))
+        c.accept_unknown = _str(g, "unknown_event_types", "gateway", "accept", ("accept", "reject")) == "accept"
+        sd = _str(g, "state_dir", "gateway", None)
+        c.state_dir = os.path.join(base_dir, sd) if sd else None
+        c.max_body = _num(g, "max_body", "gateway", c.max_body, 256, 16 << 20, True)
+        c.threads = _num(g, "threads", "gateway", c.threads, 1, 256, True)
+        c.log_format = _str(g, "log_format", "gateway", c.log_format, ("json", "text"))
+        c.instance = _str(g, "instance", "gateway", c.instance)
+        if not _NAME_RE.match(c.instance):
+            raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")
+
+        db = d.get("debounce", {})
+        c.debounce_window = float(_num(db, "window_s", "debounce", c.debounce_window, 0, 86400 * 7))
+        c.debounce_max_keys = _num(db, "max_keys", "debounce", c.debounce_max_keys, 1, 10_000_000, True)
+
+        gr = d.get("grouping", {})
+        en = gr.get("enabled", True)
+        if not isinstance(en, bool):
+            raise ConfigError("grouping.enabled must be true or false")
+        c.grouping = en
+        c.group_by = _strlist(gr, "group_by", "grouping", c.group_by)
+        c.group_window = float(_num(gr, "window_s", "grouping", c.group_window, 0, 86400))
+        c.cluster_threshold = _num(gr, "cluster_threshold", "grouping", c.cluster_threshold, 0, 100000, True)
+
+        dl = d.get("delivery", {})
+        c.queue_size = _num(dl, "queue_size", "delivery", c.queue_size, 1, 1_000_000, True)
+        c.timeout_s = float(_num(dl, "timeout_s", "delivery", c.timeout_s, 0.05, 600))
+        c.backoff_initial = float(_num(dl, "backoff_initial_s", "delivery", c.backoff_initial, 0.01, 3600))
+        c.backoff_max = float(_num(dl, "backoff_max_s", "delivery", c.backoff_max, 0.01, 86400))
+        if c.backoff_max < c.backoff_initial:
+            raise ConfigError("delivery.backoff_max_s must be >= delivery.backoff_initial_s")
+        c.rate_burst = _num(dl, "rate_burst", "delivery", c.rate_burst, 1, 1000, True)
+        c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", c.rate_interval, 0, 3600))
+        c.max_tracked = _num(dl, "max_tracked", "delivery", c.max_tracked, 1, 10_000_000, True)
+        ddl = dl.get("deadline_s", {})
+        if not isinstance(ddl, dict):
+            raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")
+        for name in ddl:
+            lvl = _level(name, "delivery.deadline_s key")
+            c.deadlines[lvl] = float(_num(ddl, name, "delivery.deadline_s", None, 1, 86400 * 30))
+
+        am = d.get("alertmanager", {})
+        c.am_severity_label = _str(am, "severity_label", "alertmanager", c.am_severity_label)
+        if "levels" in am:
+            if not isinstance(am["levels"], dict):
+                raise ConfigError("alertmanager.levels must be a table of severity = \"P0\"|\"P1\"|\"NORMAL\"")
+            c.am_levels = {str(k).lower(): _level(v, "alertmanager.levels.%s" % k) for k, v in am["levels"].items()}
+        if "default_level" in am:
+            c.am_default_level = _level(am["default_level"], "alertmanager.default_level")
+        c.am_text_annotations = _strlist(am, "text_annotations", "alertmanager", c.am_text_annotations)
+        c.am_rack_labels = _strlist(am, "rack_labels", "alertmanager", c.am_rack_labels)
+        c.am_host_labels = _strlist(am, "host_labels", "alertmanager", c.am_host_labels)
+        amd = am.get("debounce", True)
+        if not isinstance(amd, bool):
+            raise ConfigError("alertmanager.debounce must be true or false")
+        c.am_debounce = amd
+
+        tp = d.get("templates", {})
+        for lang, table in tp.items():
+            if not isinstance(table, dict):
+                raise ConfigError("[templates.%s] must be a table" % lang)
+            for t, s in table.items():
+                if t not in EVENT_TYPES:
+                    raise ConfigError("templates.%s.%s: unknown event type" % (lang, t))
+                if not isinstance(s, str):
+                    raise ConfigError("templates.%s.%s must be a string" % (lang, t))
+                sample = tuple({"r": "A03", "h": "gpu-1", "g": 1, "u": 1.0}[f] for f in EVENT_TYPES[t]["fields"])
+                try:
+                    s % sample
+                except (TypeError, ValueError) as e:
+                    raise ConfigError("templates.%s.%s must take the same %% fields as the built-in one (%s): %s"
+                                      % (lang, t, EVENT_TYPES[t]["fields"], e)) from None
+            c.templates[lang] = dict(table)
+
+        terms = d.get("terminals", {})
+        if not isinstance(terms, dict):
+            raise ConfigError("[terminals.NAME] tables name the terminals")
+        for name, t in terms.items():
+            c.terminals[name] = _terminal(name, t, env, base_dir)
+
+        routes = d.get("routes", [])
+        if not isinstance(routes, list):
+            raise ConfigError("[[routes]] must be an array of tables")
+        for i, r in enumerate(routes):
+            where = "routes[%d]" % i
+            if not isinstance(r, dict):
+                raise ConfigError("%s must be a table" % where)
+            for k in r:
+                if k not in ("racks", "labels", "terminals"):
+                    raise ConfigError("unknown key %s.%s (known: racks, labels, terminals)" % (where, k))
+            tl = _strlist(r, "terminals", where, None) if "terminals" in r else None
+            if not tl:
+                raise ConfigError("%s.terminals must name at least one terminal" % where)
+            labels = r.get("labels", {})
+            if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+                raise ConfigError("%s.labels must be a table of label = \"glob\"" % where)
+            c.routes.append(Route(tl, _strlist(r, "racks", where, []), labels))
+        rt = d.get("routing", {})
+        c.default_terminals = _strlist(rt, "default", "routing", sorted(c.terminals)) if rt or c.terminals else []
+        for name in c.default_terminals + [n for r in c.routes for n in r.terminals]:
+            if name not in c.terminals:
+                raise ConfigError("route names terminal %r, which no [terminals.%s] defines" % (name, name))
+        return c
+
+    def route(self, labels: dict) -> list[str]:
+        """The terminals an incident goes to: every matching route's, else the default."""
+        out = []
+        for r in self.routes:
+            if r.matches(labels):
+                for n in r.terminals:
+                    if n not in out:
+                        out.append(n)
+        return out or list(self.default_terminals)
+
+    def describe(self) -> dict:
+        """A printable summary for --check-config: no secret values."""
+        return {"listen": "%s:%d" % (self.host, self.port), "language": self.language,
+                "debounce_window_s": self.debounce_window, "grouping": self.grouping, "group_by": self.group_by,
+                "group_window_s": self.group_window, "cluster_threshold": self.cluster_threshold,
+                "state_dir": self.state_dir,
+                "terminals": [t.describe() for t in self.terminals.values()],
+                "routes": [{"racks": r.racks, "labels": r.labels, "terminals": r.terminals} for r in self.routes],
+                "default": self.default_terminals}
+
+
+def _terminal(name, t, env, base_dir) -> Terminal:
+    where = "terminals.%s" % name
+    if not _NAME_RE.match(name):
+        raise ConfigError("%s: a terminal name is letters, digits, '.', '_' or '-'" % where)
+    if not isinstance(t, dict):
+        raise ConfigError("[%s] must be a table" % where)
+    if "secret" in t:
+        raise ConfigError("%s: put the secret in an environment variable (secret_env) or a file (secret_file), "
+                          "never in the configuration" % where)
+    for k in t:
+        if k not in _TERMINAL_KEYS:
+            raise ConfigError("unknown key %s.%s (known: %s)" % (where, k, ", ".join(sorted(_TERMINAL_KEYS))))
+    url = _str(t, "url", where)
+    if not url or not re.match(r"https?://[^/\s]+", url):
+        raise ConfigError("%s.url must be an http:// or https:// URL" % where)
+    key_id = _str(t, "key_id", where)
+    if not key_id:
+        raise ConfigError("%s.key_id is required" % where)
+    se, sf = _str(t, "secret_env", where), _str(t, "secret_file", where)
+    if bool(se) == bool(sf):
+        raise ConfigError("%s: set exactly one of secret_env or secret_file" % where)
+    if se:
+        v = env.get(se)
+        if not v:
+            raise ConfigError("%s: environment variable %s is not set or empty" % (where, se))
+        secret = Secret(v.encode("utf-8"), "env %s" % se)
+    else:
+        path = os.path.join(base_dir, sf)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise ConfigError("%s: cannot read secret_file %s: %s" % (where, path, e.strerror)) from None
+        raw = raw.rstrip(b"\r\n")
+        if not raw:
+            raise ConfigError("%s: secret_file %s is empty" % (where, path))
+        secret = Secret(raw, "file %s" % path)
+    return Terminal(name, url.rstrip("/"), key_id, secret,
+                    _num(t, "heartbeat_s", where, None, 1, 86400),
+                    _str(t, "language", where, None, ("zh", "en")),
+                    _num(t, "queue_size", where, None, 1, 1_000_000, True),
+                    _num(t, "rate_burst", where, None, 1, 1000, True),
+                    _num(t, "rate_interval_s", where, None, 0, 3600),
+                    _num(t, "timeout_s", where, None, 0.05, 600))
+
+
+def load_config(path: str, env=None) -> Config:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError("cannot read %s: %s" % (path, e.strerror)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError("%s is not valid TOML: %s" % (path, e)) from None
+    c = Config.from_dict(data, env, os.path.dirname(os.path.abspath(path)))
+    c.source = path
+    return c
+
+
+def check_type_name(name: str) -> bool:
+    return bool(_TYPE_RE.match(name))

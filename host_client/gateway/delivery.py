@@ -1,0 +1,240 @@
+"""Per-terminal delivery: a worker thread that drains its lane through host_client.AlarmClient.
+
+P0 first; retry with exponential back-off while the terminal is unreachable (the alarm keeps its message id, so a
+retry the terminal already acted on is answered as a duplicate, never sounded twice); an alarm past its deadline
+is logged and counted as undeliverable; a 4xx is the request's fault and is not retried. The pending queue is saved
+atomically to a JSON file on every new alarm (before the event is answered) and within `flush_s` of any other
+change, so a restart loses no undelivered alarm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+
+from host_client.errors import RefusedError, SentinelError
+from sentinel_core.alarm import LEVEL_NAMES, preset
+from sentinel_core.validate import KEY_MAX_BYTES, TEXT_MAX_BYTES
+
+_PRESET = ("normal", "p1", "p0")
+
+
+def wire_key(key):
+    """Incident keys are rack:host:type and may exceed the wire's 64 bytes: keep a readable head, add a hash."""
+    if key is None:
+        return None
+    b = key.encode("utf-8")
+    if len(b) <= KEY_MAX_BYTES:
+        return key
+    h = hashlib.sha256(b).hexdigest()[:12]
+    head = b[:KEY_MAX_BYTES - 13].decode("utf-8", "ignore")
+    return head + "~" + h
+
+
+def wire_text(text):
+    b = text.encode("utf-8")
+    if len(b) <= TEXT_MAX_BYTES:
+        return text
+    return b[:TEXT_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def to_alarm(item):
+    return preset(_PRESET[item.level], wire_text(item.text), key=wire_key(item.key), id=item.id)
+
+
+class PendingStore:
+    """One JSON file per terminal, replaced atomically (write, fsync, rename)."""
+
+    def __init__(self, path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def load(self):
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            # Keep the unreadable file for a human; start empty rather than not at all.
+            bad = self.path + ".corrupt"
+            try:
+                os.replace(self.path, bad)
+            except OSError:
+                pass
+            raise ValueError("pending queue %s unreadable (%s); moved to %s" % (self.path, e, bad)) from None
+        if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+            raise ValueError("pending queue %s has no items list" % self.path)
+        return data
+
+    def save(self, data):
+        with self._lock:
+            tmp = "%s.tmp.%d" % (self.path, os.getpid())
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+
+class Worker:
+    """Owns one lane's sending. client: an object with send(Alarm) -> Ack and heartbeat(interval) (AlarmClient)."""
+
+    def __init__(self, lane, client, *, store=None, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None,
+                 flush_s=0.25, log=None, clock=time.time, mono=time.monotonic):
+        self.lane = lane
+        self.client = client
+        self.store = store
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.heartbeat_s = heartbeat_s
+        self.flush_s = flush_s
+        self.log = log or (lambda event, **kw: None)
+        self.clock = clock
+        self.mono = mono
+        self._stop = False
+        self._thread = None
+        self._failures = 0
+        self._next_hb = None
+        self.last_error = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name="deliver-%s" % self.lane.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout=5.0):
+        with self.lane.cond:
+            self._stop = True
+            self.lane.cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.persist()
+
+    def persist(self):
+        if self.store is not None:
+            self.store.save(self.lane.snapshot())
+
+    def persist_if_urgent(self):
+        """Called by the ingest path: a new alarm is on disk before the sender hears 200."""
+        if self.store is not None and self.lane.urgent:
+            self.persist()
+
+    def _backoff(self, seconds):
+        """Sleep out a back-off; only stop ends it early (new work must not hammer a dead terminal)."""
+        end = self.mono() + seconds
+        with self.lane.cond:
+            while not self._stop:
+                left = end - self.mono()
+                if left <= 0:
+                    return
+                self.lane.cond.wait(left)
+
+    def _run(self):
+        lane = self.lane
+        last_flush = self.mono()
+        if self.heartbeat_s:
+            self._next_hb = self.mono()
+        store = self.store is not None
+        while True:
+            item = None
+            do_hb = do_flush = False
+            with lane.cond:
+                while True:
+                    if self._stop:
+                        return
+                    m = self.mono()
+                    if self._next_hb is not None and m >= self._next_hb:
+                        do_hb = True
+                        break
+                    if store and lane.dirty and m - last_flush >= self.flush_s:
+                        do_flush = True
+                        break
+                    item = lane.next_item(self.clock())
+                    timeout = 1.0
+                    if item is not None:
+                        rw = lane.rate.wait(m)
+                        if rw <= 0:
+                            item.inflight = True
+                            lane.rate.take(m)
+                            break
+                        item = None
+                        timeout = rw
+                    if self._next_hb is not None:
+                        timeout = min(timeout, self._next_hb - m)
+                    if store and lane.dirty:
+                        timeout = min(timeout, self.flush_s - (m - last_flush))
+                    lane.cond.wait(max(0.001, timeout))
+            try:
+                if do_hb:
+                    self._heartbeat()
+                elif do_flush:
+                    self.persist()
+                    last_flush = self.mono()
+                else:
+                    self._send(item)
+            except Exception as e:  # noqa: BLE001 - the worker must outlive any one failure (disk full, a bug)
+                self.log("worker_error", terminal=lane.name, error="%s: %s" % (type(e).__name__, e))
+                with lane.cond:
+                    if item is not None and item.inflight:
+                        lane.failed(item)
+                self._backoff(min(self.backoff_max, 1.0))
+
+    def _send(self, item):
+        lane = self.lane
+        alarm = to_alarm(item)
+        try:
+            ack = self.client.send(alarm)
+        except RefusedError as e:
+            with lane.cond:
+                lane.refused(item)
+                lane.up = True
+            self.last_error = "%s %s" % (e.status, e.code)
+            self.log("alarm_refused", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
+                     status=e.status, code=e.code, message=e.message, incidents=len(item.carried))
+            return
+        except SentinelError as e:
+            with lane.cond:
+                lane.failed(item)
+                was_up = lane.up
+                lane.up = False
+                self._failures += 1
+                delay = min(self.backoff_max, self.backoff_initial * (2 ** min(self._failures - 1, 20)))
+                delay = delay * (0.5 + random.random() / 2)
+            self.last_error = type(e).__name__
+            if was_up is not False:
+                self.log("terminal_unreachable", terminal=lane.name, url=self.client.url, error=str(e))
+            self.log("delivery_retry", terminal=lane.name, id=item.id, attempts=item.attempts,
+                     retry_in_s=round(delay, 3))
+            if self.store is not None and lane.dirty:
+                self.persist()
+            self._backoff(delay)
+            return
+        with lane.cond:
+            lane.delivered(item, self.clock(), bool(getattr(ack, "duplicate", False)))
+            was_up = lane.up
+            lane.up = True
+            self._failures = 0
+        if was_up is False:
+            self.log("terminal_back", terminal=lane.name, url=self.client.url)
+        self.log("alarm_delivered", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
+                 kind=item.kind, incidents=len(item.carried), attempts=item.attempts + 1,
+                 latency_s=round(self.clock() - item.created, 4), duplicate=bool(getattr(ack, "duplicate", False)))
+
+    def _heartbeat(self):
+        lane = self.lane
+        self._next_hb = self.mono() + self.heartbeat_s
+        try:
+            self.client.heartbeat(int(min(3600, max(1, round(self.heartbeat_s)))))
+        except SentinelError as e:
+            with lane.cond:
+                lane.stats["heartbeats_failed"] += 1
+                lane.up = False
+            self.log("heartbeat_failed", terminal=lane.name, error=str(e))
+            return
+        with lane.cond:
+            lane.stats["heartbeats_ok"] += 1
+            lane.up = True

@@ -1,0 +1,284 @@
+"""GPU events as probes send them: validation, the RFC's host cleaning and severity rule, speech templates.
+
+The RFC's gateway (RFC-2026-08, section 3) defines the body ``{cluster_rack, node_host, event_type, gpu_index,
+gpu_util}``, the debounce key ``rack:clean-host:event_type``, the rule "NCCL_TIMEOUT or XID_FATAL or gpu_util < 5 is
+critical" and three Chinese speech templates. Everything here reproduces those byte for byte; the extra event types
+are ours and documented in docs/GATEWAY.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from sentinel_core.alarm import NORMAL, P0, P1
+
+# The RFC's Go regexp `-[a-f0-9]{8,10}$`: RE2's `$` is end of text, Python's would also match before a final
+# newline, hence \Z.
+_HOST_HASH = re.compile(r"-[a-f0-9]{8,10}\Z")
+HOST_MAX = 25
+CRITICAL_UTIL = 5.0
+
+_TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,47}\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def clean_host(raw: str) -> str:
+    """The RFC's cleanHostIdentifier: drop a trailing -<8..10 hex> pod/instance hash, keep at most 25 characters.
+
+    Go cuts 25 bytes; host names are ASCII, where bytes and characters agree. For a non-ASCII name we cut characters
+    so the result stays valid text.
+    """
+    clean = _HOST_HASH.sub("", raw)
+    return clean[:HOST_MAX]
+
+
+def debounce_key(rack: str, clean: str, event_type: str) -> str:
+    return "%s:%s:%s" % (rack, clean, event_type)
+
+
+# Per event type: level, whether the GPU index is part of the message, Chinese and English speech templates,
+# and the short phrase a summary uses. The first three Chinese templates are the RFC's, word for word (including
+# the ASCII spaces around the values and the full-width commas); GPU_UTIL_DROP uses the RFC's default branch.
+RFC_ZH_NCCL = "训练集群紧急预警，机架 %s 节点 %s 触发通信死锁，全环算力挂起"
+RFC_ZH_XID = "硬件致命故障，机架 %s 节点 %s 第 %d 号卡发生驱动级报错"
+RFC_ZH_UTIL = "算力水准预警，机架 %s 节点 %s 算力利用率突降至百分之 %.0f"
+
+# fields: which event values fill the template, in order: r = rack, h = clean host, g = GPU index, u = util.
+EVENT_TYPES = {
+    "NCCL_TIMEOUT": {
+        "level": P0, "fields": "rh", "zh": RFC_ZH_NCCL,
+        "en": "Training cluster emergency: rack %s node %s hit a communication deadlock, the whole ring is stalled",
+        "zh_phrase": "通信死锁", "en_phrase": "communication deadlock",
+    },
+    "XID_FATAL": {
+        "level": P0, "fields": "rhg", "zh": RFC_ZH_XID,
+        "en": "Fatal hardware fault: rack %s node %s GPU %d reported a driver-level error",
+        "zh_phrase": "驱动级致命报错", "en_phrase": "fatal GPU driver error",
+    },
+    "GPU_UTIL_DROP": {
+        "level": P1, "fields": "rhu", "zh": RFC_ZH_UTIL,
+        "en": "Compute warning: rack %s node %s GPU utilisation dropped to %.0f percent",
+        "zh_phrase": "算力利用率突降", "en_phrase": "GPU utilisation drop",
+    },
+    "NVLINK_ERROR": {
+        "level": P1, "fields": "rhg", "zh": "NVLink 链路预警，机架 %s 节点 %s 第 %d 号卡 NVLink 链路报错",
+        "en": "NVLink warning: rack %s node %s GPU %d reported NVLink errors",
+        "zh_phrase": "NVLink 链路报错", "en_phrase": "NVLink errors",
+    },
+    "PCIE_DOWNGRADE": {
+        "level": P1, "fields": "rhg", "zh": "PCIe 链路降级预警，机架 %s 节点 %s 第 %d 号卡链路速率下降",
+        "en": "PCIe warning: rack %s node %s GPU %d link downgraded",
+        "zh_phrase": "PCIe 链路降级", "en_phrase": "PCIe link downgrade",
+    },
+    "THERMAL": {
+        "level": P1, "fields": "rhg", "zh": "温度预警，机架 %s 节点 %s 第 %d 号卡温度过高",
+        "en": "Thermal warning: rack %s node %s GPU %d is overheating",
+        "zh_phrase": "温度过高", "en_phrase": "overheating",
+    },
+    "XID_WARNING": {
+        "level": P1, "fields": "rhg", "zh": "硬件预警，机架 %s 节点 %s 第 %d 号卡发生 XID 报错",
+        "en": "GPU warning: rack %s node %s GPU %d reported an XID error",
+        "zh_phrase": "XID 报错", "en_phrase": "XID errors",
+    },
+    "PROGRESS_STALL": {
+        "level": P0, "fields": "rh", "zh": "训练进度停滞，机架 %s 节点 %s 训练步数停止增长",
+        "en": "Training stalled: rack %s node %s stopped making progress",
+        "zh_phrase": "训练进度停滞", "en_phrase": "training stalled",
+    },
+    "RECOVERED": {
+        "level": NORMAL, "fields": "rh", "zh": "机架 %s 节点 %s 已恢复正常",
+        "en": "Recovered: rack %s node %s is back to normal",
+        "zh_phrase": "已恢复正常", "en_phrase": "recovered",
+    },
+}
+# An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
+DEFAULT_TYPE = "GPU_UTIL_DROP"
+# Metrics label for unknown types, so a misbehaving probe cannot grow the label set without bound.
+OTHER_TYPE = "OTHER"
+
+# Extra optional fields a probe may send; documented in docs/GATEWAY.md. Anything else is ignored.
+MAX_DETAIL = 200
+
+
+class EventError(ValueError):
+    """A request body that is not a valid event. code is machine-readable; str() is for humans."""
+
+    def __init__(self, code: str, message: str, status: int = 422):
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+class Event:
+    """A validated GPU event. recovers: for a recovery, the event type that cleared (else None)."""
+
+    __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
+                 "xid", "known")
+
+    def __init__(self, rack, raw_host, event_type, gpu_index=None, gpu_util=None, recovers=None, detail=None,
+                 xid=None):
+        self.rack = rack
+        self.raw_host = raw_host
+        self.host = clean_host(raw_host)
+        self.event_type = event_type
+        self.gpu_index = gpu_index
+        self.gpu_util = gpu_util
+        self.recovers = recovers
+        self.detail = detail
+        self.xid = xid
+        self.known = event_type in EVENT_TYPES
+
+    @property
+    def spec(self):
+        return EVENT_TYPES.get(self.event_type) or EVENT_TYPES[DEFAULT_TYPE]
+
+    @property
+    def metric_type(self) -> str:
+        return self.event_type if self.known else OTHER_TYPE
+
+    @property
+    def key(self) -> str:
+        """The RFC's debounce key; for a recovery, the key of the incident it clears."""
+        if self.recovers is not None:
+            return debounce_key(self.rack, self.host, self.recovers)
+        return debounce_key(self.rack, self.host, self.event_type)
+
+    @property
+    def debounce_key(self) -> str:
+        if self.recovers is not None:
+            return self.key + ":RECOVERED"
+        return self.key
+
+    def level(self) -> int:
+        return severity(self)
+
+    def text(self, language: str = "zh", templates: dict | None = None) -> str:
+        return speech(self, language, templates)
+
+    def labels(self) -> dict:
+        """What routes and group_by see."""
+        return {"rack": self.rack, "cluster_rack": self.rack, "host": self.host, "node_host": self.host,
+                "event_type": self.event_type if self.recovers is None else self.recovers}
+
+
+def severity(ev: Event) -> int:
+    """The RFC's rule, extended: NCCL_TIMEOUT, XID_FATAL or a reported utilisation under 5 % is P0.
+
+    The RFC reads a missing gpu_util as 0 (Go's zero value) and so calls every util-less event critical; we apply the
+    utilisation rule only when the probe reported a utilisation. A recovery is NORMAL whatever it carries.
+    """
+    if ev.recovers is not None:
+        return NORMAL
+    if ev.event_type in ("NCCL_TIMEOUT", "XID_FATAL"):
+        return P0
+    if ev.gpu_util is not None and ev.gpu_util < CRITICAL_UTIL:
+        return P0
+    return ev.spec["level"]
+
+
+def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> str:
+    """The words the terminal speaks. templates: optional per-language overrides {lang: {TYPE: template}}."""
+    t = ev.event_type if ev.recovers is None else "RECOVERED"
+    spec = EVENT_TYPES.get(t) or EVENT_TYPES[DEFAULT_TYPE]
+    tpl = None
+    if templates:
+        tpl = templates.get(language, {}).get(t)
+    if tpl is None:
+        tpl = spec[language]
+    values = []
+    for f in spec["fields"]:
+        if f == "r":
+            values.append(ev.rack)
+        elif f == "h":
+            values.append(ev.host)
+        elif f == "g":
+            values.append(ev.gpu_index)
+        else:
+            values.append(ev.gpu_util)
+    return tpl % tuple(values)
+
+
+def phrase(event_type: str, language: str = "zh") -> str:
+    spec = EVENT_TYPES.get(event_type)
+    if spec is None:
+        return event_type
+    return spec[language + "_phrase"]
+
+
+def _string(body: dict, name: str, limit: int, required: bool = True) -> str | None:
+    v = body.get(name)
+    if v is None:
+        if required:
+            raise EventError("missing_field", "%s is required" % name)
+        return None
+    if not isinstance(v, str):
+        raise EventError("bad_field", "%s must be a string, got %s" % (name, type(v).__name__))
+    if required and not v.strip():
+        raise EventError("bad_field", "%s must not be empty" % name)
+    if len(v) > limit:
+        raise EventError("bad_field", "%s is longer than %d characters" % (name, limit))
+    if _CONTROL.search(v):
+        raise EventError("bad_field", "%s contains control characters" % name)
+    return v
+
+
+def _needs(spec_fields: str, letter: str) -> bool:
+    return letter in spec_fields
+
+
+def parse_event(body, accept_unknown: bool = True) -> Event:
+    """Validate a decoded JSON body into an Event, or raise EventError naming the field and the rule it broke."""
+    if not isinstance(body, dict):
+        raise EventError("bad_body", "the body must be a JSON object", 400)
+    rack = _string(body, "cluster_rack", 64)
+    host = _string(body, "node_host", 253)
+    etype = _string(body, "event_type", 48)
+    if not _TYPE_RE.match(etype):
+        raise EventError("bad_field", "event_type must be upper-case letters, digits and _ (e.g. NCCL_TIMEOUT)")
+    if etype not in EVENT_TYPES and not accept_unknown:
+        raise EventError("unknown_event_type", "unknown event_type %s; known: %s"
+                         % (etype, ", ".join(sorted(EVENT_TYPES))))
+
+    gpu_index = body.get("gpu_index")
+    if gpu_index is not None:
+        if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
+            raise EventError("bad_field", "gpu_index must be an integer")
+        if gpu_index < -1 or gpu_index > 1023:
+            raise EventError("bad_field", "gpu_index must be -1 (whole node) or 0..1023")
+    gpu_util = body.get("gpu_util")
+    if gpu_util is not None:
+        if isinstance(gpu_util, bool) or not isinstance(gpu_util, (int, float)):
+            raise EventError("bad_field", "gpu_util must be a number (percent)")
+        gpu_util = float(gpu_util)
+        if not math.isfinite(gpu_util) or gpu_util < 0.0 or gpu_util > 100.0:
+            raise EventError("bad_field", "gpu_util must be between 0 and 100")
+
+    recovers = None
+    state = body.get("state")
+    if etype == "RECOVERED":
+        recovers = _string(body, "recovers", 48)
+        if not _TYPE_RE.match(recovers) or recovers == "RECOVERED":
+            raise EventError("bad_field", "recovers must name the event type that cleared (e.g. NCCL_TIMEOUT)")
+    elif state is not None:
+        if state != "recovered" and state != "firing":
+            raise EventError("bad_field", 'state must be "firing" or "recovered"')
+        if state == "recovered":
+            recovers = etype
+            etype = "RECOVERED"
+
+    detail = _string(body, "detail", MAX_DETAIL, required=False)
+    xid = body.get("xid")
+    if xid is not None and (isinstance(xid, bool) or not isinstance(xid, int) or xid < 0 or xid > 65535):
+        raise EventError("bad_field", "xid must be an integer 0..65535")
+
+    ev = Event(rack, host, etype, gpu_index, gpu_util, recovers, detail, xid)
+    if recovers is None:
+        fields = ev.spec["fields"]
+        if _needs(fields, "g") and (gpu_index is None or gpu_index < 0):
+            raise EventError("missing_field", "gpu_index (0..1023) is required for %s" % etype)
+        if _needs(fields, "u") and gpu_util is None:
+            raise EventError("missing_field", "gpu_util is required for %s" % etype)
+    if not ev.host:
+        raise EventError("bad_field", "node_host is empty once its hash suffix is removed")
+    return ev

@@ -1,0 +1,35 @@
+"""What the gateway hands to a terminal lane: one incident (a fault on one node, or its recovery).
+
+Both inputs (probes' GPU events and Alertmanager alerts) become incidents, so grouping, routing, delivery and
+recovery tracking do not care where a fault was seen.
+"""
+
+from __future__ import annotations
+
+from sentinel_core.alarm import NORMAL
+
+
+class Incident:
+    __slots__ = ("key", "level", "rack", "host", "kind", "text", "labels", "source", "recovery", "phrase_zh",
+                 "phrase_en")
+
+    def __init__(self, key, level, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
+                 phrase_zh=None, phrase_en=None):
+        self.key = key              # names the incident; a recovery carries the key of what it clears
+        self.level = level          # P0 / P1 / NORMAL
+        self.rack = rack or ""
+        self.host = host or ""
+        self.kind = kind            # event type or alertname: what a summary says happened
+        self.text = text            # the words for this incident alone
+        self.labels = labels or {}
+        self.source = source
+        self.recovery = recovery
+        self.phrase_zh = phrase_zh or kind
+        self.phrase_en = phrase_en or kind
+
+    def __repr__(self):
+        return "Incident(%s %s%s)" % (self.key, self.level, " recovery" if self.recovery else "")
+
+
+def recovery_of(key, rack, host, kind, text, labels=None, source="gpu_event", phrase_zh=None, phrase_en=None):
+    return Incident(key, NORMAL, rack, host, kind, text, labels, source, True, phrase_zh, phrase_en)

@@ -1,0 +1,306 @@
+"""The gateway service: events in -> debounce -> route -> per-terminal lanes -> delivery workers.
+
+Independent of the web framework (app.py puts flask in front of it), so tests and the bench can drive it directly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+
+from host_client.client import AlarmClient
+from sentinel_core.alarm import LEVEL_NAMES
+
+from .alertmanager import parse_webhook
+from .debounce import Debouncer
+from .delivery import PendingStore, Worker
+from .events import EventError, parse_event, phrase
+from .incident import Incident
+from .lane import LATENCY_BUCKETS, Lane
+
+logger = logging.getLogger("sentinel.gateway")
+
+
+def log_event(event: str, severity: int = logging.INFO, /, **fields) -> None:
+    """One structured record: the event name plus fields; the formatter renders JSON or text."""
+    if logger.isEnabledFor(severity):
+        logger.log(severity, event, extra={"fields": fields})
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record):
+        d = {"ts": round(record.created, 3), "severity": record.levelname.lower(), "event": record.getMessage()}
+        d.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            d["exc"] = self.formatException(record.exc_info)
+        return json.dumps(d, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record):
+        f = getattr(record, "fields", {}) or {}
+        tail = " ".join("%s=%s" % (k, json.dumps(v, ensure_ascii=False, default=str)) for k, v in f.items())
+        return "%s %s %s %s" % (self.formatTime(record), record.levelname, record.getMessage(), tail)
+
+
+def _lane_log(event, **fields):
+    log_event(event, logging.WARNING if event in ("alarm_dropped", "alarm_undeliverable") else logging.INFO,
+              **fields)
+
+
+def _worker_log(event, **fields):
+    lvl = logging.WARNING if event in ("terminal_unreachable", "alarm_refused", "heartbeat_failed") else (
+        logging.DEBUG if event == "delivery_retry" else logging.INFO)
+    log_event(event, lvl, **fields)
+
+
+class Gateway:
+    def __init__(self, config, clients=None, clock=time.time, mono=time.monotonic):
+        self.cfg = config
+        self.clock = clock
+        self.mono = mono
+        self.boot = secrets.token_hex(3)
+        self.debouncer = Debouncer(config.debounce_window, config.debounce_max_keys)
+        self.lock = threading.Lock()
+        self.started_at = clock()
+        self.events_in = {}       # (source, type) -> n
+        self.rejected = {}        # (source, code) -> n
+        self.suppressed = {}      # (source, type) -> n
+        self.unrouted = 0
+        self.lanes = {}
+        self.workers = {}
+        self.restore_errors = []
+        if config.state_dir:
+            os.makedirs(config.state_dir, exist_ok=True)
+        for name, t in config.terminals.items():
+            lane = Lane(name, language=t.language or config.language, group_by=config.group_by,
+                        window=config.group_window, cluster_threshold=config.cluster_threshold,
+                        grouping=config.grouping, queue_size=t.queue_size or config.queue_size,
+                        deadlines=config.deadlines,
+                        rate_burst=t.rate_burst or config.rate_burst,
+                        rate_interval=config.rate_interval if t.rate_interval_s is None else t.rate_interval_s,
+                        max_tracked=config.max_tracked, id_prefix="%s-%s" % (config.instance, self.boot),
+                        log=_lane_log)
+            if clients and name in clients:
+                client = clients[name]
+            else:
+                client = AlarmClient(t.url, t.key_id, t.secret.reveal(), timeout=t.timeout_s or config.timeout_s,
+                                     retries=0)
+            store = None
+            if config.state_dir:
+                store = PendingStore(os.path.join(config.state_dir, "pending-%s.json" % name))
+                try:
+                    data = store.load()
+                except ValueError as e:
+                    self.restore_errors.append(str(e))
+                    log_event("pending_unreadable", logging.ERROR, terminal=name, error=str(e))
+                    data = None
+                if data:
+                    n = lane.restore(data)
+                    if n:
+                        log_event("pending_restored", terminal=name, alarms=n,
+                                  p0=sum(1 for x in lane.items if x.level == 2))
+            self.lanes[name] = lane
+            self.workers[name] = Worker(lane, client, store=store, backoff_initial=config.backoff_initial,
+                                        backoff_max=config.backoff_max, heartbeat_s=t.heartbeat_s,
+                                        log=_worker_log, clock=clock, mono=mono)
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self):
+        for w in self.workers.values():
+            w.start()
+        log_event("gateway_started", terminals=sorted(self.lanes), listen="%s:%d" % (self.cfg.host, self.cfg.port))
+
+    def stop(self):
+        for w in self.workers.values():
+            w.stop()
+
+    # ---- ingest -----------------------------------------------------------------------------------------
+
+    def _count(self, d, k):
+        d[k] = d.get(k, 0) + 1
+
+    def reject(self, source, err: EventError):
+        with self.lock:
+            self._count(self.rejected, (source, err.code))
+        log_event("event_rejected", logging.INFO, source=source, code=err.code, message=str(err))
+        return err.status, {"ok": False, "error": err.code, "message": str(err)}
+
+    def gpu_event(self, body):
+        """One probe event. Returns (HTTP status, JSON answer)."""
+        try:
+            ev = parse_event(body, self.cfg.accept_unknown)
+        except EventError as e:
+            return self.reject("gpu_event", e)
+        lang = self.cfg.language
+        level = ev.level()
+        recovery = ev.recovers is not None
+        kind = ev.recovers if recovery else ev.event_type
+        inc = Incident(ev.key, level, ev.rack, ev.host, kind, ev.text(lang, self.cfg.templates), ev.labels(),
+                       "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
+        mtype = ev.metric_type
+        with self.lock:
+            self._count(self.events_in, ("gpu_event", mtype))
+            fire = self.debouncer.fire(ev.debounce_key, self.mono())
+            if not fire:
+                self._count(self.suppressed, ("gpu_event", mtype))
+            elif recovery:
+                self.debouncer.forget(ev.key)
+            else:
+                self.debouncer.forget(debounce_recovered(ev.key))
+        answer = {"ok": True, "key": ev.key, "level": LEVEL_NAMES[level]}
+        if not fire:
+            log_event("debounce_suppressed", logging.DEBUG, key=ev.debounce_key)
+            answer["result"] = "suppressed"
+            return 200, answer
+        answer["result"] = "recovery" if recovery else "alarm"
+        answer["terminals"] = self._dispatch([inc])[0]
+        log_event("event_accepted", logging.DEBUG, key=ev.key, level=LEVEL_NAMES[level], terminals=answer["terminals"])
+        return 200, answer
+
+    def alertmanager(self, body):
+        try:
+            incs = parse_webhook(body, self.cfg, self.cfg.language)
+        except EventError as e:
+            return self.reject("alertmanager", e)
+        take = []
+        n_sup = 0
+        with self.lock:
+            for inc in incs:
+                self._count(self.events_in, ("alertmanager", "resolved" if inc.recovery else "firing"))
+                if not self.cfg.am_debounce:
+                    take.append(inc)
+                    continue
+                dk = debounce_recovered(inc.key) if inc.recovery else inc.key
+                if self.debouncer.fire(dk, self.mono()):
+                    self.debouncer.forget(inc.key if inc.recovery else debounce_recovered(inc.key))
+                    take.append(inc)
+                else:
+                    n_sup += 1
+                    self._count(self.suppressed, ("alertmanager", "resolved" if inc.recovery else "firing"))
+        results = self._dispatch(take) if take else []
+        log_event("alertmanager_notification", logging.INFO, alerts=len(incs), taken=len(take), suppressed=n_sup,
+                  group_key=str(body.get("groupKey", ""))[:200])
+        return 200, {"ok": True, "alerts": len(incs), "suppressed": n_sup,
+                     "firing": sum(1 for i in take if not i.recovery),
+                     "resolved": sum(1 for i in take if i.recovery), "results": results}
+
+    def _dispatch(self, incidents):
+        now = self.clock()
+        out = []
+        touched = set()
+        for inc in incidents:
+            names = self.cfg.route(inc.labels)
+            if not names:
+                with self.lock:
+                    self.unrouted += 1
+                log_event("event_unrouted", logging.WARNING, key=inc.key)
+            res = {}
+            for name in names:
+                res[name] = self.lanes[name].submit(inc, now)
+                touched.add(name)
+            out.append(res)
+        for name in touched:
+            self.workers[name].persist_if_urgent()
+        return out
+
+    # ---- operations -------------------------------------------------------------------------------------
+
+    def health(self):
+        terms = {}
+        for name, lane in self.lanes.items():
+            with lane.cond:
+                terms[name] = {"up": lane.up, "queue": len(lane.items),
+                               "p0_pending": sum(1 for x in lane.items if x.level == 2),
+                               "last_error": self.workers[name].last_error}
+        return {"ok": True, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
+                "debounce_keys": len(self.debouncer), "restore_errors": self.restore_errors}
+
+    def metrics_text(self) -> str:
+        lines = []
+
+        def fam(name, typ, help_):
+            lines.append("# HELP %s %s" % (name, help_))
+            lines.append("# TYPE %s %s" % (name, typ))
+
+        def lab(**kw):
+            return "{" + ",".join('%s="%s"' % (k, _esc(v)) for k, v in kw.items()) + "}"
+
+        with self.lock:
+            events = dict(self.events_in)
+            rejected = dict(self.rejected)
+            suppressed = dict(self.suppressed)
+            dkeys = len(self.debouncer)
+            dev = self.debouncer.evicted
+            unrouted = self.unrouted
+        fam("sentinel_gateway_events_total", "counter", "Events received, by source and type.")
+        for (s, t), n in sorted(events.items()):
+            lines.append("sentinel_gateway_events_total%s %d" % (lab(source=s, type=t), n))
+        fam("sentinel_gateway_events_rejected_total", "counter", "Events refused with a 4xx, by reason.")
+        for (s, c), n in sorted(rejected.items()):
+            lines.append("sentinel_gateway_events_rejected_total%s %d" % (lab(source=s, code=c), n))
+        fam("sentinel_gateway_debounce_suppressed_total", "counter", "Events suppressed by the debounce window.")
+        for (s, t), n in sorted(suppressed.items()):
+            lines.append("sentinel_gateway_debounce_suppressed_total%s %d" % (lab(source=s, type=t), n))
+        fam("sentinel_gateway_debounce_keys", "gauge", "Keys in debounce memory.")
+        lines.append("sentinel_gateway_debounce_keys %d" % dkeys)
+        fam("sentinel_gateway_debounce_evicted_total", "counter", "Keys evicted before their window ended (cap).")
+        lines.append("sentinel_gateway_debounce_evicted_total %d" % dev)
+        fam("sentinel_gateway_unrouted_total", "counter", "Incidents no route or default took.")
+        lines.append("sentinel_gateway_unrouted_total %d" % unrouted)
+
+        per = {}
+        for name, lane in self.lanes.items():
+            with lane.cond:
+                per[name] = (dict(lane.stats), len(lane.items), lane.up, list(lane.latency_buckets),
+                             lane.latency_sum, lane.latency_count)
+        fam("sentinel_gateway_alarms_total", "counter", "Alarms by terminal and outcome.")
+        for name, (st, *_rest) in per.items():
+            for outcome in ("delivered", "duplicate", "expired", "dropped_full", "refused", "retries", "replaced"):
+                lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome),
+                                                                     st[outcome]))
+        fam("sentinel_gateway_incidents_total", "counter", "Incidents by terminal and fate (alone, folded into a "
+            "summary, delivered, expired, dropped, refused).")
+        for name, (st, *_rest) in per.items():
+            for k in ("alone", "folded", "delivered", "expired", "dropped", "refused"):
+                lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=k),
+                                                                        st["incidents_" + k]))
+        fam("sentinel_gateway_heartbeats_total", "counter", "Heartbeats sent, by terminal and outcome.")
+        for name, (st, *_rest) in per.items():
+            lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="ok"),
+                                                                     st["heartbeats_ok"]))
+            lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="failed"),
+                                                                     st["heartbeats_failed"]))
+        fam("sentinel_gateway_queue_depth", "gauge", "Alarms waiting per terminal.")
+        for name, (_st, depth, *_rest) in per.items():
+            lines.append("sentinel_gateway_queue_depth%s %d" % (lab(terminal=name), depth))
+        fam("sentinel_gateway_terminal_up", "gauge", "1 if the last request to the terminal got an answer.")
+        for name, (_st, _d, up, *_rest) in per.items():
+            lines.append("sentinel_gateway_terminal_up%s %d" % (lab(terminal=name), 1 if up else 0))
+        fam("sentinel_gateway_delivery_latency_seconds", "histogram", "From alarm queued to terminal's 200.")
+        for name, (_st, _d, _up, buckets, lsum, lcount) in per.items():
+            acc = 0
+            for i, b in enumerate(LATENCY_BUCKETS):
+                acc += buckets[i]
+                lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d"
+                             % (lab(terminal=name, le=repr(float(b))), acc))
+            acc += buckets[-1]
+            lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"),
+                                                                                    acc))
+            lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lsum))
+            lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lcount))
+        return "\n".join(lines) + "\n"
+
+
+def debounce_recovered(key: str) -> str:
+    """The debounce key of a recovery, kept apart from the fault's own key."""
+    return key + ":RECOVERED"
+
+
+def _esc(v) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
