@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tool
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	node tests/mpy/run.mjs
+	node tests/mpy/run.mjs --suite firmware
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -29,6 +30,7 @@ lint: $(STAMP)
 
 mpy-test: $(STAMP)
 	node tests/mpy/run.mjs
+	node tests/mpy/run.mjs --suite firmware
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest -q
