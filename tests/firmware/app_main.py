@@ -1,0 +1,86 @@
+# Booting the way main.py does: app.build() from a config file, the config-error mode, and the real asyncio tasks
+# running for a moment on the fakes.
+import asyncio
+
+from _fw import boot, config_text, fresh_fakes
+
+from sentinel_fw import app
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_build_from_a_valid_file_gives_a_running_terminal():
+    fresh_fakes()
+    _write("/cfg_ok.json", config_text(name="room-a"))
+    s = app.build("/cfg_ok.json", "/cfg_ok_state.json")
+    assert isinstance(s, app.Sentinel) and s.cfg["name"] == "room-a"
+    assert s.wifi is not None and s.wifi.ssid == "lab"
+
+
+def test_missing_config_shows_config_error_on_the_leds():
+    from neopixel import NeoPixel
+    fresh_fakes()
+    t = app.build("/no/such/config.json")
+    assert isinstance(t, app.ConfigErrorTerminal)
+    assert "not found" in t.message
+    # The default pin of the board, whatever the file would have said.
+    assert NeoPixel.instances[-1].pin.id == 13
+    lit = None
+    for ms in range(0, 2000, 50):
+        buf = t.frame_step(ms)
+        if max(buf) > 0:
+            lit = bytes(buf)
+            break
+    assert lit is not None, "config_error pattern never lit"
+    # Magenta in GRB order: red and blue, no green.
+    g = max(lit[i] for i in range(0, len(lit), 3))
+    r = max(lit[i + 1] for i in range(0, len(lit), 3))
+    b = max(lit[i + 2] for i in range(0, len(lit), 3))
+    assert g == 0 and r > 0 and b > 0, (r, g, b)
+    assert NeoPixel.instances[-1].last == lit
+
+
+def test_invalid_config_message_names_the_field_and_hides_the_secret():
+    fresh_fakes()
+    _write("/cfg_bad.json", config_text(keys={"gw": "short"}, light={"fps": 999}))
+    t = app.build("/cfg_bad.json")
+    assert isinstance(t, app.ConfigErrorTerminal)
+    assert "light.fps" in t.message and "keys.gw" in t.message and "short\"" not in t.message
+    lines = []
+    app.quiet = False
+    import builtins
+    real_print = builtins.print
+    try:
+        builtins.print = lambda *a: lines.append(" ".join(str(x) for x in a))
+        t.announce()
+    finally:
+        builtins.print = real_print
+        app.quiet = True
+    assert lines[0].startswith("[sentinel] CONFIG ERROR") and any("light.fps" in x for x in lines), lines
+
+
+def test_bad_terminal_section_is_a_config_error_on_the_running_box():
+    s, ft = boot(cfg_sections={"terminal": {"quiet_start": "25:00"}})
+    st = s.status(ft())
+    assert st["health"]["config"] is False and "25:00" in (st["health"]["config_detail"] or ""), st["health"]
+    assert s.terminal.display(ft()).pattern == "config_error"
+
+
+async def test_the_real_tasks_run_and_feed_the_watchdog():
+    import machine
+    from neopixel import NeoPixel
+    s, ft = boot()
+    tasks = [asyncio.create_task(c) for c in s.tasks()]
+    try:
+        await asyncio.sleep(0.7)   # the network task runs every 500 ms: two steps join the fake AP
+    finally:
+        for t in tasks:
+            t.cancel()
+    await asyncio.sleep(0)
+    assert NeoPixel.instances[-1].writes >= 3, NeoPixel.instances[-1].writes
+    assert machine.WDT.instances and machine.WDT.instances[-1].feeds >= 1
+    assert s.wifi.connected
+    assert s.watchdog.stale(s.watchdog._beats["frame"]) == []
