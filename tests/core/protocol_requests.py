@@ -3,6 +3,7 @@
 from binascii import unhexlify
 
 from _vectors import load
+
 from sentinel_core.alarm import LEVEL_NAMES, color_hex
 from sentinel_core.errors import CODES
 from sentinel_core.keyring import KeyRing
