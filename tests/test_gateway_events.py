@@ -1,0 +1,178 @@
+"""The RFC's semantics, byte for byte: host cleaning, severity, speech templates; plus our validation."""
+
+import re
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from host_client.gateway.events import (
+    EVENT_TYPES,
+    EventError,
+    clean_host,
+    parse_event,
+    severity,
+    speech,
+)
+from sentinel_core.alarm import NORMAL, P0, P1
+
+GO_RE = re.compile(r"-[a-f0-9]{8,10}$")
+
+
+def go_clean(raw):
+    """A literal transcription of the RFC's Go cleanHostIdentifier (RE2 `$` = end of text; cut 25 bytes)."""
+    if "\n" in raw:
+        m = re.search(r"-[a-f0-9]{8,10}\Z", raw)
+        clean = raw[: m.start()] if m else raw
+    else:
+        clean = GO_RE.sub("", raw)
+    b = clean.encode()
+    return b[:25].decode() if len(b) > 25 else clean
+
+
+@pytest.mark.parametrize("raw,want", [
+    ("gpu-worker-08", "gpu-worker-08"),
+    ("gpu-worker-08-a1b2c3d4", "gpu-worker-08"),            # 8 hex
+    ("gpu-worker-08-a1b2c3d4e5", "gpu-worker-08"),          # 10 hex
+    ("gpu-worker-08-a1b2c3d", "gpu-worker-08-a1b2c3d"),     # 7 hex: kept
+    ("gpu-worker-0008-a1b2c3d4e5f", "gpu-worker-0008-a1b2c3d4e"),  # 11 hex: no match, then cut to 25
+    ("gpu-worker-08-A1B2C3D4", "gpu-worker-08-A1B2C3D4"),   # upper case is not the hash alphabet
+    ("node-abcdefgh", "node-abcdefgh"),                     # not hex
+    ("a-very-long-training-node-name-0042", "a-very-long-training-node"),
+    ("a-very-long-training-node-name-0042-deadbeef", "a-very-long-training-node"),
+    ("gpu-01-deadbeef-cafebabe", "gpu-01-deadbeef"),        # only one trailing hash goes
+    ("gpu-worker-08-a1b2c3d4\n", "gpu-worker-08-a1b2c3d4\n"),  # RE2 `$` does not match before a newline
+])
+def test_clean_host_examples(raw, want):
+    assert clean_host(raw) == want
+    assert go_clean(raw) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"[a-z0-9-]{0,40}(-[a-f0-9]{6,12})?", fullmatch=True))
+@example("gpu-worker-08-a1b2c3d4e5")
+@example("x" * 40)
+def test_clean_host_matches_the_go_code_on_ascii(raw):
+    assert clean_host(raw) == go_clean(raw)
+    assert len(clean_host(raw)) <= 25
+
+
+def body(**kw):
+    d = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT", "gpu_index": 3,
+         "gpu_util": 0.0}
+    d.update(kw)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+# The RFC's three templates, written out here character by character (full-width commas U+FF0C, ASCII spaces).
+def test_rfc_speech_nccl_exact():
+    ev = parse_event(body(node_host="gpu-worker-08-a1b2c3d4"))
+    assert speech(ev) == "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起"
+    assert "\uff0c" in speech(ev) and "," not in speech(ev)
+
+
+def test_rfc_speech_xid_exact():
+    ev = parse_event(body(event_type="XID_FATAL", gpu_index=5, gpu_util=87.0))
+    assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 第 5 号卡发生驱动级报错"
+
+
+@pytest.mark.parametrize("util,spoken", [(3.4, "3"), (2.5, "2"), (3.5, "4"), (0.0, "0"), (97.6, "98"),
+                                         (100, "100"), (0.5, "0"), (1.5, "2")])
+def test_rfc_speech_util_exact_with_go_rounding(util, spoken):
+    # Go's %.0f rounds the exact binary value half to even, as Python's % does.
+    ev = parse_event(body(event_type="GPU_UTIL_DROP", gpu_util=util))
+    assert speech(ev) == "算力水准预警，机架 A03 节点 gpu-worker-08 算力利用率突降至百分之 %s" % spoken
+
+
+def test_unknown_type_takes_the_rfc_default_branch():
+    ev = parse_event(body(event_type="SOMETHING_ELSE", gpu_util=42.0))
+    assert speech(ev) == "算力水准预警，机架 A03 节点 gpu-worker-08 算力利用率突降至百分之 42"
+    assert severity(ev) == P1
+    assert ev.metric_type == "OTHER"
+    with pytest.raises(EventError) as e:
+        parse_event(body(event_type="SOMETHING_ELSE"), accept_unknown=False)
+    assert e.value.code == "unknown_event_type"
+
+
+def test_debounce_key_is_rack_cleanhost_type():
+    ev = parse_event(body(node_host="gpu-worker-08-0123456789"))
+    assert ev.key == "A03:gpu-worker-08:NCCL_TIMEOUT"
+    assert ev.debounce_key == ev.key
+
+
+@pytest.mark.parametrize("etype,util,want", [
+    ("NCCL_TIMEOUT", 99.0, P0), ("XID_FATAL", 99.0, P0), ("XID_FATAL", None, P0),
+    ("GPU_UTIL_DROP", 4.99, P0), ("GPU_UTIL_DROP", 5.0, P1), ("GPU_UTIL_DROP", 0.0, P0),
+    ("NVLINK_ERROR", 50.0, P1), ("NVLINK_ERROR", 1.0, P0), ("NVLINK_ERROR", None, P1),
+    ("PCIE_DOWNGRADE", 90.0, P1), ("THERMAL", 90.0, P1), ("XID_WARNING", 90.0, P1),
+    ("PROGRESS_STALL", None, P0),
+])
+def test_severity_rule(etype, util, want):
+    assert severity(parse_event(body(event_type=etype, gpu_util=util))) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(t for t in EVENT_TYPES if t != "RECOVERED")),
+       st.floats(min_value=0, max_value=100, allow_nan=False))
+def test_severity_property(etype, util):
+    ev = parse_event(body(event_type=etype, gpu_util=util))
+    want_p0 = etype in ("NCCL_TIMEOUT", "XID_FATAL") or util < 5.0 or EVENT_TYPES[etype]["level"] == P0
+    assert (severity(ev) == P0) == want_p0
+
+
+def test_every_type_has_both_languages_and_a_level():
+    for t, spec in EVENT_TYPES.items():
+        ev = parse_event(body(event_type=t, gpu_util=50.0, recovers="NCCL_TIMEOUT" if t == "RECOVERED" else None))
+        for lang in ("zh", "en"):
+            s = speech(ev, lang)
+            assert "A03" in s and "gpu-worker-08" in s, (t, lang, s)
+        assert spec["level"] in (P0, P1, NORMAL)
+
+
+def test_recovered_forms():
+    ev = parse_event(body(event_type="RECOVERED", recovers="NCCL_TIMEOUT"))
+    assert ev.key == "A03:gpu-worker-08:NCCL_TIMEOUT"
+    assert severity(ev) == NORMAL
+    assert speech(ev) == "机架 A03 节点 gpu-worker-08 已恢复正常"
+    ev2 = parse_event(body(event_type="THERMAL", state="recovered"))
+    assert ev2.key == "A03:gpu-worker-08:THERMAL" and severity(ev2) == NORMAL
+    assert ev.debounce_key != ev.key
+
+
+@pytest.mark.parametrize("b,code,field", [
+    ([], "bad_body", "object"),
+    (body(cluster_rack=None), "missing_field", "cluster_rack"),
+    (body(node_host=""), "bad_field", "node_host"),
+    (body(node_host=5), "bad_field", "node_host"),
+    (body(event_type="nccl timeout"), "bad_field", "event_type"),
+    (body(event_type="XID_FATAL", gpu_index=None), "missing_field", "gpu_index"),
+    (body(gpu_index=True), "bad_field", "gpu_index"),
+    (body(gpu_index=1.0), "bad_field", "gpu_index"),
+    (body(gpu_index=5000), "bad_field", "gpu_index"),
+    (body(gpu_util="3"), "bad_field", "gpu_util"),
+    (body(gpu_util=101), "bad_field", "gpu_util"),
+    (body(gpu_util=-1), "bad_field", "gpu_util"),
+    (body(event_type="GPU_UTIL_DROP", gpu_util=None), "missing_field", "gpu_util"),
+    (body(event_type="RECOVERED"), "missing_field", "recovers"),
+    (body(event_type="RECOVERED", recovers="RECOVERED"), "bad_field", "recovers"),
+    (body(state="gone"), "bad_field", "state"),
+    (body(node_host="gpu\x00x"), "bad_field", "control"),
+    (body(node_host="-deadbeef"), "bad_field", "hash suffix"),
+    (body(xid=-3), "bad_field", "xid"),
+])
+def test_validation_errors_name_the_field(b, code, field):
+    with pytest.raises(EventError) as e:
+        parse_event(b)
+    assert e.value.code == code
+    assert field in str(e.value)
+    assert 400 <= e.value.status < 500
+
+
+def test_optional_extras_accepted_and_unknown_ignored():
+    ev = parse_event(body(detail="Xid 79 fallen off the bus", xid=79, foo={"bar": 1}))
+    assert ev.xid == 79 and ev.detail.startswith("Xid 79")
+
+
+def test_template_override():
+    ev = parse_event(body(event_type="THERMAL", gpu_util=90.0))
+    assert speech(ev, "en", {"en": {"THERMAL": "hot %s/%s/%d"}}) == "hot A03/gpu-worker-08/3"
