@@ -107,6 +107,9 @@ class Renderer:
         code = _CODE.get(display.pattern)
         if code is None:
             raise ValueError("unknown display pattern %r" % (display.pattern,))
+        if code == _OFF or code == _IDLE or not self.matrix:
+            # No label on show: the next one scrolls from its start.
+            self._text = None
         if code == _OFF:
             self._fill(0, 0, 0)
             self.scale = 256
@@ -168,10 +171,10 @@ class Renderer:
         d = (ink_n * li + (n - ink_n) * lf) * (r + g + b)
         wc = (d + 254) // 255
         if wc > self._umax:
-            f = (self._umax << 8) // wc
-            li = (li * f) >> 8
-            lf = (lf * f) >> 8
-            self.scale = f
+            # Scaling each level by umax / wc keeps the sum under umax: sum <= (umax / wc) * d / 255 <= umax.
+            li = li * self._umax // wc
+            lf = lf * self._umax // wc
+            self.scale = (self._umax << 8) // wc
         else:
             self.scale = 256
         pal = self._pal
@@ -260,6 +263,7 @@ class Renderer:
     def _content(self, glyph, text, t_ms):
         # Icon and label for a matrix; returns the number of ink LEDs.
         if not text:
+            self._text = None
             if glyph is None:
                 return 0
             return self._glyph(glyph, self._cx, self._vy)
