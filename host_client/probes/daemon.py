@@ -7,6 +7,7 @@ sample, the earliest progress deadline or the next message, whichever comes firs
 
 import json
 import logging
+import os
 import queue
 import select
 import threading
@@ -33,6 +34,17 @@ def gateway_url(url):
     return url
 
 
+def proc_gpu_indexes(root="/proc/driver/nvidia/gpus"):
+    """PCI address -> GPU index without NVML: the driver lists one directory per GPU, named by bus id, and NVML
+    numbers GPUs in PCI bus order."""
+    try:
+        names = sorted(os.listdir(root), key=lambda n: xid.pci_key(n) or (1 << 30,))
+    except OSError:
+        return {}
+    keys = [xid.pci_key(n) for n in names]
+    return {k: i for i, k in enumerate(k for k in keys if k is not None)}
+
+
 class Daemon:
     def __init__(self, cfg, gpu=None, sender=None, clock=time.monotonic, wall=time.time):
         self.cfg = cfg
@@ -47,7 +59,7 @@ class Daemon:
         self.gpu = gpu
         self.devices = gpu.devices() if gpu is not None else []
         self.checker = GpuChecker(self.devices, config_mod.gpu_rules(cfg))
-        self._pci = {d["pci"]: d["index"] for d in self.devices if d.get("pci")}
+        self._pci = {d["pci"]: d["index"] for d in self.devices if d.get("pci")} or proc_gpu_indexes()
         self.sender = sender
         self.q = queue.Queue()
         self.stop = threading.Event()

@@ -30,8 +30,10 @@ CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL))
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).
 NODE_WIDE = -1
-# gpu_util when no utilisation sample exists for that GPU (no NVML, or a node-wide finding).
-UTIL_UNKNOWN = -1.0
+# gpu_util when no utilisation sample exists for that GPU (no NVML, or a node-wide finding): JSON null, which
+# the gateway reads as "not reported" (the RFC's rule "gpu_util < 5 is critical" must not fire on a guess).
+UTIL_UNKNOWN = None
+MAX_DETAIL = 200
 
 
 class Finding:
@@ -157,7 +159,7 @@ def body(identity, finding, gpu_util, recovered=False, now=None):
     else:
         ev["state"] = "firing"
     if finding.detail:
-        ev["detail"] = finding.detail
+        ev["detail"] = "".join(c if c >= " " else " " for c in finding.detail)[:MAX_DETAIL]
     for k, v in finding.extra.items():
         if v is not None and k not in ev:
             ev[k] = v

@@ -136,8 +136,17 @@ def _smi_num(text):
         return None
 
 
+# The seed's expectation for Hopper/Blackwell nodes, used when nvidia-smi cannot tell the link's maximum.
+SEED_MIN_GEN = 4
+SEED_MIN_WIDTH = 16
+
+
 def parse_smi_csv(text, fields=SMI_FIELDS):
-    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` into (devices, readings)."""
+    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` into (devices, readings).
+
+    ``fields`` may be the seed's five columns (SEED_FIELDS): without a P-state the generation rule cannot tell
+    power saving from a fault and stays silent, but width and temperature still apply (the seed's rule).
+    """
     devices, readings = [], []
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not "".join(row).strip():
@@ -153,8 +162,10 @@ def parse_smi_csv(text, fields=SMI_FIELDS):
         if pstate and pstate[:1] in "Pp" and pstate[1:].isdigit():
             p = int(pstate[1:])
         devices.append({"index": idx, "uuid": None, "name": None, "bus_id": v["pci.bus_id"],
-                        "pci": pci_key(v["pci.bus_id"]), "max_gen": _smi_num(v.get("pcie.link.gen.max", "")),
-                        "max_width": _smi_num(v.get("pcie.link.width.max", "")), "temp_slowdown": None,
+                        "pci": pci_key(v["pci.bus_id"]),
+                        "max_gen": _smi_num(v.get("pcie.link.gen.max", "")) or SEED_MIN_GEN,
+                        "max_width": _smi_num(v.get("pcie.link.width.max", "")) or SEED_MIN_WIDTH,
+                        "temp_slowdown": None,
                         "temp_max": None, "nvlinks": 0})
         readings.append({"index": idx, "gen": _smi_num(v["pcie.link.gen.current"]),
                          "width": _smi_num(v["pcie.link.width.current"]), "pstate": p,

@@ -1,0 +1,324 @@
+"""GPU rules, the progress watchdog and the event ledger: exact events, and none while a condition persists."""
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from host_client.probes import config, events
+from host_client.probes.gpu_checks import GpuChecker, GpuRules
+from host_client.probes.gpu_source import SEED_FIELDS, FakeSource, ReplaySource, SourceError, parse_smi_csv
+from host_client.probes.progress import ProgressRules, ProgressTracker
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "probes")
+
+
+def run(source, rules=None, samples=None, dt=1.0):
+    """Drive a checker through a ledger like the daemon does; returns [(t, type, gpu, recovers)]."""
+    checker = GpuChecker(source.devices(), rules or GpuRules())
+    led = events.Conditions()
+    out = []
+    n = samples or len(source._frames)
+    for i in range(n):
+        t = i * dt
+        raised, cleared = led.update("gpu", checker.check(source.sample(), t), t)
+        out += [(i, f.event_type, f.gpu_index, None) for f in raised]
+        out += [(i, events.RECOVERED, f.gpu_index, f.event_type) for f in cleared]
+    return out, led
+
+
+def test_nvml_replay_exact_events():
+    got, led = run(ReplaySource(os.path.join(FIX, "nvml_replay.json")), samples=14)
+    assert got == [
+        (2, "PCIE_DOWNGRADE", 3, None),       # busy GPU at Gen3 x4, second sample
+        (5, "NVLINK_ERROR", 2, None),         # CRC flit counter increased
+        (7, "THERMAL", 1, None),              # own slowdown threshold 87 C, second sample
+        (9, "RECOVERED", 1, "THERMAL"),
+        (9, "RECOVERED", 3, "PCIE_DOWNGRADE"),
+    ]
+    # nothing about GPU 0 idling at Gen1, nor its one P0 sample at Gen1 while the link retrained
+    assert [f.event_type for f in led.active()] == ["NVLINK_ERROR"]
+
+
+def test_nvml_replay_detail():
+    src = ReplaySource(os.path.join(FIX, "nvml_replay.json"))
+    checker = GpuChecker(src.devices())
+    for i in range(3):
+        fs = checker.check(src.sample(), float(i))
+    (f,) = fs
+    assert f.detail == "PCIe link Gen3 x4, expected Gen5 x16"
+    assert f.extra == {"link_gen": 3, "link_width": 4, "max_gen": 5, "max_width": 16}
+
+
+def _smi(name, fields):
+    with open(os.path.join(FIX, name)) as f:
+        devices, readings = parse_smi_csv(f.read(), fields)
+
+    class Src:
+        _frames = [readings] * 3
+
+        def devices(self):
+            return devices
+
+        def sample(self):
+            return [dict(r) for r in readings]
+    return Src()
+
+
+def test_smi_full_replay_events():
+    from host_client.probes.gpu_source import SMI_FIELDS
+    got, _ = run(_smi("smi_full.csv", SMI_FIELDS))
+    # idle GPU 0 (P8, Gen1) and GPU 2 (Gen4 in a Gen4 system) are fine; 84 C > the seed's 82 C
+    assert got == [(1, "PCIE_DOWNGRADE", 3, None), (1, "THERMAL", 4, None)]
+
+
+def test_smi_seed_replay_events():
+    got, _ = run(_smi("smi_seed.csv", SEED_FIELDS))
+    # the seed's own rule would flag GPU 0 (Gen1 < 4); without a P-state we cannot tell power saving from a fault
+    assert got == [(1, "PCIE_DOWNGRADE", 3, None), (1, "THERMAL", 4, None)]
+
+
+def test_width_counts_in_any_pstate_gen_only_in_p0():
+    src = FakeSource(count=2)
+    src.set(0, pstate=8, gen=1, util=0)             # idle: power saving
+    src.set(1, pstate=8, gen=5, width=8, util=0)    # idle but narrow: a fault
+    checker = GpuChecker(src.devices())
+    for t in range(5):
+        fs = checker.check(src.sample(), t)
+    assert [(f.event_type, f.gpu_index) for f in fs] == [("PCIE_DOWNGRADE", 1)]
+
+
+def test_gen_downgrade_held_while_idle_until_seen_good():
+    src = FakeSource(count=1)
+    checker = GpuChecker(src.devices())
+    src.set(0, gen=3)
+    for t in range(2):
+        fs = checker.check(src.sample(), t)
+    assert fs and fs[0].event_type == "PCIE_DOWNGRADE"
+    src.set(0, pstate=8, gen=1, util=0)  # goes idle: cannot judge, keeps the condition
+    for t in range(2, 6):
+        assert checker.check(src.sample(), t)
+    src.set(0, pstate=0, gen=5)
+    assert checker.check(src.sample(), 6)        # one good sample is not enough
+    assert not checker.check(src.sample(), 7)
+
+
+def test_thermal_fallback_and_hysteresis():
+    src = FakeSource(count=1, temp_slowdown=None)
+    checker = GpuChecker(src.devices())
+    src.set(0, temp=82)
+    assert not checker.check(src.sample(), 0) and not checker.check(src.sample(), 1)  # seed: strictly above 82
+    src.set(0, temp=83)
+    checker.check(src.sample(), 2)
+    (f,) = checker.check(src.sample(), 3)
+    assert f.event_type == "THERMAL" and f.extra["limit_c"] == 82.0
+    src.set(0, temp=80)  # within hysteresis (82 - 3 = 79): still hot
+    assert checker.check(src.sample(), 4) and checker.check(src.sample(), 5)
+    src.set(0, temp=78)
+    checker.check(src.sample(), 6)
+    assert not checker.check(src.sample(), 7)
+
+
+def test_nvlink_counter_reset_is_not_an_error_and_quiet_clears():
+    src = FakeSource(count=1, nvlinks=1)
+    checker = GpuChecker(src.devices(), GpuRules(nvlink_quiet_s=10))
+    checker.check(src.sample(), 0)
+    src.set(0, nvlink={"0:replay": 5, "0:recovery": 0, "0:crc_flit": 0, "0:crc_data": 0})
+    (f,) = checker.check(src.sample(), 1)
+    assert f.event_type == "NVLINK_ERROR" and f.detail == "NVLink errors increasing: link 0 replay +5"
+    assert checker.check(src.sample(), 10.5)
+    assert not checker.check(src.sample(), 11)
+    src.set(0, nvlink={"0:replay": 0, "0:recovery": 0, "0:crc_flit": 0, "0:crc_data": 0})  # GPU reset
+    assert not checker.check(src.sample(), 12)
+
+
+def test_util_drop_only_with_processes_attached():
+    src = FakeSource(count=2)
+    checker = GpuChecker(src.devices(), GpuRules(util_drop_s=5))
+    for t in range(10):
+        checker.check(src.sample(), t)
+    src.set(0, util=0)               # hung: process still attached
+    src.set(1, util=0, procs=0)      # job finished
+    seen = []
+    for t in range(10, 20):
+        seen.append([(f.event_type, f.gpu_index) for f in checker.check(src.sample(), t)])
+    assert seen[4] == [] and seen[5] == [("GPU_UTIL_DROP", 0)] and seen[9] == [("GPU_UTIL_DROP", 0)]
+    src.set(0, util=97)
+    assert checker.check(src.sample(), 20)
+    assert not checker.check(src.sample(), 21)
+
+
+def test_util_drop_needs_busy_before():
+    src = FakeSource(count=1)
+    src.set(0, util=2)
+    checker = GpuChecker(src.devices(), GpuRules(util_drop_s=2))
+    assert not any(checker.check(src.sample(), t) for t in range(60))
+
+
+def test_replay_rejects_bad_files(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text('{"devices": []}')
+    with pytest.raises(SourceError, match="non-empty 'frames'"):
+        ReplaySource(str(p))
+    with pytest.raises(SourceError, match="cannot read NVML replay"):
+        ReplaySource(str(tmp_path / "missing.json"))
+
+
+# --- progress ---------------------------------------------------------------------------------------------------
+
+def beat(tr, t, step=None, job="train", pid=100, kind="beat", rank=0, local_rank=0):
+    assert tr.message({"kind": kind, "job": job, "pid": pid, "step": step, "rank": rank, "local_rank": local_rank},
+                      t)
+
+
+def test_200ms_loop_flagged_well_within_2s():
+    tr = ProgressTracker(alive=lambda pid: True)
+    for i in range(20):
+        beat(tr, i * 0.2, i)
+    last = 19 * 0.2
+    assert tr.next_deadline() == pytest.approx(last + 0.8)  # 4 x 200 ms, above the 0.5 s floor
+    assert tr.evaluate(last + 0.79) == []
+    (f,) = tr.evaluate(last + 0.81)
+    assert f.event_type == "PROGRESS_STALL" and f.gpu_index == 0 and f.extra["step"] == 19
+    beat(tr, last + 3.0, 20)
+    assert tr.evaluate(last + 3.0) == []
+    # the stall's gap was not learned as a step time
+    assert tr.snapshot(last + 3.0)[0]["step_time_s"] == pytest.approx(0.2)
+
+
+def test_floor_and_ceiling():
+    tr = ProgressTracker(ProgressRules(k=4, floor_s=0.5, ceiling_s=30), alive=lambda pid: True)
+    for i in range(10):
+        beat(tr, i * 0.01, i, pid=1)
+        beat(tr, i * 60.0, i, pid=2, job="slow")
+    limits = {j["job"]: j["limit_s"] for j in tr.snapshot(600)}
+    assert limits == {"train": 0.5, "slow": 30.0}
+
+
+def test_warmup_uses_ceiling_and_pause_lifts_limit():
+    tr = ProgressTracker(ProgressRules(ceiling_s=100), alive=lambda pid: True)
+    beat(tr, 0.0, 0)
+    beat(tr, 1.0, 1)
+    assert tr.evaluate(50) == []          # one interval: not learned yet
+    for i in range(2, 6):
+        beat(tr, float(i), i)
+    beat(tr, 6.0, kind="pause")
+    assert tr.evaluate(60) == []          # checkpointing
+    beat(tr, 61.0, kind="resume")
+    assert tr.evaluate(64) == []
+    (f,) = tr.evaluate(65.1)
+    assert "limit 4.0s" in f.detail
+
+
+def test_job_of_many_ranks_is_one_condition_and_end_forgets():
+    tr = ProgressTracker(alive=lambda pid: True)
+    for i in range(5):
+        for r in range(4):
+            beat(tr, i * 0.2 + r * 0.001, i, pid=200 + r, rank=r, local_rank=r)
+    fs = tr.evaluate(5.0)
+    assert len(fs) == 1 and fs[0].extra["stalled_ranks"] == [0, 1, 2, 3] and "4 processes" in fs[0].detail
+    for r in range(4):
+        beat(tr, 5.1, kind="end", pid=200 + r)
+    assert tr.evaluate(6.0) == [] and tr.next_deadline() is None
+
+
+def test_dead_process_is_forgotten_without_alarm():
+    alive = {100: True}
+    tr = ProgressTracker(alive=lambda pid: alive[pid])
+    for i in range(5):
+        beat(tr, i * 0.2, i)
+    alive[100] = False
+    assert tr.evaluate(10.0) == [] and tr.snapshot(10.0) == []
+
+
+@pytest.mark.parametrize("msg", [None, [], {"job": "x"}, {"job": "", "pid": 1}, {"job": "x", "pid": "1"},
+                                 {"job": "x", "pid": 1, "kind": "explode"}, {"job": "x" * 200, "pid": 1},
+                                 {"job": "x", "pid": True}])
+def test_bad_beat_messages_are_counted_not_applied(msg):
+    tr = ProgressTracker()
+    assert tr.message(msg, 0.0) is False
+    assert tr.rejected == 1 and tr.snapshot(0.0) == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(0.01, 120.0), st.integers(3, 40), st.floats(1.5, 10.0))
+def test_stall_limit_is_clamped_multiple(step, n, k):
+    rules = ProgressRules(k=k, floor_s=0.5, ceiling_s=600)
+    tr = ProgressTracker(rules, alive=lambda pid: True)
+    for i in range(n + 1):
+        beat(tr, i * step, i)
+    last = n * step
+    expect = min(max(k * step, 0.5), 600)
+    assert tr.next_deadline() == pytest.approx(last + expect, rel=1e-6)
+    assert tr.evaluate(last + expect * 0.99) == []
+    assert len(tr.evaluate(last + expect * 1.01 + 1e-6)) == 1
+
+
+# --- ledger, body, config ------------------------------------------------------------------------------------------
+
+def test_conditions_raise_once_clear_once():
+    led = events.Conditions()
+    f = events.Finding(("pcie", 3), events.PCIE_DOWNGRADE, 3, "x")
+    assert led.update("gpu", [f]) == ([f], [])
+    for _ in range(5):
+        assert led.update("gpu", [events.Finding(("pcie", 3), events.PCIE_DOWNGRADE, 3, "y")]) == ([], [])
+    assert led.update("gpu", []) == ([], [f])  # the finding first reported is the one that clears
+    assert led.update("gpu", []) == ([], [])
+
+
+def test_oneshots_hold_and_prune():
+    o = events.Oneshots(10, capacity=3)
+    assert o.admit("a", 0) and not o.admit("a", 9.9) and o.admit("a", 10)
+    for k in "bcdef":
+        o.admit(k, 11)
+    assert len(o._seen) <= 3 and o.suppressed == 1
+
+
+def test_event_body_rfc_fields_first():
+    ident = events.Identity("A03", "gpu-worker-08")
+    f = events.Finding(("xid", 3, 79), events.XID_FATAL, 3, "XID 79 (fatal): GPU has fallen off the bus.", xid=79,
+                       severity="fatal", pci="0000:5d:00")
+    ev = events.body(ident, f, 97.0, now=1000.0)
+    assert list(ev)[:5] == ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
+    assert (ev["cluster_rack"], ev["node_host"], ev["event_type"], ev["gpu_index"], ev["gpu_util"]) == \
+        ("A03", "gpu-worker-08", "XID_FATAL", 3, 97.0)
+    assert ev["xid"] == 79 and ev["state"] == "firing" and ev["key"] == "gpu-worker-08:xid:3:79"
+    rec = events.body(ident, f, None, recovered=True)
+    assert rec["event_type"] == "RECOVERED" and rec["recovers"] == "XID_FATAL" and rec["gpu_util"] is None
+    assert rec["state"] == "recovered" and rec["event_id"] != ev["event_id"]
+
+
+def test_finding_rejects_unknown_type():
+    with pytest.raises(ValueError):
+        events.Finding(("x",), "BOGUS", 0, "")
+    with pytest.raises(ValueError):
+        events.Identity("", "h")
+
+
+@pytest.mark.parametrize("raw,msg", [
+    ({"bogus": {}}, "unknown section [bogus]"),
+    ({"gpu": {"intervall_s": 1}}, "unknown key [gpu] intervall_s"),
+    ({"gpu": {"interval_s": "1"}}, "[gpu] interval_s must be a number"),
+    ({"gpu": {"interval_s": 0.001}}, "interval_s must be >= 0.05"),
+    ({"gpu": {"source": "cuda"}}, "[gpu] source must be one of"),
+    ({"gpu": {"source": "replay"}}, "needs [gpu] replay"),
+    ({"gpu": {"confirm": 0}}, "confirm must be >= 1"),
+    ({"xid": {"source": "file"}}, "needs [xid] path"),
+    ({"xid": {"ignore": ["13"]}}, "[xid] ignore[0] must be an XID number"),
+    ({"progress": {"k": 1.0}}, "progress k must be > 1"),
+    ({"progress": {"floor_s": 5.0, "ceiling_s": 1.0}}, "floor_s <= ceiling_s"),
+    ({"progress": {"enabled": 1}}, "[progress] enabled must be true or false"),
+    ({"nccl": {"logs": "/var/log/x"}}, "[nccl] logs must be a list"),
+    ({"status": {"listen": "9410"}}, "[status] listen must be host:port"),
+    ({"node": {"rack": ""}}, "[node] rack must not be empty"),
+])
+def test_config_errors_name_the_key(raw, msg):
+    with pytest.raises(config.ConfigError) as e:
+        config.build(raw)
+    assert msg in str(e.value)
+
+
+def test_example_config_loads():
+    cfg = config.load(os.path.join(os.path.dirname(__file__), "..", "examples", "probe.toml"))
+    assert cfg["node"]["rack"] == "A03" and cfg["gpu"]["interval_s"] == 1.0
