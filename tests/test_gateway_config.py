@@ -1,0 +1,89 @@
+"""Configuration: the example file, precise errors, secrets never shown; --check-config."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from host_client.gateway.cli import main
+from host_client.gateway.config import Config, ConfigError, load_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "gateway.toml")
+ENV = {"SENTINEL_SECRET_MACHINE_ROOM": "room-secret-123", "SENTINEL_SECRET_OFFICE": "office-secret-456"}
+
+
+def base(**terminal):
+    t = {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}
+    t.update(terminal)
+    return {"terminals": {"room": t}}
+
+
+def test_example_config_loads():
+    c = load_config(EXAMPLE, env=ENV)
+    assert set(c.terminals) == {"machine-room", "office"}
+    assert c.terminals["machine-room"].secret.reveal() == b"room-secret-123"
+    assert c.route({"rack": "A03", "event_type": "NCCL_TIMEOUT"}) == ["machine-room", "office"]
+    assert c.route({"rack": "Z99", "event_type": "THERMAL"}) == ["machine-room"]
+    assert "room-secret-123" not in json.dumps(c.describe())
+
+
+def test_secret_from_file(tmp_path):
+    (tmp_path / "s").write_text("from-file\n")
+    c = Config.from_dict(base(secret_env=None, secret_file=str(tmp_path / "s")), env={})
+    assert c.terminals["room"].secret.reveal() == b"from-file"
+    assert "from-file" not in repr(c.terminals["room"].secret)
+
+
+@pytest.mark.parametrize("d,msg", [
+    ({"gatway": {}}, "unknown section [gatway]"),
+    ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
+    ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
+    ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
+    ({"debounce": {"window_s": -1}}, "debounce.window_s must be >= 0"),
+    ({"delivery": {"deadline_s": {"P3": 1}}}, "P0, P1, NORMAL"),
+    ({"delivery": {"backoff_initial_s": 5, "backoff_max_s": 1}}, "backoff_max_s must be >="),
+    (base(secret="inline!"), "never in the configuration"),
+    (base(secret_file="x"), "exactly one of secret_env or secret_file"),
+    (base(secret_env="NOPE"), "environment variable NOPE is not set"),
+    (base(url="ftp://x"), "url must be an http"),
+    (base(key_id=""), "key_id is required"),
+    (dict(base(), routes=[{"racks": ["A*"], "terminals": ["ghost"]}]), "terminal 'ghost'"),
+    (dict(base(), routes=[{"racks": ["A*"]}]), "must name at least one terminal"),
+    ({"templates": {"en": {"THERMAL": "%s %s"}}}, "templates.en.THERMAL"),
+    ({"alertmanager": {"levels": {"critical": "P9"}}}, "alertmanager.levels.critical"),
+])
+def test_errors_name_the_key(d, msg):
+    with pytest.raises(ConfigError) as e:
+        Config.from_dict(d, env={"S": "sekrit-value"})
+    assert msg in str(e.value)
+    assert "sekrit-value" not in str(e.value)
+
+
+def test_bad_toml(tmp_path):
+    p = tmp_path / "g.toml"
+    p.write_text("[gateway\nport=1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(str(p))
+
+
+def test_check_config_cli(capsys, monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    assert main(["--config", EXAMPLE, "--check-config"]) == 0
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    assert d["terminals"][0]["secret"].startswith("Secret(from env")
+    assert "room-secret-123" not in out.out + out.err
+    monkeypatch.delenv("SENTINEL_SECRET_OFFICE")
+    assert main(["--config", EXAMPLE, "--check-config"]) == 2
+    assert "SENTINEL_SECRET_OFFICE is not set" in capsys.readouterr().err
+
+
+def test_console_script_runs_as_module():
+    env = dict(os.environ, **ENV)
+    r = subprocess.run([sys.executable, "-m", "host_client.gateway.cli", "-c", EXAMPLE, "--check-config"],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
