@@ -208,3 +208,16 @@ def test_long_label_is_cut_not_overflowed():
     r = Renderer(Layout(16, 16))
     for t in (0, 5000, 50000):
         r.render(_D("solid", (0, 255, 0), 0, "W" * 500), t)
+
+
+def test_label_keeps_scrolling_across_the_tick_wrap():
+    # MicroPython's ticks_ms() wraps at 2**30: a label set just before must scroll on after it.
+    a = Renderer(Layout(16, 16))
+    b = Renderer(Layout(16, 16))
+    d = _D("solid", (0, 255, 0), 0, "gpu-worker-08 XID 79")
+    a.render(d, (1 << 30) - 500)
+    b.render(d, 0)
+    fa = bytes(a.render(d, 740))
+    fb = bytes(b.render(d, 1240))
+    assert fa == fb
+    assert fb != bytes(b.render(d, 0))

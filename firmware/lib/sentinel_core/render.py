@@ -36,6 +36,7 @@ TEXT_GAP = 8              # blank columns between the end of a label and its nex
 MAX_TEXT_COLS = 400       # label columns kept (about 64 characters); the rest is cut
 STRIP_HEALTH_EVERY = 4    # without room for an icon, health lights every 4th LED: sparse is "the box", not "an alarm"
 
+TICKS_MASK = 0x3FFFFFFF   # time.ticks_ms() period on MicroPython ports: 2**30
 _INK = 3                  # mask values are byte offsets into the 2-entry palette: field 0, ink 3
 
 
@@ -291,7 +292,8 @@ class Renderer:
                 lit += self._column(cols[c], x + c, y)
             return lit
         period = tlen + TEXT_GAP
-        dt = t_ms - self._t0 - TEXT_HOLD_MS
+        # Modular difference: MicroPython's ticks_ms() wraps at 2**30 and a label must not freeze when it does.
+        dt = ((t_ms - self._t0) & TICKS_MASK) - TEXT_HOLD_MS
         c = 0 if dt < 0 else (dt // self.scroll_ms) % period
         for k in range(tw):
             if c < tlen:
