@@ -108,14 +108,15 @@ class Renderer:
         code = _CODE.get(display.pattern)
         if code is None:
             raise ValueError("unknown display pattern %r" % (display.pattern,))
-        if code == _OFF or code == _IDLE or not self.matrix:
-            # No label on show: the next one scrolls from its start.
-            self._text = None
         if code == _OFF:
+            self._text = None
             self._fill(0, 0, 0)
             self.scale = 256
             return self.buf
-        r, g, b = display.color
+        try:
+            r, g, b = display.color
+        except (TypeError, ValueError):
+            raise ValueError("display color must be (r, g, b), not %r" % (display.color,))
         _level("display color channel", r, 0, 255)
         _level("display color channel", g, 0, 255)
         _level("display color channel", b, 0, 255)
@@ -125,6 +126,9 @@ class Renderer:
         text = display.text
         if text is not None and not isinstance(text, str):
             raise ValueError("display text must be a str or None, not %r" % (text,))
+        if code == _IDLE or not self.matrix:
+            # No label on show: the next one scrolls from its start.
+            self._text = None
         bri = self.night_brightness if display.night else self.brightness
         lay = self.layout
         n = lay.n
