@@ -164,6 +164,7 @@ class Config:
         self.rate_interval = 5.0
         self.deadlines = {2: 3600.0, 1: 1800.0, 0: 600.0}
         self.max_tracked = 100_000
+        self.persist_wait_s = 2.0
         self.am_severity_label = "severity"
         self.am_levels = {"critical": 2, "page": 2, "p0": 2, "fatal": 2, "emergency": 2,
                           "error": 1, "warning": 1, "major": 1, "minor": 1, "p1": 1, "info": 1}

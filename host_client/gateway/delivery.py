@@ -3,8 +3,8 @@
 P0 first; retry with exponential back-off while the terminal is unreachable (the alarm keeps its message id, so a
 retry the terminal already acted on is answered as a duplicate, never sounded twice); an alarm past its deadline
 is logged and counted as undeliverable; a 4xx is the request's fault and is not retried. The pending queue is saved
-atomically to a JSON file on every new alarm (before the event is answered) and within `flush_s` of any other
-change, so a restart loses no undelivered alarm.
+atomically to a JSON file by a Persister thread after every change, and the ingest path waits for that write
+before it answers the sender, so a restart loses no alarm that was acknowledged to its source.
 """
 
 from __future__ import annotations
@@ -81,21 +81,85 @@ class PendingStore:
             os.replace(tmp, self.path)
 
 
+class Persister:
+    """Saves a lane's queue whenever it changes, in its own thread (group commit: one write covers every change
+    made while the previous one was written). The ingest path waits for the write that covers its change before it
+    answers, so an event that got its 200 is on disk."""
+
+    def __init__(self, lane, store, log=None):
+        self.lane = lane
+        self.store = store
+        self.log = log or (lambda event, **kw: None)
+        self.saved = lane.gen
+        self._stop = False
+        self._thread = None
+        self.writes = 0
+        self.failed = 0
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name="persist-%s" % self.lane.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout=5.0):
+        with self.lane.cond:
+            self._stop = True
+            self.lane.cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.save()
+
+    def save(self):
+        snap = self.lane.snapshot()
+        try:
+            self.store.save(snap)
+        except OSError as e:
+            self.failed += 1
+            self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=str(e))
+            return False
+        with self.lane.cond:
+            self.writes += 1
+            if snap["gen"] > self.saved:
+                self.saved = snap["gen"]
+            self.lane.cond.notify_all()
+        return True
+
+    def wait(self, gen, timeout=2.0):
+        """Block until the queue as of `gen` is on disk (or timeout). True when it is."""
+        end = time.monotonic() + timeout
+        with self.lane.cond:
+            while self.saved < gen and not self._stop:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lane.cond.wait(left)
+            return self.saved >= gen
+
+    def _run(self):
+        lane = self.lane
+        while True:
+            with lane.cond:
+                while lane.gen <= self.saved and not self._stop:
+                    lane.cond.wait(1.0)
+                if self._stop:
+                    return
+            if not self.save():
+                time.sleep(0.5)
+
+
 class Worker:
     """Owns one lane's sending. client: an object with send(Alarm) -> Ack and heartbeat(interval) (AlarmClient)."""
 
-    def __init__(self, lane, client, *, store=None, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None,
-                 flush_s=0.25, log=None, clock=time.time, mono=time.monotonic):
+    def __init__(self, lane, client, *, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None, log=None,
+                 clock=time.time, mono=time.monotonic, on_delivered=None):
         self.lane = lane
         self.client = client
-        self.store = store
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.heartbeat_s = heartbeat_s
-        self.flush_s = flush_s
         self.log = log or (lambda event, **kw: None)
         self.clock = clock
         self.mono = mono
+        self.on_delivered = on_delivered
         self._stop = False
         self._thread = None
         self._failures = 0
@@ -112,16 +176,6 @@ class Worker:
             self.lane.cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
-        self.persist()
-
-    def persist(self):
-        if self.store is not None:
-            self.store.save(self.lane.snapshot())
-
-    def persist_if_urgent(self):
-        """Called by the ingest path: a new alarm is on disk before the sender hears 200."""
-        if self.store is not None and self.lane.urgent:
-            self.persist()
 
     def _backoff(self, seconds):
         """Sleep out a back-off; only stop ends it early (new work must not hammer a dead terminal)."""
@@ -135,13 +189,11 @@ class Worker:
 
     def _run(self):
         lane = self.lane
-        last_flush = self.mono()
         if self.heartbeat_s:
             self._next_hb = self.mono()
-        store = self.store is not None
         while True:
             item = None
-            do_hb = do_flush = False
+            do_hb = False
             with lane.cond:
                 while True:
                     if self._stop:
@@ -149,9 +201,6 @@ class Worker:
                     m = self.mono()
                     if self._next_hb is not None and m >= self._next_hb:
                         do_hb = True
-                        break
-                    if store and lane.dirty and m - last_flush >= self.flush_s:
-                        do_flush = True
                         break
                     item = lane.next_item(self.clock())
                     timeout = 1.0
@@ -165,18 +214,13 @@ class Worker:
                         timeout = rw
                     if self._next_hb is not None:
                         timeout = min(timeout, self._next_hb - m)
-                    if store and lane.dirty:
-                        timeout = min(timeout, self.flush_s - (m - last_flush))
                     lane.cond.wait(max(0.001, timeout))
             try:
                 if do_hb:
                     self._heartbeat()
-                elif do_flush:
-                    self.persist()
-                    last_flush = self.mono()
                 else:
                     self._send(item)
-            except Exception as e:  # noqa: BLE001 - the worker must outlive any one failure (disk full, a bug)
+            except Exception as e:  # noqa: BLE001 - the worker must outlive any one failure
                 self.log("worker_error", terminal=lane.name, error="%s: %s" % (type(e).__name__, e))
                 with lane.cond:
                     if item is not None and item.inflight:
@@ -209,8 +253,6 @@ class Worker:
                 self.log("terminal_unreachable", terminal=lane.name, url=self.client.url, error=str(e))
             self.log("delivery_retry", terminal=lane.name, id=item.id, attempts=item.attempts,
                      retry_in_s=round(delay, 3))
-            if self.store is not None and lane.dirty:
-                self.persist()
             self._backoff(delay)
             return
         with lane.cond:
@@ -218,6 +260,8 @@ class Worker:
             was_up = lane.up
             lane.up = True
             self._failures = 0
+        if self.on_delivered is not None:
+            self.on_delivered(lane.name, item, ack)
         if was_up is False:
             self.log("terminal_back", terminal=lane.name, url=self.client.url)
         self.log("alarm_delivered", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],

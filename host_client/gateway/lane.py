@@ -22,6 +22,9 @@ from collections import OrderedDict
 from sentinel_core.alarm import LEVEL_NAMES, NORMAL, P0, P1, RECOVERED_TEXT
 
 DEFAULT_DEADLINES = {P0: 3600.0, P1: 1800.0, NORMAL: 600.0}
+# A summary can stand for thousands of incidents; the persisted queue lists the first few (recovery tracking after a
+# restart) and the count, so saving stays cheap enough to do before every answer.
+PERSIST_CARRIED = 64
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 SUMMARY_TEXT = {
@@ -39,7 +42,7 @@ class Item:
     """One alarm waiting for its terminal. carried: the incident keys it stands for (accounting, recovery)."""
 
     __slots__ = ("id", "seq", "level", "text", "key", "carried", "created", "deadline", "attempts", "inflight",
-                 "kind", "group", "queued")
+                 "kind", "group", "queued", "extra")
 
     def __init__(self, id, seq, level, text, key, carried, created, deadline, kind="alone"):
         self.id = id
@@ -55,10 +58,16 @@ class Item:
         self.kind = kind
         self.group = None
         self.queued = True
+        self.extra = 0          # incidents carried but not listed (a restored summary lists its first few)
+
+    @property
+    def ncarried(self) -> int:
+        return len(self.carried) + self.extra
 
     def to_json(self) -> dict:
         return {"id": self.id, "seq": self.seq, "level": LEVEL_NAMES[self.level], "text": self.text,
-                "key": self.key, "carried": list(self.carried), "created": self.created,
+                "key": self.key, "carried": self.carried[:PERSIST_CARRIED], "n": self.ncarried,
+                "created": self.created,
                 "deadline": self.deadline, "attempts": self.attempts, "kind": self.kind}
 
     @classmethod
@@ -67,6 +76,7 @@ class Item:
         it = cls(str(d["id"]), int(d["seq"]), level, str(d["text"]), d.get("key"), list(d.get("carried", [])),
                  float(d["created"]), float(d["deadline"]), str(d.get("kind", "alone")))
         it.attempts = int(d.get("attempts", 0))
+        it.extra = max(0, int(d.get("n", len(it.carried))) - len(it.carried))
         return it
 
     def __repr__(self):
@@ -157,8 +167,7 @@ class Lane:
         self.carrier_of: OrderedDict = OrderedDict()   # incident key -> alarm key that told the terminal
         self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
         self.carried_size: dict = {}             # alarm key -> how many incidents it stood for
-        self.dirty = False
-        self.urgent = False
+        self.gen = 0                             # bumped on every change the persisted queue must see
         self.up = None                           # None: never tried
         self.stats = {"incidents_alone": 0, "incidents_folded": 0, "incidents_dropped": 0,
                       "incidents_expired": 0, "incidents_delivered": 0, "incidents_refused": 0,
@@ -264,7 +273,7 @@ class Lane:
             self.seq += 1
             it.id = "%s-%d" % (self.id_prefix, self.seq)   # new content, new message id (retries keep theirs)
             self.stats["replaced"] += 1
-            self.dirty = True
+            self._touch()
         if not inc.recovery:
             self._track(inc.key, it.key)
         self.stats["incidents_folded"] += 1
@@ -302,7 +311,7 @@ class Lane:
                 if old.seq < it.seq:
                     it.seq = old.seq          # keep the earliest queue position: order of incidents holds
             it.text = self._summary_text(cg)
-            self.dirty = True
+            self._touch()
         return result
 
     def _summary_text(self, g: Group) -> str:
@@ -389,18 +398,16 @@ class Lane:
             self._dropped(victim, "queue full; dropped for a higher-level alarm")
         self.items.append(it)
         it.queued = True
-        self.dirty = True
-        self.urgent = True
-        self.cond.notify_all()
+        self._touch()
         return True
 
     def _dropped(self, it: Item, why: str) -> None:
         it.queued = False
         self.stats["dropped_full"] += 1
-        self.stats["incidents_dropped"] += len(it.carried)
+        self.stats["incidents_dropped"] += it.ncarried
         self._untrack(it)
         self.log("alarm_dropped", terminal=self.name, id=it.id, level=LEVEL_NAMES[it.level], reason=why,
-                 incidents=len(it.carried), text=it.text)
+                 incidents=it.ncarried, text=it.text)
 
     def _untrack(self, it: Item) -> None:
         if it.kind == "recovery":
@@ -429,11 +436,11 @@ class Lane:
             self.items.remove(x)
             x.queued = False
             self.stats["expired"] += 1
-            self.stats["incidents_expired"] += len(x.carried)
+            self.stats["incidents_expired"] += x.ncarried
             self._untrack(x)
-            self.dirty = True
+            self._touch()
             self.log("alarm_undeliverable", terminal=self.name, id=x.id, level=LEVEL_NAMES[x.level],
-                     attempts=x.attempts, incidents=len(x.carried), text=x.text)
+                     attempts=x.attempts, incidents=x.ncarried, text=x.text)
         return gone
 
     def delivered(self, it: Item, now: float, duplicate: bool = False) -> None:
@@ -444,7 +451,7 @@ class Lane:
         self.stats["delivered"] += 1
         if duplicate:
             self.stats["duplicate"] += 1
-        self.stats["incidents_delivered"] += len(it.carried)
+        self.stats["incidents_delivered"] += it.ncarried
         lat = max(0.0, now - it.created)
         self.latency_sum += lat
         self.latency_count += 1
@@ -452,7 +459,7 @@ class Lane:
         while i < len(LATENCY_BUCKETS) and lat > LATENCY_BUCKETS[i]:
             i += 1
         self.latency_buckets[i] += 1
-        self.dirty = True
+        self._touch()
 
     def refused(self, it: Item) -> None:
         if it.queued:
@@ -460,15 +467,20 @@ class Lane:
         it.queued = False
         it.inflight = False
         self.stats["refused"] += 1
-        self.stats["incidents_refused"] += len(it.carried)
+        self.stats["incidents_refused"] += it.ncarried
         self._untrack(it)
-        self.dirty = True
+        self._touch()
 
     def failed(self, it: Item) -> None:
         it.inflight = False
         it.attempts += 1
         self.stats["retries"] += 1
-        self.dirty = True
+        self._touch()
+
+    def _touch(self) -> None:
+        with self.cond:   # re-entrant: callers usually hold it already
+            self.gen += 1
+            self.cond.notify_all()
 
     def depth(self) -> int:
         return len(self.items)
@@ -477,9 +489,7 @@ class Lane:
 
     def snapshot(self) -> dict:
         with self.cond:
-            self.dirty = False
-            self.urgent = False
-            return {"version": 1, "terminal": self.name, "seq": self.seq,
+            return {"version": 1, "terminal": self.name, "seq": self.seq, "gen": self.gen,
                     "items": [x.to_json() for x in sorted(self.items, key=lambda x: x.seq)]}
 
     def restore(self, data: dict) -> int:

@@ -17,7 +17,7 @@ from sentinel_core.alarm import LEVEL_NAMES
 
 from .alertmanager import parse_webhook
 from .debounce import Debouncer
-from .delivery import PendingStore, Worker
+from .delivery import PendingStore, Persister, Worker
 from .events import EventError, parse_event, phrase
 from .incident import Incident
 from .lane import LATENCY_BUCKETS, Lane
@@ -59,7 +59,7 @@ def _worker_log(event, **fields):
 
 
 class Gateway:
-    def __init__(self, config, clients=None, clock=time.time, mono=time.monotonic):
+    def __init__(self, config, clients=None, clock=time.time, mono=time.monotonic, on_delivered=None):
         self.cfg = config
         self.clock = clock
         self.mono = mono
@@ -73,6 +73,7 @@ class Gateway:
         self.unrouted = 0
         self.lanes = {}
         self.workers = {}
+        self.persisters = {}
         self.restore_errors = []
         if config.state_dir:
             os.makedirs(config.state_dir, exist_ok=True)
@@ -105,13 +106,17 @@ class Gateway:
                         log_event("pending_restored", terminal=name, alarms=n,
                                   p0=sum(1 for x in lane.items if x.level == 2))
             self.lanes[name] = lane
-            self.workers[name] = Worker(lane, client, store=store, backoff_initial=config.backoff_initial,
+            if store is not None:
+                self.persisters[name] = Persister(lane, store, log=_worker_log)
+            self.workers[name] = Worker(lane, client, backoff_initial=config.backoff_initial,
                                         backoff_max=config.backoff_max, heartbeat_s=t.heartbeat_s,
-                                        log=_worker_log, clock=clock, mono=mono)
+                                        log=_worker_log, clock=clock, mono=mono, on_delivered=on_delivered)
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     def start(self):
+        for p in self.persisters.values():
+            p.start()
         for w in self.workers.values():
             w.start()
         log_event("gateway_started", terminals=sorted(self.lanes), listen="%s:%d" % (self.cfg.host, self.cfg.port))
@@ -119,6 +124,8 @@ class Gateway:
     def stop(self):
         for w in self.workers.values():
             w.stop()
+        for p in self.persisters.values():
+            p.stop()
 
     # ---- ingest -----------------------------------------------------------------------------------------
 
@@ -206,7 +213,13 @@ class Gateway:
                 touched.add(name)
             out.append(res)
         for name in touched:
-            self.workers[name].persist_if_urgent()
+            p = self.persisters.get(name)
+            if p is not None:
+                lane = self.lanes[name]
+                with lane.cond:
+                    gen = lane.gen
+                if not p.wait(gen, self.cfg.persist_wait_s):
+                    log_event("persist_slow", logging.WARNING, terminal=name)
         return out
 
     # ---- operations -------------------------------------------------------------------------------------
