@@ -74,7 +74,9 @@ class Renderer:
         self.scale = 256
         cols = layout.cols
         rows = layout.rows
-        self.matrix = cols >= 8 and rows >= 8
+        # Labels need 8 rows and room for one character; icons need 8x8.
+        self.labels = cols >= font.WIDTH and rows >= 8
+        self.matrix = self.labels and cols >= 8
         # Where icon and label go (see docs/RENDERING.md): a tall matrix stacks them, a wide one puts them side by
         # side, an 8-row one scrolls the icon in front of the label.
         self._vy = (rows - 8) // 2
@@ -126,7 +128,7 @@ class Renderer:
         text = display.text
         if text is not None and not isinstance(text, str):
             raise ValueError("display text must be a str or None, not %r" % (text,))
-        if code == _IDLE or not self.matrix:
+        if code == _IDLE or not self.labels:
             # No label on show: the next one scrolls from its start.
             self._text = None
         bri = self.night_brightness if display.night else self.brightness
@@ -137,24 +139,24 @@ class Renderer:
         field_i = 0
         if code == _IDLE:
             ink_i = 255
-            if self.matrix:
+            if self.labels:
                 ink_n = self._trace(t_ms)
             else:
                 ink_n = 1
                 self._mask[lay.leds[(t_ms // IDLE_STEP_MS) % n]] = _INK
         elif code == _HEALTH:
             ink_i = 255 if self._blink_on(BLINKS[display.pattern], t_ms) else HEALTH_DIM
-            if self.matrix:
-                ink_n = self._content(glyphs.PATTERN[display.pattern], text, t_ms)
-            else:
+            if self.labels:
+                ink_n = self._content(glyphs.PATTERN[display.pattern] if self.matrix else None, text, t_ms)
+            if not ink_n:
                 leds = lay.leds
                 mask = self._mask
                 for k in range(0, n, STRIP_HEALTH_EVERY):
                     mask[leds[k]] = _INK
                     ink_n += 1
         else:
-            if self.matrix:
-                ink_n = self._content(None if level is None else glyphs.LEVEL[level], text, t_ms)
+            if self.labels:
+                ink_n = self._content(None if level is None or not self.matrix else glyphs.LEVEL[level], text, t_ms)
             if code == _SOLID:
                 ink_i = 255
                 field_i = SOLID_FIELD if ink_n else 255
