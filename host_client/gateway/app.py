@@ -16,12 +16,13 @@ def _json(status, obj):
     return Response(json.dumps(obj, ensure_ascii=False), status=status, mimetype="application/json")
 
 
-def create_app(config, *, clients=None, start=True, gateway=None) -> Flask:
+def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=None) -> Flask:
     """config: a Config (or a dict, validated the same way as the TOML file). clients: optional {terminal: client}
-    replacing AlarmClient (tests). start: start the delivery workers now."""
+    replacing AlarmClient (tests). start: start the delivery workers now. on_delivered(terminal, item, ack): called
+    after each delivery (tests, accounting)."""
     if isinstance(config, dict):
         config = Config.from_dict(config)
-    gw = gateway or Gateway(config, clients=clients)
+    gw = gateway or Gateway(config, clients=clients, on_delivered=on_delivered)
     app = Flask("sentinel_gateway")
     app.extensions[EXT] = gw
     limit = config.max_body
