@@ -322,3 +322,102 @@ def test_config_errors_name_the_key(raw, msg):
 def test_example_config_loads():
     cfg = config.load(os.path.join(os.path.dirname(__file__), "..", "examples", "probe.toml"))
     assert cfg["node"]["rack"] == "A03" and cfg["gpu"]["interval_s"] == 1.0
+
+
+class _FakePynvml:
+    """Just enough of pynvml's surface for NvmlSource: two GPUs, GPU 1 busy at Gen3 x4, link 0 counting errors."""
+
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+    NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3
+    NVML_TEMPERATURE_GPU = 0
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY = 0, 1
+    NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA = 2, 3
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self):
+        self.crc = 0
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetPciInfo(self, h):
+        class P:
+            busId = b"00000000:%02X:00.0" % (0x18 + 0x42 * h)
+        return P()
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-%d" % h
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        if link >= 2:
+            raise self.NVMLError("Invalid Argument")
+        return 1
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return 5
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return 16
+
+    def nvmlDeviceGetTemperatureThreshold(self, h, which):
+        return {1: 87, 3: 90}[which]
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        class U:
+            gpu, memory = 97, 40
+        return U()
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 60
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [object()]
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h, link, counter):
+        if counter == 3:
+            raise self.NVMLError("Not Supported")
+        return self.crc if (h, link, counter) == (0, 0, 2) else 0
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return 3 if h == 1 else 5
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return 4 if h == 1 else 16
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+
+def test_nvml_source_adapter():
+    from host_client.probes.gpu_source import NvmlSource
+    fake = _FakePynvml()
+    src = NvmlSource(nvml=fake, nvlink_every=2)
+    d = src.devices()
+    assert d[1]["bus_id"] == "00000000:5A:00.0" and d[1]["pci"] == (0, 0x5A, 0) and d[0]["nvlinks"] == 2
+    assert (d[0]["max_gen"], d[0]["temp_slowdown"], d[0]["temp_max"]) == (5, 87, 90)
+    checker = GpuChecker(d)
+    r0 = src.sample()
+    assert r0[1]["gen"] == 3 and r0[0]["nvlink"]["0:crc_flit"] == 0 and "0:crc_data" not in r0[0]["nvlink"]
+    assert r0[0]["procs"] == 1 and r0[0]["util"] == 97
+    checker.check(r0, 0)
+    fake.crc = 9
+    r1 = src.sample()
+    assert r1[0]["nvlink"] is None  # counters read every second sample only
+    assert [f.event_type for f in checker.check(r1, 1)] == ["PCIE_DOWNGRADE"]
+    fs = checker.check(src.sample(), 2)
+    assert sorted((f.event_type, f.gpu_index) for f in fs) == [("NVLINK_ERROR", 0), ("PCIE_DOWNGRADE", 1)]

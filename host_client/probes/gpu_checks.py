@@ -161,10 +161,11 @@ class GpuChecker:
                               limit_c=limit)
 
     def _nvlink(self, g, r, now):
-        cur = r.get("nvlink") or {}
+        cur = r.get("nvlink")
         prev = g.nvlink_prev
-        g.nvlink_prev = dict(cur)
-        if prev is not None:
+        if cur is not None:  # None: counters not read this sample (the source reads them less often)
+            g.nvlink_prev = dict(cur)
+        if prev is not None and cur is not None:
             incs = []
             for k, v in cur.items():
                 p = prev.get(k)
