@@ -14,13 +14,14 @@ from emulator.web import Server, create_app
 
 
 class Harness:
-    """Harness(config_dir, voice="off"|"wav"|"device", wav_dir=None, terminal={...}, **config overrides).
+    """Harness(config_dir, voice="off"|"wav"|"device", wav_dir=None, terminal={...}, voice_rate=None,
+    **config overrides).
 
     The config file is created in config_dir exactly as on a first start (never under the real home).
     """
 
     def __init__(self, config_dir, voice="off", wav_dir=None, terminal=None, persist=False, log=None,
-                 server_threads=8, **overrides):
+                 server_threads=8, voice_rate=None, **overrides):
         self.config_path = os.path.join(config_dir, config_mod.APP_DIR, config_mod.FILE_NAME)
         self.logs = []
         self.log = log or self.logs.append
@@ -28,6 +29,8 @@ class Harness:
         over.update(overrides)
         if terminal:
             over["terminal"] = terminal
+        if voice_rate:
+            over["voice"] = {"rate": voice_rate}
         self.cfg, _, self.created, self.warnings = config_mod.load(self.config_path, over)
         self.voice = Voice(mode=voice, wav_dir=wav_dir, rate=self.cfg["voice"].get("rate", 170),
                            voices=self.cfg["voice"], log=self.log)

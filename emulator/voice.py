@@ -64,8 +64,24 @@ class Spoken:
                 "seconds": round(self.seconds, 3), "completed": self.completed, "error": self.error}
 
 
+_SHARED = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_synth(rate, voice_ids):
+    """The process's one speech engine. espeak can be initialised once per process, and when a pyttsx3 engine is
+    garbage-collected its driver unregisters espeak's (global) audio callback, silencing any newer engine: so the
+    first engine is kept for the life of the process and every Voice uses it, one utterance at a time."""
+    with _SHARED_LOCK:
+        synth = _SHARED.get("synth")
+        if synth is None:
+            synth = _Pyttsx3Synth(rate, voice_ids)
+            _SHARED["synth"] = synth
+        return synth
+
+
 class _Pyttsx3Synth:
-    """pyttsx3 wrapped for one thread: text + voice id -> WAV file."""
+    """pyttsx3 wrapped: text + language -> WAV file. Thread-safe (one synthesis at a time)."""
 
     def __init__(self, rate, voice_ids):
         import pyttsx3  # noqa: PLC0415  (optional dependency: imported where it is needed)
@@ -76,14 +92,15 @@ class _Pyttsx3Synth:
         except Exception:  # noqa: BLE001  (other platforms have other drivers)
             pass
         self.engine = pyttsx3.init()
-        self.engine.setProperty("rate", rate)
-        available = {}
+        self.lock = threading.Lock()
+        self.available = {}
         for v in self.engine.getProperty("voices") or []:
-            available[str(v.id).lower()] = v
-        self.voices = {}
+            self.available[str(v.id).lower()] = v
         self.warnings = []
-        for lang, wanted in voice_ids.items():
-            self.voices[lang] = self._pick(available, lang, wanted)
+        self.voices = self.pick_voices(voice_ids)
+
+    def pick_voices(self, voice_ids):
+        return {lang: self._pick(self.available, lang, wanted) for lang, wanted in voice_ids.items()}
 
     def _pick(self, available, lang, wanted):
         if wanted and wanted.lower() in available:
@@ -97,12 +114,15 @@ class _Pyttsx3Synth:
         self.warnings.append("no %s voice found (wanted %r): using the engine's default" % (lang, wanted))
         return None
 
-    def synth(self, text, lang, path):
-        voice = self.voices.get(lang)
-        if voice is not None:
-            self.engine.setProperty("voice", voice)
-        self.engine.save_to_file(text, path)
-        self.engine.runAndWait()
+    def synth(self, text, lang, path, voices=None, rate=None):
+        voice = (voices or self.voices).get(lang)
+        with self.lock:
+            if rate:
+                self.engine.setProperty("rate", rate)
+            if voice is not None:
+                self.engine.setProperty("voice", voice)
+            self.engine.save_to_file(text, path)
+            self.engine.runAndWait()
         if not os.path.exists(path) or os.path.getsize(path) <= 44:
             raise RuntimeError("the speech engine wrote no audio")
         return voice
@@ -173,7 +193,9 @@ class Voice:
         self.mode = mode
         self.wav_dir = wav_dir
         self.rate = rate
-        self.voice_ids = dict(voices or {"en": "gmw/en-us", "zh": "sit/cmn"})
+        voices = voices or {}
+        # Only the language entries: the config's voice section also holds the rate.
+        self.voice_ids = {"en": voices.get("en", "gmw/en-us"), "zh": voices.get("zh", "sit/cmn")}
         self.on_done = on_done
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.keep = keep
@@ -189,6 +211,7 @@ class Voice:
         self._ready = threading.Event()
         self._thread = None
         self._tmp = None
+        self._voices = None
 
     # -- control (any thread) -------------------------------------------------------------------------------------
     def start(self, wait=5.0):
@@ -238,7 +261,9 @@ class Voice:
         player = None
         if self.mode != "off":
             try:
-                synth = _Pyttsx3Synth(self.rate, self.voice_ids)
+                synth = shared_synth(self.rate, self.voice_ids)
+                synth.warnings = []
+                self._voices = synth.pick_voices(self.voice_ids)
                 for w in synth.warnings:
                     self.log("voice: " + w)
             except Exception as e:  # noqa: BLE001  (ImportError, RuntimeError from espeak, OSError from drivers)
@@ -284,7 +309,7 @@ class Voice:
             path = os.path.join(self.wav_dir, "%04d-%s.wav" % (self._count, rec.lang))
         else:
             path = os.path.join(self._tmp, "utterance.wav")
-        rec.voice = synth.synth(rec.text, rec.lang, path)
+        rec.voice = synth.synth(rec.text, rec.lang, path, self._voices, self.rate)
         rec.seconds = wav_seconds(path)
         if self.mode == "wav":
             rec.path = path

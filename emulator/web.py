@@ -116,6 +116,20 @@ class Server:
         self.server.run()
 
     def stop(self):
-        self.server.close()
-        if self._thread is not None:
+        srv = self.server
+
+        def close_all():
+            # Runs inside waitress's loop thread: closing there (not from here) avoids a select() on a closed fd;
+            # with its map empty the loop returns.
+            for obj in list(srv._map.values()):
+                try:
+                    obj.close()
+                except OSError:
+                    pass
+
+        if self._thread is not None and self._thread.is_alive():
+            srv.trigger.pull_trigger(close_all)
             self._thread.join(2.0)
+        else:
+            close_all()
+        srv.task_dispatcher.shutdown(timeout=2)

@@ -48,7 +48,7 @@ def test_language_detection():
 
 def test_english_and_chinese_wavs(tmp_path):
     done = Done()
-    v = Voice(mode="wav", wav_dir=str(tmp_path), on_done=done, log=lambda m: None).start()
+    v = Voice(mode="wav", wav_dir=str(tmp_path), rate=240, on_done=done, log=lambda m: None).start()
     try:
         assert v.available, v.error
         v.say(1, "NVLink slow down on rack A03, node gpu worker 11")
@@ -71,7 +71,7 @@ def test_english_and_chinese_wavs(tmp_path):
 
 def test_chinese_voice_really_reads_chinese(tmp_path):
     # The English voice reads each ideograph as "Chinese letter": far longer than the Mandarin reading.
-    synth = voice_mod._Pyttsx3Synth(170, {"en": "gmw/en-us", "zh": "sit/cmn"})
+    synth = voice_mod.shared_synth(170, {"en": "gmw/en-us", "zh": "sit/cmn"})
     zh_path, en_path = str(tmp_path / "zh.wav"), str(tmp_path / "en.wav")
     synth.synth("训练集群已恢复正常", "zh", zh_path)
     synth.synth("训练集群已恢复正常", "en", en_path)
@@ -105,7 +105,7 @@ def test_no_engine_is_a_clear_message_and_utterances_still_end(tmp_path, monkeyp
         def __init__(self, *a, **k):
             raise ImportError("No module named 'pyttsx3'")
 
-    monkeypatch.setattr(voice_mod, "_Pyttsx3Synth", Broken)
+    monkeypatch.setattr(voice_mod, "shared_synth", Broken)
     logs = []
     done = Done()
     v = Voice(mode="wav", wav_dir=str(tmp_path), on_done=done, log=logs.append).start()
