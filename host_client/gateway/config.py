@@ -87,7 +87,7 @@ _SECTIONS = {
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
     "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
-                 "deadline_s", "max_tracked"},
+                 "deadline_s", "max_tracked", "track_s"},
     "alertmanager": {"severity_label", "levels", "default_level", "text_annotations", "rack_labels",
                      "host_labels", "debounce"},
     "routing": {"default"},
@@ -164,6 +164,7 @@ class Config:
         self.rate_interval = 5.0
         self.deadlines = {2: 3600.0, 1: 1800.0, 0: 600.0}
         self.max_tracked = 100_000
+        self.track_s = 6 * 3600.0
         self.persist_wait_s = 2.0
         self.am_severity_label = "severity"
         self.am_levels = {"critical": 2, "page": 2, "p0": 2, "fatal": 2, "emergency": 2,
@@ -234,6 +235,7 @@ class Config:
         c.rate_burst = _num(dl, "rate_burst", "delivery", c.rate_burst, 1, 1000, True)
         c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", c.rate_interval, 0, 3600))
         c.max_tracked = _num(dl, "max_tracked", "delivery", c.max_tracked, 1, 10_000_000, True)
+        c.track_s = float(_num(dl, "track_s", "delivery", c.track_s, 1, 86400 * 30))
         ddl = dl.get("deadline_s", {})
         if not isinstance(ddl, dict):
             raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")

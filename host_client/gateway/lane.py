@@ -142,6 +142,7 @@ class Lane:
     def __init__(self, name: str, *, language: str = "zh", group_by=("event_type", "rack"), window: float = 60.0,
                  cluster_threshold: int = 3, grouping: bool = True, queue_size: int = 256, deadlines=None,
                  rate_burst: int = 3, rate_interval: float = 5.0, max_tracked: int = 100_000,
+                 track_s: float = 6 * 3600.0,
                  id_prefix: str = "gw", log=None):
         if queue_size < 1:
             raise ValueError("queue_size must be >= 1")
@@ -157,6 +158,9 @@ class Lane:
             self.deadlines.update(deadlines)
         self.rate = RateLimit(rate_burst, rate_interval)
         self.max_tracked = int(max_tracked)
+        self.track_s = float(track_s)
+        self._next_group_prune = 0.0
+        self._tracked_high = 0
         self.id_prefix = id_prefix
         self.log = log or (lambda event, **kw: None)
         self.cond = threading.Condition()
@@ -184,9 +188,10 @@ class Lane:
         with self.cond:
             self._prune_groups(now)
             if inc.recovery:
-                c = self.carrier_of.pop(inc.key, None)
-                if c is not None:
-                    return self._recover(inc, c, now)
+                self._prune_tracked(now)
+                e = self.carrier_of.pop(inc.key, None)
+                if e is not None:
+                    return self._recover(inc, e[0], now)
             if not self.grouping:
                 return self._alone(inc, now)
             gkey, base, rack = self._group_key(inc)
@@ -242,7 +247,7 @@ class Lane:
         if not self._enqueue(it, now):
             return "dropped"
         if not inc.recovery:
-            self._track(inc.key, inc.key)
+            self._track(inc.key, inc.key, now)
         self.stats["incidents_alone"] += 1
         return "alone"
 
@@ -275,7 +280,7 @@ class Lane:
             self.stats["replaced"] += 1
             self._touch()
         if not inc.recovery:
-            self._track(inc.key, it.key)
+            self._track(inc.key, it.key, now)
         self.stats["incidents_folded"] += 1
         return "folded"
 
@@ -304,7 +309,7 @@ class Lane:
                 it.carried[0:0] = old.carried
                 for k in old.carried:
                     if k in self.carrier_of:
-                        self._track(k, it.key)
+                        self._track(k, it.key, now)
                 self.stats["replaced"] += 1
                 if old.level > it.level:
                     it.level = old.level
@@ -348,36 +353,59 @@ class Lane:
             return "dropped"
         return "recovery"
 
-    def _track(self, incident_key: str, alarm_key: str) -> None:
+    def _track(self, incident_key: str, alarm_key: str, now: float) -> None:
         old = self.carrier_of.pop(incident_key, None)
-        if old is not None and old != alarm_key:
-            s = self.open.get(old)
-            if s is not None:
-                s.discard(incident_key)
-                if not s:
-                    del self.open[old]
-                    self.carried_size.pop(old, None)
-        self.carrier_of[incident_key] = alarm_key
+        if old is not None and old[0] != alarm_key:
+            self._release(incident_key, old[0])
+        self.carrier_of[incident_key] = (alarm_key, now)
         s = self.open.setdefault(alarm_key, set())
         if incident_key not in s:
             s.add(incident_key)
             self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
+        if len(self.carrier_of) > self._tracked_high:
+            self._tracked_high = len(self.carrier_of)
         while len(self.carrier_of) > self.max_tracked:
-            k, a = self.carrier_of.popitem(last=False)
-            s = self.open.get(a)
-            if s is not None:
-                s.discard(k)
-                if not s:
-                    del self.open[a]
-                    self.carried_size.pop(a, None)
+            k, e = self.carrier_of.popitem(last=False)
+            self._release(k, e[0])
+        self._prune_tracked(now)
+
+    def _release(self, incident_key, alarm_key) -> None:
+        s = self.open.get(alarm_key)
+        if s is not None:
+            s.discard(incident_key)
+            if not s:
+                del self.open[alarm_key]
+                self.carried_size.pop(alarm_key, None)
+
+    def _prune_tracked(self, now) -> None:
+        """Forget incidents older than track_s: a recovery after that is sent under the incident's own key."""
+        d = self.carrier_of
+        limit = now - self.track_s
+        n = 0
+        while d:
+            k = next(iter(d))
+            e = d[k]
+            if e[1] > limit:
+                break
+            del d[k]
+            self._release(k, e[0])
+            n += 1
+        if n and self._tracked_high > 1024 and len(d) < self._tracked_high // 4:
+            # dicts keep their table after deletions: rebuild so the memory really returns
+            self.carrier_of = OrderedDict(d)
+            self.open = {k: set(v) for k, v in self.open.items()}
+            self._tracked_high = len(d)
 
     def _prune_groups(self, now) -> None:
-        if len(self.groups) > 64 or self.cluster_bases:
-            w = self.window
-            for k in [k for k, g in self.groups.items() if g.last + w <= now]:
-                del self.groups[k]
-            for k in [k for k, g in self.cluster_bases.items() if g.last + w <= now]:
-                del self.cluster_bases[k]
+        """Closed groups go (with their host sets); a full scan at most once a second keeps ingest O(1)."""
+        if now < self._next_group_prune:
+            return
+        self._next_group_prune = now + min(self.window, 1.0)
+        w = self.window
+        for k in [k for k, g in self.groups.items() if g.last + w <= now]:
+            del self.groups[k]
+        for k in [k for k, g in self.cluster_bases.items() if g.last + w <= now]:
+            del self.cluster_bases[k]
 
     # ---- queue --------------------------------------------------------------------------------------------
 
@@ -416,7 +444,8 @@ class Lane:
         self.carried_size.pop(it.key, None)
         if s:
             for k in s:
-                if self.carrier_of.get(k) == it.key:
+                e = self.carrier_of.get(k)
+                if e is not None and e[0] == it.key:
                     del self.carrier_of[k]
 
     def next_item(self, now: float):
@@ -501,6 +530,6 @@ class Lane:
                 self.items.append(it)
                 if it.kind != "recovery":
                     for k in it.carried:
-                        self._track(k, it.key)
+                        self._track(k, it.key, it.created)
             self.cond.notify_all()
             return len(items)

@@ -84,8 +84,8 @@ class Gateway:
                         deadlines=config.deadlines,
                         rate_burst=t.rate_burst or config.rate_burst,
                         rate_interval=config.rate_interval if t.rate_interval_s is None else t.rate_interval_s,
-                        max_tracked=config.max_tracked, id_prefix="%s-%s" % (config.instance, self.boot),
-                        log=_lane_log)
+                        max_tracked=config.max_tracked, track_s=config.track_s,
+                        id_prefix="%s-%s" % (config.instance, self.boot), log=_lane_log)
             if clients and name in clients:
                 client = clients[name]
             else:
