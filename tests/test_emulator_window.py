@@ -1,0 +1,115 @@
+"""The pygame window under SDL's dummy video driver: it draws the engine's frames as LEDs, its ACK button works by
+mouse and keyboard (short and long press through the core's debouncer), and a screenshot is a real PNG."""
+
+import os
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+import pygame  # noqa: E402
+import pytest  # noqa: E402
+
+from emulator import png  # noqa: E402
+from emulator.harness import Harness  # noqa: E402
+from emulator.window import Window, find_cjk_font, fmt_mmss  # noqa: E402
+from host_client import preset  # noqa: E402
+
+KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
+
+
+@pytest.fixture
+def emu(tmp_path):
+    h = Harness(str(tmp_path / "cfg"), voice="off", terminal={"long_ms": 1000}).start()
+    w = Window(h.engine, url=h.url)
+    yield h, w
+    w.close()
+    h.stop()
+
+
+def pump(win, frames):
+    win.run(max_frames=win.frames + frames)
+
+
+def test_draws_leds_in_the_alarm_colour(emu, tmp_path):
+    h, win = emu
+    h.client().send(preset("normal", "Ring rebuilt", duration=30))
+    pump(win, 5)
+    path = str(tmp_path / "shot.png")
+    win.save(path)
+    surf = pygame.image.load(path)
+    assert surf.get_size() == win.size
+    # The LED at the matrix's top-left corner is lit (solid field) and green on screen.
+    frame = h.engine.view.frame
+    r, g, b = frame.pixel(0, 0)
+    assert g > 0 and r == 0 and b == 0
+    cx = win.margin + win.pitch // 2
+    sr, sg, sb, _ = surf.get_at((cx, cx))
+    assert sg > 60 and sr < 40 and sb < 40, (sr, sg, sb)
+
+
+def test_mouse_click_on_ack_mutes(emu):
+    h, win = emu
+    h.client().send(preset("p0", "XID 79", key=KEY))
+    pos = win.button_rect.center
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=pos, button=1))
+    pump(win, 6)  # ~200 ms held
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=pos, button=1))
+    pump(win, 3)
+    st = h.wait_for(lambda s: s["mute"]["active"], timeout=3)
+    assert st["shown"]["level"] == "P0"  # the light stays on a short press
+    pump(win, 2)  # the window shows the countdown
+
+
+def test_click_outside_the_button_does_nothing(emu):
+    h, win = emu
+    h.client().send(preset("p0", "XID 79", key=KEY))
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=(5, 5), button=1))
+    pump(win, 6)
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=(5, 5), button=1))
+    pump(win, 3)
+    assert not h.status()["mute"]["active"]
+
+
+def test_holding_space_is_a_long_press(emu):
+    h, win = emu
+    h.client().send(preset("p0", "XID 79", key=KEY))
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_SPACE, mod=0, unicode=" ", scancode=44))
+    pump(win, 40)  # ~1.3 s at 30 fps; long_ms is 1000 here
+    pygame.event.post(pygame.event.Event(pygame.KEYUP, key=pygame.K_SPACE, mod=0, unicode=" ", scancode=44))
+    pump(win, 3)
+    st = h.wait_for(lambda s: not s["active"], timeout=3)
+    assert st["shown"]["level"] is None
+
+
+def test_key_a_is_a_short_press(emu):
+    h, win = emu
+    h.client().send(preset("p1", "NVLink slow down", key=KEY))
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_a, mod=0, unicode="a", scancode=4))
+    pump(win, 5)
+    pygame.event.post(pygame.event.Event(pygame.KEYUP, key=pygame.K_a, mod=0, unicode="a", scancode=4))
+    pump(win, 3)
+    h.wait_for(lambda s: s["mute"]["active"], timeout=3)
+
+
+def test_escape_closes_the_window(emu):
+    _, win = emu
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_ESCAPE, mod=0, unicode="", scancode=41))
+    win.run(max_frames=win.frames + 100)
+    assert not win.running
+
+
+def test_png_snapshot_matches_the_frame(emu):
+    h, _ = emu
+    h.client().send(preset("p1", "NVLink slow down", key=KEY))
+    frame = h.engine.frames()[-1]
+    w, hgt, rgb = png.decode(frame.png(scale=1))
+    assert (w, hgt, rgb) == (16, 16, frame.rgb)
+    w, hgt, big = png.decode(frame.png(scale=8))
+    assert (w, hgt) == (128, 128)
+    assert tuple(big[0:3]) == frame.pixel(0, 0)
+
+
+def test_helpers():
+    assert fmt_mmss(899.7) == "14:59" and fmt_mmss(-3) == "0:00"
+    font = find_cjk_font()
+    assert font is None or os.path.exists(font)
