@@ -28,6 +28,9 @@ DEFAULTS = {
     "night_brightness": 16,
     "budget_ma": 730,
     "utc_offset_min": None,
+    # Signed requests remembered against replay. The board keeps 64 (its heap); a laptop can afford more, so a
+    # burst of more than 64 alarms within one second is not refused as stale.
+    "replay_capacity": 2048,
     "voice": {"rate": 170, "en": "gmw/en-us", "zh": "sit/cmn"},
     # Passed to the core's Terminal unchanged (its keys are documented in docs/STATE_MACHINE.md).
     "terminal": {},
@@ -44,7 +47,7 @@ MIN_REMOTE_SECRET_LEN = 16
 _TYPES = {
     "url": str, "key_id": str, "secret": str, "host": str, "port": int, "width": int, "height": int,
     "serpentine": bool, "rotation": int, "fps": int, "brightness": int, "night_brightness": int,
-    "budget_ma": int, "voice": dict, "terminal": dict,
+    "budget_ma": int, "replay_capacity": int, "voice": dict, "terminal": dict,
 }
 
 
@@ -109,6 +112,8 @@ def validate(cfg):
     for key in ("brightness", "night_brightness"):
         if not 0 <= cfg[key] <= 255:
             raise ConfigError("config key %r must be 0..255, got %d" % (key, cfg[key]))
+    if not 1 <= cfg["replay_capacity"] <= 100000:
+        raise ConfigError("config key 'replay_capacity' must be 1..100000, got %d" % cfg["replay_capacity"])
     off = cfg.get("utc_offset_min")
     if off is not None and (not isinstance(off, int) or isinstance(off, bool) or not -840 <= off <= 840):
         raise ConfigError("config key 'utc_offset_min' must be null or minutes in -840..840")

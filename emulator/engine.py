@@ -146,7 +146,8 @@ class Engine:
         self.terminal.set_health("clock", True, now)    # the laptop's clock is NTP-synced by its OS
         self.terminal.set_health("network", True, now)  # it answers on loopback, so it is reachable
         self.button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
-        self.receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}))
+        self.receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}),
+                                 replay_capacity=cfg.get("replay_capacity", 2048))
         # Layout and Renderer raise ValueError on a panel they cannot drive: the caller reports it as config.
         self.layout = Layout(cfg["width"], cfg["height"], serpentine=cfg.get("serpentine", True),
                              rotation=cfg.get("rotation", 0))
