@@ -73,6 +73,9 @@ def create_app(cfg, engine=None):
         else:
             body = request.stream.read(READ_LIMIT + 1)
         headers = dict(request.headers.items())
+        if not engine.alive:
+            return _answer(503, {"ok": False, "error": "engine_down",
+                                 "message": "the terminal's engine has stopped; restart the emulator"})
         result = engine.handle_request(request.method, "/api/v1/" + rest, headers, body)
         if result is None:
             return _answer(503, {"ok": False, "error": "busy",

@@ -397,3 +397,47 @@ def test_demo_without_a_terminal_fails_clearly(tmp_path):
     logs = []
     assert run_demo(config_path=str(tmp_path / "missing.json"), log=logs.append) == 1
     assert "start `sentinel-emulator` first" in logs[0]
+
+
+# -- the commands a person types ---------------------------------------------------------------------------------------
+
+def _cli_env(h):
+    env = dict(os.environ)
+    env["XDG_CONFIG_HOME"] = os.path.dirname(os.path.dirname(h.config_path))
+    for k in ("SENTINEL_URL", "SENTINEL_KEY_ID", "SENTINEL_SECRET", "SENTINEL_SECRET_FILE", "SENTINEL_CONFIG"):
+        env.pop(k, None)
+    return env
+
+
+def test_the_printed_send_command_works(emu):
+    """What the emulator prints at first start, pasted into another terminal (the CLI finds the same config)."""
+    import sys
+
+    from emulator.config import send_command
+
+    cmd = send_command(dict(emu.cfg, port=emu.server.port))
+    assert cmd.startswith("sentinel-send --preset p0 --text ") and cmd.endswith(emu.url)
+    args = ["--preset", "p0", "--text", "GPU 7 fell off the bus", "--url", emu.url]
+    r = subprocess.run([sys.executable, "-m", "host_client.cli"] + args, env=_cli_env(emu), capture_output=True,
+                       text=True, timeout=30, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr
+    st = emu.status()
+    assert st["shown"]["level"] == "P0" and st["active"][0]["text"] == "GPU 7 fell off the bus"
+
+
+def test_demo_command_against_a_running_emulator(emu):
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "emulator", "demo", "--config", emu.config_path, "--url", emu.url,
+                        "--pause", "0.05"], env=_cli_env(emu), capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("terminal answered 200") == 3
+    assert emu.status()["shown"]["level"] == "NORMAL"
+
+
+def test_a_dead_engine_answers_503(emu):
+    emu.engine.stop()
+    headers, body = _signed(emu.cfg, {"text": "x"})
+    status, _, answer = _http(emu.url, "POST", "/api/v1/send_msg", headers, body)
+    assert status == 503 and answer["error"] == "engine_down"
