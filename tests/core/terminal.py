@@ -4,7 +4,7 @@ import json
 
 from sentinel_core.alarm import NORMAL, P0, P1, Alarm, preset
 from sentinel_core.display import Display
-from sentinel_core.terminal import DEFAULTS, Terminal
+from sentinel_core.terminal import ACK_CAP, DEFAULTS, Terminal
 
 NOON = 1764504000
 
@@ -187,10 +187,12 @@ def test_restore_refuses_malformed_state_and_keeps_its_own():
 
 def test_acknowledgements_stay_bounded():
     t = _synced({"max_active": 2})
-    for i in range(50):
+    t.on_alarm(preset("p0", "XID", key="burning"), NOON)
+    t.on_ack("burning", False, NOON)
+    for i in range(100):
         t.on_ack("k%d" % i, False, NOON + i)
-    assert len(t.acked) <= 8
-    assert "k49" in t.acked
+    assert len(t.acked) == ACK_CAP
+    assert "k99" in t.acked and "burning" in t.acked and "k0" not in t.acked
 
 
 def test_repeat_times_is_capped():

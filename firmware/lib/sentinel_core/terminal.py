@@ -13,6 +13,8 @@ STATE_FORMAT = 1
 MAX_REPEATS = 10
 # A jump of `now` larger than this when the clock becomes synced is a clock step (ESP32 boots in 2000).
 CLOCK_STEP_S = 3600
+# Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
+ACK_CAP = 64
 
 DEFAULTS = {
     "mute_s": 900,
@@ -212,11 +214,12 @@ class Terminal:
 
     def _ack(self, key, until):
         self.acked[key] = until
-        cap = self.max_active * 4
-        while len(self.acked) > cap:
+        while len(self.acked) > ACK_CAP:
+            # Forget first what no longer matters: incidents not active, then the one whose mute ends soonest.
             first = None
             for k in self.acked:
-                if first is None or self.acked[k] < self.acked[first]:
+                if first is None or (k not in self.active, -self.acked[k]) > \
+                        (first not in self.active, -self.acked[first]):
                     first = k
             del self.acked[first]
 
