@@ -96,6 +96,7 @@ class Active:
         self.since = since
         self.expires = expires
         self.order = order
+        self.label = None         # the ASCII label, computed once ("" when there is none)
 
 
 class Terminal:
@@ -143,6 +144,7 @@ class Terminal:
         self._last_now = None
         self.alarms_seen = 0
         self.evicted = 0
+        self._last_display = None
 
     # ---- time -------------------------------------------------------------------------------------------------
 
@@ -386,27 +388,42 @@ class Terminal:
         return best
 
     def label(self, a):
-        t = ascii_label(a.alarm.text, self.label_max)
-        if t is None:
-            t = ascii_label(a.key.replace(":", " "), self.label_max)
-        return t
+        if a.label is None:
+            t = ascii_label(a.alarm.text, self.label_max)
+            if t is None:
+                t = ascii_label(a.key.replace(":", " "), self.label_max)
+            a.label = t if t is not None else ""
+        return a.label if a.label else None
 
     def display(self, now):
+        """What the LEDs show now. While nothing changes the same Display object comes back (shells call this
+        every frame and the ESP32's heap should not churn); treat it as read-only."""
         self.tick(now)
         night = self.quiet_applies(now)
         a = self.shown()
         if a is not None:
             al = a.alarm
-            return Display(al.light_mode, tuple(al.color), al.level, self.label(a), night, a.key)
+            return self._display(al.light_mode, al.color, al.level, self.label(a), night, a.key)
         h = self.health
         hb_ok = h.heartbeat_ok(now)
         for name, pattern, color, text in HEALTH_PATTERNS:
             ok = hb_ok if name == "heartbeat" else getattr(h, name)
             if not ok:
-                return Display(pattern, color, None, text, night, None)
+                return self._display(pattern, color, None, text, night, None)
         if self.idle_pattern == "off":
-            return Display("off", OFF_COLOR, None, None, night, None)
-        return Display("idle", IDLE_COLOR, None, None, night, None)
+            return self._display("off", OFF_COLOR, None, None, night, None)
+        return self._display("idle", IDLE_COLOR, None, None, night, None)
+
+    def _display(self, pattern, color, level, text, night, key):
+        d = self._last_display
+        if d is not None and d.pattern == pattern and d.color is color and d.level == level and \
+                d.text == text and d.night == night and d.key == key:
+            return d
+        if not isinstance(color, tuple):
+            color = (color[0], color[1], color[2])
+        d = Display(pattern, color, level, text, night, key)
+        self._last_display = d
+        return d
 
     # ---- what the voice says ----------------------------------------------------------------------------------
 
