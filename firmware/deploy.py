@@ -16,6 +16,7 @@ Examples:
   python3 firmware/deploy.py --port /dev/ttyUSB0 --config my.json
   python3 firmware/deploy.py --dry-run --config my.json                # print the files and commands only
   python3 firmware/deploy.py --flash ESP32_GENERIC-v1.27.0.bin --config my.json
+  python3 firmware/deploy.py --frozen --flash build-ESP32_GENERIC/firmware.bin --config my.json  # see manifest.py
 """
 import argparse
 import os
@@ -191,7 +192,8 @@ def plan(built, port, config_path=None, flash=None, chip="esp32", reset_state=Fa
             lib_root = local[:len(local) - len(dst)] + "lib"
             break
     n_lib = sum(1 for _, d in built if d.startswith("lib/"))
-    steps.append(("copy /lib (%d files)" % n_lib, mp + ["fs", "cp", "-r", lib_root, ":"]))
+    if n_lib:
+        steps.append(("copy /lib (%d files)" % n_lib, mp + ["fs", "cp", "-r", lib_root, ":"]))
     for local, dst in built:
         if not dst.startswith("lib/"):
             steps.append(("copy /%s" % dst, mp + ["fs", "cp", local, ":" + dst]))
@@ -254,6 +256,9 @@ def parser():
     p.add_argument("--chip", choices=sorted(FLASH_OFFSET),
                    help="chip for --flash (default: the config's board, else esp32)")
     p.add_argument("--baud", type=int, default=460800, help="esptool baud rate for --flash (default 460800)")
+    p.add_argument("--frozen", action="store_true",
+                   help="the libraries are frozen into the MicroPython image (firmware/manifest.py, for a plain "
+                        "ESP32 without PSRAM): copy only boot.py, main.py and the config")
     p.add_argument("--reset-state", action="store_true", help="delete the saved alarm state on the board")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build", "board"),
                    help="where the compiled files go (default: build/board)")
@@ -278,7 +283,10 @@ def main(argv=None, runner=subprocess.run, ports=None, log=print):
                               % args.flash)
         chip = args.chip or (cfg["board"] if cfg else "esp32")
         log("compiling with mpy-cross")
-        built = compile_all(board_files(), args.build_dir, log)
+        files = board_files()
+        if args.frozen:
+            files = [f for f in files if f[1] in TOP_FILES]
+        built = compile_all(files, args.build_dir, log)
         port = args.port or ("<PORT>" if args.dry_run and not (ports or find_ports()) else None)
         port = pick_port(port, ports)
         steps = plan(built, port, config_path, args.flash, chip, args.reset_state, args.baud)

@@ -209,3 +209,24 @@ def test_compile_error_names_the_file(tmp_path):
     with pytest.raises(deploy.DeployError) as e:
         deploy.compile_all([(str(bad), "lib/sentinel_fw/bad.py")], str(tmp_path / "b"), log=lambda s: None)
     assert "bad.py" in str(e.value)
+
+
+def test_frozen_image_copies_only_the_top_files(tmp_path, monkeypatch):
+    mod = _load()
+    monkeypatch.setattr(mod.time, "sleep", lambda s: None)
+    rec = Recorder()
+    lines = []
+    rc = mod.main(["--frozen", "--no-config", "--port", "/dev/ttyUSB0", "--build-dir", str(tmp_path / "b")],
+                  runner=rec, ports=[], log=lines.append)
+    assert rc == 0, lines
+    copies = [c for c in rec.calls if "cp" in c]
+    assert [c[-1] for c in copies] == [":boot.py", ":main.py"]
+    # The old /lib copies are still removed: frozen modules come first on sys.path, but a stale copy confuses.
+    assert any(deploy_wipe in c for c in rec.calls for deploy_wipe in [mod.WIPE])
+
+
+def test_manifest_freezes_every_board_package():
+    text = open(os.path.join(ROOT, "firmware", "manifest.py"), encoding="utf-8").read()
+    for pkg in ("sentinel_core", "sentinel_fw", "microdot"):
+        assert 'package("%s"' % pkg in text, pkg
+    assert 'include("$(PORT_DIR)/boards/manifest.py")' in text

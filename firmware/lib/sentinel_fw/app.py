@@ -367,11 +367,26 @@ def build(config_path="/config.json", state_path="/state.json"):
     return Sentinel(cfg, clock, Store(state_path), network.WLAN(network.STA_IF))
 
 
+# Modules only the boot needs: their bytecode sits in the heap (a .mpy is loaded into RAM), so they are dropped
+# once the terminal is built. Anything still calling into them keeps them alive; nothing does after build().
+BOOT_ONLY = ("config", "pins")
+
+
+def drop_boot_modules():
+    import sentinel_fw
+    for name in BOOT_ONLY:
+        sys.modules.pop("sentinel_fw." + name, None)
+        if hasattr(sentinel_fw, name):
+            delattr(sentinel_fw, name)
+    gc.collect()
+
+
 def main(config_path="/config.json", state_path="/state.json"):
     app = build(config_path, state_path)
     if isinstance(app, ConfigErrorTerminal):
         app.run_forever()
         return
+    drop_boot_modules()
     import asyncio
     log("GPU Sentinel %s on %s" % (VERSION, app.cfg["board"]))
     asyncio.run(app.run())

@@ -69,12 +69,17 @@ class UART:
         self.writes = []
         self._rx = bytearray()
         self.responder = None  # f(frame) -> bytes the chip answers
+        self.record = True  # False: count only (benchmarks must not measure the fake's own copies)
+        self.count = 0
         UART.registry[id] = self
 
     def write(self, buf):
-        b = bytes(buf)
-        self.written.extend(b)
-        self.writes.append(b)
+        self.count += 1
+        b = buf
+        if self.record:
+            b = bytes(buf)
+            self.written.extend(b)
+            self.writes.append(b)
         if self.responder is not None:
             reply = self.responder(b)
             if reply:

@@ -1,0 +1,303 @@
+"""Memory of the whole firmware under real MicroPython (the WebAssembly build, with the firmware's fakes of
+machine / neopixel / network / ntptime): the heap held after importing everything, after building the terminal,
+and while running; the heap allocated per accepted request and per rendered frame; and what is left of a plain
+ESP32's ~110 KB Python heap.
+
+    .venv/bin/python bench/bench_firmware.py
+
+How it is measured: gc.collect() then gc.mem_alloc() before and after. "held" is what stays allocated after a
+collection; "allocated per X" is the mem_alloc delta over a run without a collection, divided by the count: the
+total garbage made, an upper bound on the extra peak X needs. The WebAssembly heap is not the ESP32's, but the
+object model and the sizes of Python objects are the same port-independent code (both are 32-bit builds, so
+pointers and small objects are the same size); the times are only for scale. On the board the modules come as .mpy,
+whose bytecode lives in the same heap as here (not frozen into flash).
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from mpy import run_micropython  # noqa: E402
+
+ESP32_HEAP = 110 * 1024
+REQUESTS = 40
+FRAMES = 100
+
+CODE = r"""
+import gc, sys, os
+# The hardware modules are C or frozen on the board: the fakes are imported before the baseline, not counted.
+import machine, neopixel, network, ntptime
+# The board's files as the board gets them: the .mpy files deploy.py builds, loaded from /mpy first.
+sys.path.insert(0, "/mpy/lib")
+import asyncio as _aio
+async def held():
+    # The WebAssembly port only reclaims garbage once control has gone back to JavaScript: yield first.
+    await _aio.sleep(0)
+    gc.collect()
+    return gc.mem_alloc()
+MODS = []
+BASE = await held()
+async def imp(name):
+    a = await held()
+    __import__(name)
+    MODS.append((name, await held() - a))
+# Everything the board imports while running (main.py -> app.main -> Sentinel + server), in import order.
+for _n in ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strictjson", "sentinel_core.alarm",
+           "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
+           "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
+           "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
+           "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config", "sentinel_fw.clock",
+           "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels", "sentinel_fw.buttonpoll",
+           "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot", "sentinel_fw.server", "sentinel_fw.app"):
+    await imp(_n)
+import json, time, asyncio
+from sentinel_fw import app as fw_app, config, clock, store, server
+from sentinel_core import signing, tts_syn6288
+for _m in sys.modules:
+    if _m.startswith("sentinel") and not sys.modules[_m].__file__.startswith("/mpy/"):
+        raise SystemExit("not loaded from .mpy: %s" % _m)
+IMPORTS = await held() - BASE
+
+SECRET = "0123456789abcdef0123456789abcdef"
+CFG = {"board": "esp32", "wifi": {"ssid": "lab", "password": "password123"}, "keys": {"gw": SECRET},
+       "terminal": {"utc_offset_min": 480}}
+T0 = 1764460800
+NOW = [T0]
+fw_app.quiet = True
+
+def fake_time():
+    return NOW[0]
+
+b0 = await held()
+cfg = config.validate(CFG)
+s = fw_app.Sentinel(cfg, clock.Clock(ntptime, "pool.ntp.org", 3600, time_fn=fake_time),
+                    store.Store("/bench_state.json"), network.WLAN(network.STA_IF))
+web = server.make_app(s, cfg["http"]["max_body"])
+def chip(frame):
+    return b"\x41\x4f" if frame == tts_syn6288.STATUS else b"\x41"
+machine.UART.registry[2].responder = chip
+s.net_step(0)
+s.net_step(500)
+s.speech_step(600)
+s.speech_step(700)
+BUILT = await held() - b0
+b1 = await held()
+fw_app.drop_boot_modules()
+config = None
+DROPPED = b1 - await held()
+
+def req(i, level):
+    body = json.dumps({"text": "A%02d gpu-worker-%02d NCCL timeout" % (i % 40, i), "color": "#FF0000",
+                       "light_mode": "flash" if level == "P0" else "breath", "audio_mode": "cycle",
+                       "repeat_times": 3, "level": level, "key": "A%02d:w%02d:NCCL" % (i % 40, i % 12),
+                       "id": "m-%d" % i}).encode()
+    # Each request one second after the previous: a full replay guard refuses a timestamp older than all it holds.
+    t = T0 + i
+    ts = str(t)
+    return t, {"Content-Type": "application/json", "X-API-Key": "gw", "X-Timestamp": ts,
+            "X-Signature": signing.sign(SECRET.encode(), ts, body)}, body
+
+def measure(fn, n):
+    gc.collect()
+    a0 = gc.mem_alloc()
+    t0 = time.ticks_us()
+    for i in range(n):
+        fn(i)
+    dt = time.ticks_diff(time.ticks_us(), t0)
+    a1 = gc.mem_alloc()
+    return (a1 - a0) // n, dt // n
+
+R0 = await held()
+# Requests through the handler microdot calls.
+REQS = [req(i, "P0" if i % 3 else "P1") for i in range(__N__)]
+def one(i):
+    NOW[0], h, b = REQS[i]
+    st, out = s.handle_http("POST", "/api/v1/send_msg", h, b)
+    assert st == 200, out
+PER_REQ, REQ_US = measure(one, __N__)
+
+# The same through microdot (its TestClient: the request text is rendered and parsed as from a socket).
+from microdot.test_client import TestClient
+client = TestClient(web)
+REQS2 = [req(1000 + i, "P1") for i in range(__N__)]
+async def via_microdot():
+    gc.collect()
+    a0 = gc.mem_alloc()
+    for i in range(__N__):
+        NOW[0], h, b = REQS2[i]
+        r = await client.post("/api/v1/send_msg", headers=h, body=b)
+        assert r.status_code == 200, r.text
+    return (gc.mem_alloc() - a0) // __N__
+PER_HTTP = await via_microdot()
+
+# A refused request (bad signature): what a flood of forgeries costs.
+BAD = [req(2000 + i, "P0") for i in range(__N__)]
+def bad(i):
+    NOW[0], h, b = BAD[i]
+    h["X-Signature"] = "0" * 64
+    st, out = s.handle_http("POST", "/api/v1/send_msg", h, b)
+    assert st == 401
+PER_BAD, BAD_US = measure(bad, __N__)
+
+# The status page.
+def status(i):
+    s.handle_http("GET", "/api/v1/status", {}, b"")
+PER_STATUS, STATUS_US = measure(status, 10)
+
+# The fakes stop copying what they are given: only the firmware's own allocations are measured from here.
+neopixel.NeoPixel.instances[-1].keep = 0
+neopixel.NeoPixel.instances[-1].frames = []
+machine.UART.registry[2].record = False
+# Frames: a P0 with a scrolling label owns the display now.
+T = [100000]
+def frame(i):
+    T[0] += 40
+    s.frame_step(T[0])
+for i in range(200):
+    frame(i)
+PER_FRAME, FRAME_US = measure(frame, __F__)
+def poll(i):
+    T[0] += 10
+    s.button_step(T[0])
+PER_BUTTON, BUTTON_US = measure(poll, __F__)
+def speech(i):
+    T[0] += 50
+    s.speech_step(T[0])
+PER_SPEECH, SPEECH_US = measure(speech, __F__)
+def net(i):
+    T[0] += 500
+    s.net_step(T[0])
+PER_NET, NET_US = measure(net, 20)
+
+# Drop what only the bench holds (its prepared requests, the test client, the fakes' records) before measuring.
+REQS = REQS2 = BAD = client = TestClient = None
+sys.modules.pop("microdot.test_client", None)
+import microdot as _md
+if hasattr(_md, "test_client"):
+    delattr(_md, "test_client")
+machine.UART.registry[2].written = bytearray()
+machine.UART.registry[2].writes = []
+neopixel.NeoPixel.instances[-1].frames = []
+RUNNING = await held() - BASE
+STATE = await held() - R0
+print(json.dumps({"imports": IMPORTS, "built": BUILT, "running": RUNNING, "per_req": PER_REQ, "req_us": REQ_US,
+                  "per_http": PER_HTTP, "per_bad": PER_BAD, "bad_us": BAD_US, "per_status": PER_STATUS,
+                  "per_frame": PER_FRAME, "frame_us": FRAME_US, "per_button": PER_BUTTON,
+                  "button_us": BUTTON_US, "per_speech": PER_SPEECH, "per_net": PER_NET,
+                  "active": len(s.terminal.snapshot(NOW[0])["active"]), "state_writes": s.store.writes,
+                  "mods": MODS, "dropped": DROPPED, "state": STATE,
+                  "files": [m.__file__ for m in sys.modules.values()
+                            if getattr(m, "__file__", "").startswith("/mpy/")]}))
+"""
+
+
+SIZES = {}
+
+
+def board_mpy():
+    """Python code that writes the .mpy files deploy.py builds into /mpy on the MicroPython file system."""
+    import binascii
+    import importlib.util
+    import tempfile
+    spec = importlib.util.spec_from_file_location("deploy", os.path.join(ROOT, "firmware", "deploy.py"))
+    deploy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(deploy)
+    lines = ["import binascii, os", "def _mk(p):", "    try:", "        os.mkdir(p)", "    except OSError:",
+             "        pass", "_mk('/mpy')", "_mk('/mpy/lib')"]
+    with tempfile.TemporaryDirectory() as d:
+        # microdot's TestClient is not on the board; the bench needs it (imported after the heap is measured).
+        files = deploy.board_files() + [(os.path.join(deploy.microdot_dir(), "test_client.py"),
+                                         "lib/microdot/test_client.py")]
+        built = deploy.compile_all(files, d, log=lambda s: None)
+        dirs = set()
+        total = 0
+        for local, dst in built:
+            if not dst.endswith(".mpy"):
+                continue
+            parent = "/mpy/" + os.path.dirname(dst)
+            if parent not in dirs:
+                lines.append("_mk(%r)" % parent)
+                dirs.add(parent)
+            with open(local, "rb") as f:
+                data = f.read()
+            if not dst.endswith("test_client.mpy"):
+                total += len(data)
+                SIZES["/mpy/" + dst] = len(data)
+            lines.append("with open(%r, 'wb') as _f:\n    _f.write(binascii.unhexlify(%r))"
+                         % ("/mpy/" + dst, binascii.hexlify(data).decode()))
+    return "\n".join(lines) + "\n", total
+
+
+def measure():
+    import json
+    setup, mpy_bytes = board_mpy()
+    code = setup + CODE.replace("__N__", str(REQUESTS)).replace("__F__", str(FRAMES))
+    out = run_micropython(code, firmware=True)
+    line = [x for x in out.splitlines() if x.startswith("{")][-1]
+    m = json.loads(line)
+    m["mpy_bytes"] = mpy_bytes
+    return m
+
+
+def kb(n):
+    return "%.1f KB" % (n / 1024)
+
+
+def main():
+    m = measure()
+    peak_extra = max(m["per_http"], m["per_req"], m["per_status"])
+    total = m["running"] + peak_extra
+    # Bytecode and constants of the modules in use: in RAM when loaded from a .mpy, in flash when frozen.
+    in_use = sum(SIZES.get(f, 0) for f in m["files"] if "/config." not in f and "/pins." not in f)
+    frozen = total - in_use
+    print("Firmware memory under MicroPython (WebAssembly build, fakes for the hardware)")
+    print()
+    print("| what | heap |")
+    print("|---|---|")
+    print("| .mpy files on flash (deploy.py's build of every board library) | %s |" % kb(m["mpy_bytes"]))
+    print("| held after importing every module the board runs (from those .mpy) | %s |" % kb(m["imports"]))
+    print("| held by the built terminal (config, state machine, renderer, receiver, drivers, microdot app) | %s |"
+          % kb(m["built"]))
+    print("| freed by dropping the boot-only modules (config, pins) once built | -%s |" % kb(m["dropped"]))
+    print("| held while running (after %d accepted alarms, %d active, replay guard filled) | %s |"
+          % (REQUESTS * 2, m["active"], kb(m["running"])))
+    print("| of which the state the requests left (replay guard of 64, 16 active alarms, speech queue) | %s |"
+          % kb(m["state"]))
+    print("| allocated per accepted request, through the handler microdot calls | %d B (%d us) |"
+          % (m["per_req"], m["req_us"]))
+    print("| allocated per accepted request, through microdot (TestClient, includes the client's own work) | %d B |"
+          % m["per_http"])
+    print("| allocated per refused request (bad signature) | %d B (%d us) |" % (m["per_bad"], m["bad_us"]))
+    print("| allocated per GET /api/v1/status | %d B |" % m["per_status"])
+    print("| allocated per rendered frame (display + render + NeoPixel, P0 with a scrolling label) | %d B (%d us) |"
+          % (m["per_frame"], m["frame_us"]))
+    print("| allocated per button poll (100 Hz) | %d B (%d us) |" % (m["per_button"], m["button_us"]))
+    print("| allocated per speech step (20 Hz) | %d B |" % m["per_speech"])
+    print("| allocated per network step (2 Hz) | %d B |" % m["per_net"])
+    print()
+    print("Heap held per module import (in import order; shared dependencies count where first imported):")
+    for name, n in sorted(m["mods"], key=lambda x: -x[1])[:12]:
+        print("  %-28s %s" % (name, kb(n)))
+    print()
+    print("Budget: plain ESP32 (no PSRAM) ~%s of Python heap." % kb(ESP32_HEAP))
+    print("  as deploy.py installs it (.mpy files, bytecode loaded into RAM):")
+    print("    held while running + the largest per-request transient = %s + %s = %s -> %s"
+          % (kb(m["running"]), kb(peak_extra), kb(total),
+             "headroom %s" % kb(ESP32_HEAP - total) if total < ESP32_HEAP else
+             "DOES NOT FIT: %s over" % kb(total - ESP32_HEAP)))
+    print("  frozen into the image (firmware/manifest.py; estimate: minus the %s of .mpy bytecode and constants"
+          % kb(in_use))
+    print("  of the modules in use, which then run from flash):")
+    print("    ~%s -> headroom ~%s (%.0f %% of the heap free)"
+          % (kb(frozen), kb(ESP32_HEAP - frozen), 100.0 * (ESP32_HEAP - frozen) / ESP32_HEAP))
+    print("  ESP32-WROVER / ESP32-S3 with PSRAM (stock SPIRAM image): megabytes of heap, the .mpy install fits.")
+    per_s = m["per_frame"] * 25 + m["per_button"] * 100 + m["per_speech"] * 20 + m["per_net"] * 2
+    print("  garbage made per second when idle-but-animating (25 fps, button 100 Hz, speech 20 Hz, net 2 Hz): %s/s"
+          % kb(per_s))
+    return 0 if frozen < ESP32_HEAP else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
