@@ -137,7 +137,13 @@ class Daemon:
                 if self.stop.is_set():
                     return
                 continue
-            self.q.put(("beat", msg, pid, self.clock()))
+            # applied here rather than queued: an ordinary beat only moves a deadline later, so the loop need
+            # not wake for it; it is woken when the beat changes what stands (a stalled job moved again)
+            with self.lock:
+                self.tracker.message(msg, self.clock(), peer_pid=pid)
+                wake = self.tracker.dirty
+            if wake:
+                self.q.put(("wake",))
 
     # --- the loop ------------------------------------------------------------------------------------------
     def _loop(self):
@@ -169,7 +175,8 @@ class Daemon:
                     next_sample += interval
                     if next_sample < now:  # fell behind (suspended, slow NVML): do not burst
                         next_sample = now + interval
-                self.evaluate_progress(now)
+                if self.tracker.dirty or (dl is not None and now >= dl):
+                    self.evaluate_progress(now)
 
     def _handle(self, item):
         kind = item[0]

@@ -68,6 +68,9 @@ class ProgressTracker:
         self._alive = alive or _pid_alive
         self.beats = 0
         self.rejected = 0
+        # set when a message may have changed the standing findings (a stalled process beat, a process ended),
+        # so the daemon need not re-evaluate on every ordinary beat
+        self.dirty = False
 
     # --- input -----------------------------------------------------------------------------------------
     def message(self, msg, now, peer_pid=None):
@@ -85,7 +88,8 @@ class ProgressTracker:
         key = (job, pid)
         p = self._procs.get(key)
         if kind == "end":
-            self._procs.pop(key, None)
+            if self._procs.pop(key, None) is not None:
+                self.dirty = True
             return True
         if p is None:
             if len(self._procs) >= self.rules.max_processes:
@@ -114,7 +118,9 @@ class ProgressTracker:
             p.last = now
             p.steps += 1
             p.step = _opt_int(msg.get("step"))
-            p.stalled_at = None
+            if p.stalled_at is not None:
+                p.stalled_at = None
+                self.dirty = True
             self.beats += 1
         return True
 
@@ -138,6 +144,7 @@ class ProgressTracker:
 
     def evaluate(self, now):
         """Mark stalls due by ``now`` and return the job findings that stand (one per job)."""
+        self.dirty = False
         by_job = {}
         for key in list(self._procs):
             p = self._procs[key]
