@@ -108,9 +108,16 @@ def serve(args):
         return 1
     server.start()
     cfg_url = config_mod.listen_url(dict(cfg, port=server.port))
+    if not voice.available:
+        voice_desc = "off" if voice.mode == "off" else "unavailable"
+    elif voice.mode == "device" and voice.player_kind == "silent":
+        voice_desc = "timed silence (no audio device)"
+    elif voice.mode == "device":
+        voice_desc = "sound card via %s" % voice.player_kind
+    else:
+        voice_desc = "WAV files in %s" % voice.wav_dir
     _log("GPU Sentinel emulator listening on %s (%dx%d matrix, voice: %s)"
-         % (server.url, cfg["width"], cfg["height"],
-            voice.mode if voice.available else "unavailable"))
+         % (server.url, cfg["width"], cfg["height"], voice_desc))
     _log("key id: %s   (secret in %s)" % (cfg["key_id"], path))
     _log("send the first alarm from another terminal:")
     print("    " + config_mod.send_command(dict(cfg, port=server.port)), flush=True)

@@ -128,6 +128,17 @@ class _Pyttsx3Synth:
         return voice
 
 
+def _audio_device_likely():
+    """On Linux, SDL's mixer spews ALSA errors when there is no sound device at all: look before trying."""
+    if not sys.platform.startswith("linux"):
+        return True
+    run = os.environ.get("XDG_RUNTIME_DIR", "")
+    return (os.path.exists("/dev/snd") or bool(os.environ.get("PULSE_SERVER"))
+            or (run and (os.path.exists(os.path.join(run, "pulse", "native"))
+                         or os.path.exists(os.path.join(run, "pipewire-0"))))
+            or os.environ.get("SDL_AUDIODRIVER") == "dummy")
+
+
 class _Player:
     """Plays a WAV file; stop() cuts it off. Falls back to timed silence when there is no audio output."""
 
@@ -137,13 +148,14 @@ class _Player:
         self._proc = None
         self._channel = None
         self._mixer = None
-        try:
-            import pygame  # noqa: PLC0415
-            pygame.mixer.init(frequency=22050, size=-16, channels=1)
-            self._mixer = pygame.mixer
-            self.kind = "pygame.mixer"
-        except Exception:  # noqa: BLE001  (no pygame, no audio device: try the command-line players)
-            self._mixer = None
+        if _audio_device_likely():
+            try:
+                import pygame  # noqa: PLC0415
+                pygame.mixer.init(frequency=22050, size=-16, channels=1)
+                self._mixer = pygame.mixer
+                self.kind = "pygame.mixer"
+            except Exception:  # noqa: BLE001  (no pygame, no audio device: try the command-line players)
+                self._mixer = None
         if self.kind is None:
             for cmd in ("paplay", "aplay", "afplay", "pw-play"):
                 if shutil.which(cmd):
