@@ -84,3 +84,16 @@ async def test_the_real_tasks_run_and_feed_the_watchdog():
     assert machine.WDT.instances and machine.WDT.instances[-1].feeds >= 1
     assert s.wifi.connected
     assert s.watchdog.stale(s.watchdog._beats["frame"]) == []
+
+
+def test_terminal_keeps_working_after_boot_modules_are_dropped():
+    import sys
+
+    from _fw import preset_body, signed
+    s, ft = boot()
+    app.drop_boot_modules()
+    assert "sentinel_fw.config" not in sys.modules and "sentinel_fw.pins" not in sys.modules
+    h, b = signed(preset_body("p0", "after the drop", key="k"), ft())
+    status, _ = s.handle_http("POST", "/api/v1/send_msg", h, b)
+    assert status == 200
+    assert s.frame_step(1000) is not None and s.status(ft())["device"]["board"] == "esp32"
