@@ -43,6 +43,8 @@ def test_bad_config_names_the_key():
         assert msg is not None, cfg
         assert msg.startswith("config"), msg
     assert _refused(Terminal, [1, 2]) is not None
+    assert _refused(Terminal, {"quiet_end": "8:00"}).startswith("config quiet_end:")
+    assert _refused(Terminal, {"utc_offset_min": 900}).startswith("config utc_offset_min:")
 
 
 def test_unknown_config_keys_are_ignored():

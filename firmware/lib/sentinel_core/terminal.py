@@ -5,7 +5,7 @@
 from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1, Alarm
 from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
 from sentinel_core.health import Health
-from sentinel_core.quiet import QuietHours
+from sentinel_core.quiet import QuietHours, parse_hhmm
 from sentinel_core.speech import SpeechQueue, Utterance
 
 STATE_FORMAT = 1
@@ -121,13 +121,15 @@ class Terminal:
         if cfg["idle_pattern"] not in ("idle", "off"):
             raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))
         self.idle_pattern = cfg["idle_pattern"]
-        try:
-            self.quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"],
-                                    cfg["quiet_enabled"])
-        except ValueError as e:
-            raise ValueError("config quiet hours: %s" % e)
+        for name in ("quiet_start", "quiet_end"):
+            try:
+                parse_hhmm(cfg[name])
+            except ValueError as e:
+                raise ValueError("config %s: %s" % (name, e))
+        _int_range(cfg, "utc_offset_min", -720, 840)
         if not isinstance(cfg["quiet_enabled"], bool):
-            raise ValueError("config quiet_enabled: expected true or false")
+            raise ValueError("config quiet_enabled: expected true or false, got %r" % (cfg["quiet_enabled"],))
+        self.quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"], cfg["quiet_enabled"])
         self.health = Health(misses)
         self.queue = SpeechQueue(queue_cap)
         self.active = {}          # incident key -> Active
