@@ -243,7 +243,10 @@ class Window:
         speaking = speech.get("speaking")
         if speaking:
             head = "speaking %s/%s: " % (speaking.get("n"), speaking.get("of"))
-            line = self._wrap(head + (speaking.get("text") or ""), self.font_text_small, self.panel_w - 40, 1)
+            said = speaking.get("text") or ""
+            if is_chinese(said) and not self.cjk_path:
+                said = "(Chinese)"
+            line = self._wrap(head + said, self.font_text_small, self.panel_w - 40, 1)
             y += self._text(line[0] if line else head, (x, y), self.font_text_small, WARN) + 4
         else:
             voice = view.voice if view else None

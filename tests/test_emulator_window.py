@@ -113,3 +113,20 @@ def test_helpers():
     assert fmt_mmss(899.7) == "14:59" and fmt_mmss(-3) == "0:00"
     font = find_cjk_font()
     assert font is None or os.path.exists(font)
+
+
+def test_chinese_without_a_cjk_font_falls_back_to_the_label(tmp_path, monkeypatch):
+    import emulator.window as window_mod
+
+    monkeypatch.setattr(window_mod, "find_cjk_font", lambda: None)
+    with Harness(str(tmp_path / "cfg"), voice="off") as h:
+        win = Window(h.engine, url=h.url)
+        try:
+            assert win.cjk_path is None
+            h.client().send(preset("p0", "机架 A03 节点 gpu-worker-08 通信死锁", key=KEY))
+            pump(win, 3)
+            path = str(tmp_path / "fallback.png")
+            win.save(path)
+            assert pygame.image.load(path).get_size() == win.size
+        finally:
+            win.close()
