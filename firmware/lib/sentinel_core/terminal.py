@@ -275,10 +275,10 @@ class Terminal:
             self.active[key] = Active(key, alarm, now, expires, self._order)
             self._changed()
         if len(self.active) > self.max_active:
+            # The lowest level goes, the oldest among equals; the newcomer only when it is below everything else
+            # (a green for an unknown incident must not push out a fire).
             victim = None
             for a in self.active.values():
-                if a.key == key:
-                    continue
                 if victim is None or a.alarm.level < victim.alarm.level or \
                         (a.alarm.level == victim.alarm.level and a.order < victim.order):
                     victim = a
@@ -286,6 +286,8 @@ class Terminal:
             self.evicted += 1
             if victim.alarm.level != NORMAL:
                 self._changed()
+            if victim.key == key:
+                return key
         self._queue_speech(alarm, key, now)
         return key
 
