@@ -86,3 +86,19 @@ async def test_oversized_body_refused_before_the_core():
     r = await c.post("/api/v1/send_msg", headers=h, body=b)
     assert r.status_code == 413, r.status_code
     assert s.terminal.display(ft()).level is None
+
+
+async def test_metrics_in_prometheus_text():
+    s, ft, c = _client()
+    h, b = signed(preset_body("p0", "fire", key="k1"), ft())
+    await c.post("/api/v1/send_msg", headers=h, body=b)
+    h["X-Signature"] = "0" * 64
+    await c.post("/api/v1/send_msg", headers=h, body=b)
+    r = await c.get("/metrics")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
+    lines = r.text.split("\n")
+    for want in ('sentinel_alarms_total{level="P0"} 1', 'sentinel_requests_total{outcome="accepted"} 1',
+                 'sentinel_requests_total{outcome="refused"} 1', 'sentinel_active_alarms{level="P0"} 1',
+                 "sentinel_shown_level 2", 'sentinel_health{check="network"} 1',
+                 "# TYPE sentinel_frames_total counter"):
+        assert want in lines, (want, r.text)

@@ -56,6 +56,8 @@ class Sentinel:
         self.store = store
         self.requests = 0
         self.refused = 0
+        self.alarms = [0, 0, 0]  # accepted alarms by level (NORMAL, P1, P0)
+        self.presses = {"short": 0, "long": 0}
         self.errors = []  # (what, message) shown in the status: a missing chip, a bad restore...
         self.started_ms = ticks.ms()
         now = clock.now()
@@ -168,6 +170,11 @@ class Sentinel:
             if method != "GET":
                 return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
             return 200, json.dumps(self.status(now)).encode()
+        if path == "/metrics":
+            if method != "GET":
+                return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
+            from sentinel_fw import metrics
+            return 200, metrics.render(self, now)
         self.requests += 1
         r = self.receiver.handle(method, path, headers, body, now, self.clock.synced)
         if r.status != 200:
@@ -176,6 +183,7 @@ class Sentinel:
             t = self.terminal
             if r.kind == "alarm":
                 t.on_alarm(r.alarm, now)
+                self.alarms[r.alarm.level] += 1
             elif r.kind == "ack":
                 t.on_ack(r.ack["key"], r.ack["long"], now)
             elif r.kind == "heartbeat":
@@ -224,6 +232,7 @@ class Sentinel:
             ev = self.button.poll(t_ms)
             if ev is not None:
                 log("button: %s press" % ev)
+                self.presses[ev] += 1
                 self.terminal.on_button(ev, self.clock.now())
                 self.persist()
         self.watchdog.beat("button", t_ms)

@@ -7,6 +7,7 @@
 from microdot import Microdot, Request, Response
 
 JSON = {"Content-Type": "application/json"}
+TEXT = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
 SIGNED = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat")
 NOT_FOUND = b'{"ok": false, "error": "not_found", "message": "no such endpoint"}'
 TOO_LARGE = b'{"ok": false, "error": "too_large", "message": "body too large"}'
@@ -22,6 +23,11 @@ async def _signed(request):
 async def _status(request):
     status, body = _sentinel.handle_http("GET", "/api/v1/status", request.headers, b"")
     return Response(body, status, JSON)
+
+
+async def _metrics(request):
+    status, body = _sentinel.handle_http("GET", "/metrics", request.headers, b"")
+    return Response(body, status, TEXT if status == 200 else JSON)
 
 
 async def _not_found(request):
@@ -43,6 +49,7 @@ def make_app(sentinel, max_body=2048):
     for path in SIGNED:
         web.route(path, methods=["POST", "GET", "PUT", "DELETE"])(_signed)
     web.route("/api/v1/status", methods=["GET", "POST"])(_status)
+    web.route("/metrics", methods=["GET"])(_metrics)
     web.errorhandler(404)(_not_found)
     web.errorhandler(413)(_too_large)
     return web
