@@ -75,7 +75,7 @@ print("export_json_bytes", len(json.dumps(d)))
 '''
 
 
-MODULES = ("__init__", "alarm", "display", "health", "quiet", "speech", "terminal")
+MODULES = ("__init__", "alarm", "display", "health", "quiet", "speech", "terminal", "persist")
 
 
 def mpy_import_code():
@@ -100,6 +100,8 @@ def mpy_import_code():
     lines += ["sys.path.insert(0, '/mpy')", "gc.collect()", "m0 = gc.mem_alloc()",
               "from sentinel_core.terminal import Terminal", "gc.collect()",
               "print('import_mpy_bytes', gc.mem_alloc() - m0)",
+              "import sentinel_core.persist", "gc.collect()",
+              "print('import_mpy_with_persist_bytes', gc.mem_alloc() - m0)",
               "import sentinel_core.terminal as T", "print('loaded_from', T.__file__)"]
     return "\n".join(lines) + "\n"
 

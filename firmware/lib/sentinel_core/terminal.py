@@ -2,13 +2,12 @@
 # hours and the terminal's own health. Both shells (firmware, emulator) feed it events and `now` (Unix seconds) and
 # ask it questions; it never reads a clock and does no I/O, so the two behave identically. Rules: docs/STATE_MACHINE.md.
 
-from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1, Alarm
+from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1
 from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
 from sentinel_core.health import Health
 from sentinel_core.quiet import QuietHours, parse_hhmm
 from sentinel_core.speech import SpeechQueue, Utterance
 
-STATE_FORMAT = 1
 # "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
 MAX_REPEATS = 10
 # A jump of `now` larger than this when the clock becomes synced is a clock step (ESP32 boots in 2000).
@@ -551,78 +550,15 @@ class Terminal:
     # ---- persistence ------------------------------------------------------------------------------------------
 
     def export_state(self):
-        alarms = []
-        for a in self.ordered():
-            al = a.alarm
-            if al.level == NORMAL:
-                continue
-            alarms.append({"key": al.key, "text": al.text, "level": al.level, "color": list(al.color),
-                           "light_mode": al.light_mode, "audio_mode": al.audio_mode,
-                           "repeat_times": al.repeat_times, "id": al.id, "since": a.since, "expires": a.expires})
-        acked = {}
-        for k in self.acked:
-            acked[k] = self.acked[k]
-        return {"v": STATE_FORMAT, "version": self.state_version, "saved_at": self._last_now,
-                "alarms": alarms, "mute_until": self.mute_until, "acked": acked,
-                "heartbeat": self.health.interval}
+        """What must survive a reboot, as a small JSON-able dict (sentinel_core.persist)."""
+        from sentinel_core import persist
+        return persist.export_state(self)
 
     def restore(self, d, now):
+        """Load an export_state() dict; ValueError, with the state untouched, when it is malformed."""
         _check_now(now)
-        if not isinstance(d, dict):
-            raise ValueError("state must be a dict")
-        if d.get("v") != STATE_FORMAT:
-            raise ValueError("state format %r is not %d" % (d.get("v"), STATE_FORMAT))
-        saved_at = d.get("saved_at")
-        if saved_at is not None and not _is_num(saved_at):
-            raise ValueError("state saved_at must be a number or null")
-        # Deadlines are absolute when both clocks can be trusted; otherwise keep the time that remained at the save.
-        if saved_at is None or (self.health.clock and now >= saved_at):
-            delta = 0
-        else:
-            delta = now - saved_at
-        alarms = d.get("alarms", [])
-        if not isinstance(alarms, list) or len(alarms) > self.max_active:
-            raise ValueError("state alarms must be a list of at most %d" % self.max_active)
-        restored = []
-        for i in range(len(alarms)):
-            x = alarms[i]
-            try:
-                if not isinstance(x, dict):
-                    raise ValueError("not an object")
-                col = x.get("color")
-                if not isinstance(col, list) or len(col) != 3:
-                    raise ValueError("color must be [r, g, b]")
-                al = Alarm(x.get("text"), (col[0], col[1], col[2]), x.get("light_mode"), x.get("audio_mode"),
-                           x.get("repeat_times"), x.get("level"), x.get("key"), x.get("id"), None)
-                check_alarm(al)
-                if al.level == NORMAL:
-                    raise ValueError("NORMAL alarms are not kept")
-                since = x.get("since")
-                expires = x.get("expires")
-                if not _is_num(since) or (expires is not None and not _is_num(expires)):
-                    raise ValueError("since/expires must be numbers")
-            except (ValueError, TypeError, KeyError) as e:
-                raise ValueError("state alarm %d: %s" % (i, e))
-            if expires is not None:
-                al.duration = expires - since
-                expires += delta
-            restored.append(Active(incident_key(al), al, since + delta, expires, 0))
-        mute_until = d.get("mute_until")
-        if mute_until is not None and not _is_num(mute_until):
-            raise ValueError("state mute_until must be a number or null")
-        acked = d.get("acked", {})
-        if not isinstance(acked, dict):
-            raise ValueError("state acked must be an object")
-        for k in acked:
-            if not isinstance(k, str) or not _is_num(acked[k]):
-                raise ValueError("state acked must map keys to deadlines")
-        hb = d.get("heartbeat")
-        if hb is not None and (not _is_int(hb) or hb <= 0):
-            raise ValueError("state heartbeat must be a positive int or null")
-        version = d.get("version", 0)
-        if not _is_int(version):
-            raise ValueError("state version must be an int")
-        # Everything checked: now replace.
+        from sentinel_core import persist
+        restored, mute_until, acked, hb, version = persist.parse_state(self, d, now)
         for k in list(self.active.keys()):
             if self.active[k].alarm.level != NORMAL:
                 self._drop_active(k)
@@ -632,10 +568,10 @@ class Terminal:
             self._order += 1
             a.order = self._order
             self.active[a.key] = a
-        self.mute_until = None if mute_until is None else mute_until + delta
+        self.mute_until = mute_until
         self.acked = {}
         for k in acked:
-            self._ack(k, acked[k] + delta)
+            self._ack(k, acked[k])
         if hb is not None:
             self.health.interval = hb
             self.health.last_beat = now

@@ -1,0 +1,98 @@
+# What of the terminal's state survives a reboot (active P0/P1, the mute, acknowledged incidents, the heartbeat
+# interval) as a small JSON-able document, and the strict reading of it back. The shell writes it to flash only when
+# Terminal.dirty says it changed: flash wears, and a reboot loop must not rewrite it on every boot.
+
+from sentinel_core.alarm import NORMAL, Alarm
+from sentinel_core.terminal import Active, check_alarm, incident_key
+
+FORMAT = 1
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
+
+
+def export_state(term):
+    alarms = []
+    for a in term.ordered():
+        al = a.alarm
+        if al.level == NORMAL:
+            continue
+        alarms.append({"key": al.key, "text": al.text, "level": al.level, "color": list(al.color),
+                       "light_mode": al.light_mode, "audio_mode": al.audio_mode,
+                       "repeat_times": al.repeat_times, "id": al.id, "since": a.since, "expires": a.expires})
+    acked = {}
+    for k in term.acked:
+        acked[k] = term.acked[k]
+    return {"v": FORMAT, "version": term.state_version, "saved_at": term._last_now,
+            "alarms": alarms, "mute_until": term.mute_until, "acked": acked,
+            "heartbeat": term.health.interval}
+
+
+def _alarm(x):
+    if not isinstance(x, dict):
+        raise ValueError("not an object")
+    col = x.get("color")
+    if not isinstance(col, list) or len(col) != 3:
+        raise ValueError("color must be [r, g, b]")
+    al = Alarm(x.get("text"), (col[0], col[1], col[2]), x.get("light_mode"), x.get("audio_mode"),
+               x.get("repeat_times"), x.get("level"), x.get("key"), x.get("id"), None)
+    check_alarm(al)
+    if al.level == NORMAL:
+        raise ValueError("NORMAL alarms are not kept")
+    since = x.get("since")
+    expires = x.get("expires")
+    if not _is_num(since) or (expires is not None and not _is_num(expires)):
+        raise ValueError("since/expires must be numbers")
+    if expires is not None:
+        al.duration = expires - since
+    return al, since, expires
+
+
+def parse_state(term, d, now):
+    """Check a saved document completely before anything changes. Returns (actives, mute_until, acked, heartbeat
+    interval, version) with every deadline moved onto the terminal's current time base."""
+    if not isinstance(d, dict):
+        raise ValueError("state must be a dict")
+    if d.get("v") != FORMAT:
+        raise ValueError("state format %r is not %d" % (d.get("v"), FORMAT))
+    saved_at = d.get("saved_at")
+    if saved_at is not None and not _is_num(saved_at):
+        raise ValueError("state saved_at must be a number or null")
+    # Deadlines are absolute when both clocks can be trusted; otherwise keep the time that remained at the save.
+    if saved_at is None or (term.health.clock and now >= saved_at):
+        delta = 0
+    else:
+        delta = now - saved_at
+    alarms = d.get("alarms", [])
+    if not isinstance(alarms, list) or len(alarms) > term.max_active:
+        raise ValueError("state alarms must be a list of at most %d" % term.max_active)
+    restored = []
+    for i in range(len(alarms)):
+        try:
+            al, since, expires = _alarm(alarms[i])
+        except (ValueError, TypeError, KeyError) as e:
+            raise ValueError("state alarm %d: %s" % (i, e))
+        restored.append(Active(incident_key(al), al, since + delta, None if expires is None else expires + delta, 0))
+    mute_until = d.get("mute_until")
+    if mute_until is not None and not _is_num(mute_until):
+        raise ValueError("state mute_until must be a number or null")
+    acked = d.get("acked", {})
+    if not isinstance(acked, dict):
+        raise ValueError("state acked must be an object")
+    out = {}
+    for k in acked:
+        if not isinstance(k, str) or not _is_num(acked[k]):
+            raise ValueError("state acked must map keys to deadlines")
+        out[k] = acked[k] + delta
+    hb = d.get("heartbeat")
+    if hb is not None and (not _is_int(hb) or hb <= 0):
+        raise ValueError("state heartbeat must be a positive int or null")
+    version = d.get("version", 0)
+    if not _is_int(version):
+        raise ValueError("state version must be an int")
+    return restored, None if mute_until is None else mute_until + delta, out, hb, version
