@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Debian packages the test suite drives for real: espeak-ng (pyttsx3's speech engine on Linux, for WAV output)
-# and prometheus-alertmanager (the gateway's end-to-end test against a real Alertmanager).
+# Debian packages the test suite drives for real: espeak-ng (pyttsx3's speech engine on Linux, for WAV output),
+# sox (measures the WAVs), prometheus-alertmanager (the gateway's end-to-end test against a real Alertmanager).
 set -euo pipefail
 need=()
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -e /usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libespeak-ng.so.1 ] || need+=(libespeak-ng1)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v sox >/dev/null 2>&1 || need+=(sox)
+# A CJK font so the emulator's window shows Chinese alarm text (without it: the ASCII label only).
+[ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}"
 SUDO=""
