@@ -55,6 +55,7 @@ WIPE = ("import os\n"
 ENTER_SAFE = "f = open(\"/safe_mode\", \"w\")\nf.close()\nimport machine\nmachine.reset()\n"
 LEAVE_SAFE = "import os\ntry:\n    os.remove(\"/safe_mode\")\nexcept OSError:\n    pass\n"
 REBOOT_WAIT_S = 4
+SAFE_MODE_STEP = "restart the board in safe mode (no app, no watchdog)"
 WIPE_STATE = "import os\ntry:\n    os.remove(\"/state.json\")\nexcept OSError:\n    pass\n"
 
 
@@ -180,8 +181,7 @@ def plan(built, port, config_path=None, flash=None, chip="esp32", reset_state=Fa
                                                       flash]))
     if not flash:
         # A fresh image has no app to stop; a running one is restarted into safe mode first.
-        steps.append(("restart the board in safe mode (no app, no watchdog)",
-                      mp + ["exec", "--no-follow", ENTER_SAFE]))
+        steps.append((SAFE_MODE_STEP, mp + ["exec", "--no-follow", ENTER_SAFE]))
         steps.append(("wait for the board to restart", ["<wait>", str(REBOOT_WAIT_S)]))
     steps.append(("remove the previous firmware's libraries", mp + ["exec", WIPE]))
     if reset_state:
@@ -221,6 +221,10 @@ def run_steps(steps, runner=subprocess.run, log=print):
             r = runner(argv)
         except FileNotFoundError:
             raise DeployError("%s not found: pip install mpremote esptool (or make setup)" % argv[0])
+        if r.returncode != 0 and title == SAFE_MODE_STEP:
+            # The board resets under mpremote's feet by design; a native-USB port even disappears for a moment.
+            log("  (the board reset; mpremote's complaint about the lost connection is expected)")
+            continue
         if r.returncode != 0:
             if "esptool" in argv and r.returncode == 1 and not _has_esptool():
                 raise DeployError("esptool is not installed: pip install esptool")

@@ -230,3 +230,11 @@ def test_manifest_freezes_every_board_package():
     for pkg in ("sentinel_core", "sentinel_fw", "microdot"):
         assert 'package("%s"' % pkg in text, pkg
     assert 'include("$(PORT_DIR)/boards/manifest.py")' in text
+
+
+def test_lost_connection_during_the_safe_mode_restart_is_expected(deploy, cfg, tmp_path, monkeypatch):
+    monkeypatch.setattr(deploy.time, "sleep", lambda s: None)
+    rec = Recorder(fail_at=0)
+    rc, out = _run(deploy, ["--config", cfg], tmp_path, rec)
+    assert rc == 0, out
+    assert "expected" in out and rec.calls[-1][-1] == "reset"

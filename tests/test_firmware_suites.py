@@ -25,3 +25,20 @@ def test_firmware_suite_on_cpython():
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed, 0 failed" in r.stdout
+
+
+def test_memory_figures_stay_in_bounds():
+    """bench/bench_firmware.py's measurement as a regression guard: the loops that run all day must not make
+    garbage they did not make before, and the running heap must not creep (limits are generous on purpose)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import bench_firmware
+    finally:
+        sys.path.pop(0)
+    m = bench_firmware.measure()
+    assert m["per_button"] == 0, m               # 100 Hz all day: allocation-free
+    assert m["per_frame"] <= 512, m              # 25 fps all day
+    assert m["per_speech"] <= 1024 and m["per_net"] <= 1024, m
+    assert m["per_req"] <= 16 * 1024, m
+    assert m["running"] <= 140 * 1024, m         # .mpy install; see docs/FIRMWARE.md "Memory"
+    assert m["dropped"] >= 4 * 1024, m           # the boot-only modules really leave the heap
