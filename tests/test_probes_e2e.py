@@ -1,0 +1,133 @@
+"""Issue 7's latency acceptance end to end on loopback: probe daemon -> gateway (waitress) -> signed HTTP ->
+emulator (waitress, the core's Receiver and state machine). Times are taken at the emulator's /api/v1/status."""
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("emulator.harness")
+
+from emulator.harness import Harness  # noqa: E402
+from host_client.beat import Beat  # noqa: E402
+from host_client.gateway.app import create_app, gateway_of  # noqa: E402
+from host_client.gateway.config import Config  # noqa: E402
+from host_client.probes import config  # noqa: E402
+from host_client.probes.daemon import Daemon  # noqa: E402
+from host_client.probes.gpu_source import FakeSource  # noqa: E402
+
+
+class Gateway:
+    def __init__(self, h):
+        from waitress.server import create_server
+
+        cfg = Config.from_dict(
+            {"terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
+             "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}},
+            env={"EMU_SECRET": h.cfg["secret"]})
+        self.app = create_app(cfg)
+        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=4)
+        self.url = "http://127.0.0.1:%d" % int(self.server.effective_port)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.close()
+        self.thread.join(2)
+        gateway_of(self.app).stop()
+
+
+@pytest.fixture
+def chain(tmp_path):
+    with Harness(str(tmp_path / "emu")) as h:
+        gw = Gateway(h)
+        try:
+            yield h, gw
+        finally:
+            gw.close()
+
+
+def probe(tmp_path, gw, rack, source=None, **over):
+    kern = tmp_path / ("kern-%s.log" % rack)
+    kern.write_text("")
+    raw = {"node": {"rack": rack, "host": "gpu-worker-08", "gateway": gw.url},
+           "gpu": {"util_drop": False},      # default 1 s sampling, confirm 2
+           "xid": {"source": "file", "path": str(kern)},
+           "progress": {"socket": str(tmp_path / ("p-%s.sock" % rack))},
+           "status": {"listen": ""}}
+    for k, v in over.items():
+        raw[k].update(v)
+    return Daemon(config.build(raw), gpu=source).start(), kern
+
+
+def first_seen(h, key, level, timeout):
+    """Poll the emulator until the incident `key` is shown at `level`; return the monotonic time it was."""
+    st = h.wait_for(lambda s: any(a["key"] == key and a["level"] == level for a in s["active"]), timeout, 0.01)
+    return time.monotonic(), st
+
+
+def test_stalled_training_loop_is_p0_on_the_emulator_within_2s(tmp_path, chain):
+    h, gw = chain
+    d, _ = probe(tmp_path, gw, "A01")
+    try:
+        b = Beat(path=d.cfg["progress"]["socket"], job="llama-70b", rank=0, local_rank=0)
+        for i in range(15):
+            b.beat(i)
+            last = time.monotonic()
+            time.sleep(0.2)
+        t, st = first_seen(h, "A01:gpu-worker-08:PROGRESS_STALL", "P0", 5)
+        print("e2e PROGRESS_STALL shown %.3fs after the last beat" % (t - last))
+        assert t - last < 2.0, "P0 shown %.2fs after the last beat" % (t - last)
+        assert st["shown"]["pattern"] == "flash"
+        b.beat(15)  # steps resume: the incident turns NORMAL (green)
+        h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]
+                                 if a["key"] == "A01:gpu-worker-08:PROGRESS_STALL"), 5)
+    finally:
+        d.close()
+
+
+def test_xid_line_is_on_the_emulator_within_1s(tmp_path, chain):
+    h, gw = chain
+    d, kern = probe(tmp_path, gw, "A02", source=FakeSource(count=8))
+    try:
+        time.sleep(0.3)  # the follower is at the end of the file
+        with open(kern, "a") as f:
+            t0 = time.monotonic()
+            f.write("NVRM: Xid (PCI:0000:58:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+        t, st = first_seen(h, "A02:gpu-worker-08:XID_FATAL", "P0", 3)
+        print("e2e XID_FATAL shown %.3fs after the line was written" % (t - t0))
+        assert t - t0 < 1.0, "XID shown after %.2fs" % (t - t0)
+        (a,) = [a for a in st["active"] if a["key"] == "A02:gpu-worker-08:XID_FATAL"]
+        assert "第 4 号卡" in a["text"]  # bus 0x58 is the fake's GPU 4
+    finally:
+        d.close()
+
+
+def test_pcie_downgrade_is_on_the_emulator_within_two_intervals(tmp_path, chain):
+    h, gw = chain
+    src = FakeSource(count=8)
+    d, _ = probe(tmp_path, gw, "A03", source=src, xid={"source": "none"})
+    try:
+        time.sleep(1.3)
+        t0 = time.monotonic()
+        src.set(3, gen=3, width=4)  # the seed's story: busy GPU falls from Gen5 x16 to Gen3 x4
+        t, _ = first_seen(h, "A03:gpu-worker-08:PCIE_DOWNGRADE", "P1", 4)
+        interval = d.cfg["gpu"]["interval_s"]
+        print("e2e PCIE_DOWNGRADE shown %.3fs after the link changed (interval %.1fs)" % (t - t0, interval))
+        assert t - t0 < 2 * interval + 0.1, "PCIe downgrade shown after %.2fs" % (t - t0)
+    finally:
+        d.close()
+
+
+def test_idle_gpu_at_gen1_never_reaches_the_emulator(tmp_path, chain):
+    h, gw = chain
+    src = FakeSource(count=2)
+    src.set(0, pstate=8, gen=1, util=0, procs=0)
+    d, _ = probe(tmp_path, gw, "A04", source=src, xid={"source": "none"},
+                 gpu={"interval_s": 0.05, "util_drop": False})
+    try:
+        time.sleep(1.0)
+        assert d.samples >= 10 and d.sender.sent == 0
+        assert not any(a["key"].startswith("A04:") for a in h.status()["active"])
+    finally:
+        d.close()
