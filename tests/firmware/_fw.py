@@ -65,7 +65,17 @@ def preset_body(name, text=None, key=None, id=None):
     return preset(name, text, key=key, id=id).to_wire()
 
 
-STATE_PATH = "/fw_state.json"
+def scratch(name):
+    """A path for a test file: the root of MicroPython's in-memory file system, a temp dir on CPython (never the
+    host's real root)."""
+    import sys
+    if sys.implementation.name == "micropython":
+        return "/" + name
+    import tempfile
+    return tempfile.gettempdir() + "/sentinel_fw_test_" + name
+
+
+STATE_PATH = scratch("fw_state.json")
 
 
 def boot(cfg_sections=None, state_path=STATE_PATH, now=1764460800, keep_state=False):

@@ -2,7 +2,7 @@
 # running for a moment on the fakes.
 import asyncio
 
-from _fw import boot, config_text, fresh_fakes
+from _fw import boot, config_text, fresh_fakes, scratch
 
 from sentinel_fw import app
 
@@ -14,8 +14,8 @@ def _write(path, text):
 
 def test_build_from_a_valid_file_gives_a_running_terminal():
     fresh_fakes()
-    _write("/cfg_ok.json", config_text(name="room-a"))
-    s = app.build("/cfg_ok.json", "/cfg_ok_state.json")
+    _write(scratch("cfg_ok.json"), config_text(name="room-a"))
+    s = app.build(scratch("cfg_ok.json"), scratch("cfg_ok_state.json"))
     assert isinstance(s, app.Sentinel) and s.cfg["name"] == "room-a"
     assert s.wifi is not None and s.wifi.ssid == "lab"
 
@@ -45,8 +45,8 @@ def test_missing_config_shows_config_error_on_the_leds():
 
 def test_invalid_config_message_names_the_field_and_hides_the_secret():
     fresh_fakes()
-    _write("/cfg_bad.json", config_text(keys={"gw": "short"}, light={"fps": 999}))
-    t = app.build("/cfg_bad.json")
+    _write(scratch("cfg_bad.json"), config_text(keys={"gw": "short"}, light={"fps": 999}))
+    t = app.build(scratch("cfg_bad.json"))
     assert isinstance(t, app.ConfigErrorTerminal)
     assert "light.fps" in t.message and "keys.gw" in t.message and "short\"" not in t.message
     lines = []
@@ -97,3 +97,22 @@ def test_terminal_keeps_working_after_boot_modules_are_dropped():
     status, _ = s.handle_http("POST", "/api/v1/send_msg", h, b)
     assert status == 200
     assert s.frame_step(1000) is not None and s.status(ft())["device"]["board"] == "esp32"
+
+
+def test_board_boot_and_main_in_safe_mode():
+    import os
+    import sys
+    if sys.implementation.name != "micropython":
+        return  # main.py looks at the file system root: only the MicroPython VFS is a safe place for that
+    import builtins
+    _write("/safe_mode", "")
+    lines = []
+    real_print = builtins.print
+    builtins.print = lambda *a: lines.append(" ".join(str(x) for x in a))
+    try:
+        import boot  # noqa: F401 - runs the board's boot.py (no esp module here: skipped quietly)
+        import main  # noqa: F401 - returns at once in safe mode instead of starting the app and its watchdog
+    finally:
+        builtins.print = real_print
+        os.remove("/safe_mode")
+    assert any("safe mode" in x for x in lines), lines

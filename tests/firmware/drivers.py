@@ -3,7 +3,7 @@
 import machine
 import network
 import ntptime
-from _fw import FakeTime, fresh_fakes
+from _fw import FakeTime, fresh_fakes, scratch
 from neopixel import NeoPixel
 
 from sentinel_core import tts_syn6288, tts_xfs5152
@@ -273,7 +273,7 @@ def test_watchdog_ticks_wrap():
 
 def test_store_atomic_write_and_corrupt_file():
     import os
-    path = "/drv_state.json"
+    path = scratch("drv_state.json")
     s = Store(path)
     for p in (path, path + ".tmp"):
         try:
@@ -284,8 +284,10 @@ def test_store_atomic_write_and_corrupt_file():
     assert s.save({"v": 1, "version": 3})
     assert s.save({"v": 1, "version": 4})
     assert s.load() == {"v": 1, "version": 4} and s.writes == 2
-    names = os.listdir("/")
-    assert "drv_state.json.tmp" not in names
+    d = path[:path.rindex("/")] or "/"
+    base = path[path.rindex("/") + 1:]
+    names = os.listdir(d)
+    assert base in names and base + ".tmp" not in names
     with open(path, "w") as f:
         f.write("[1, 2")
     assert s.load() is None and "not valid JSON" in s.last_error
