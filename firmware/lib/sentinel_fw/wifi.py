@@ -18,12 +18,18 @@ class WiFi:
         self.connected = False
         self._started = None  # ticks of the attempt in flight
         self._next = None
-        wlan.active(True)
         if hostname:
+            # Set before the interface comes up, so DHCP announces it. network.hostname() since MicroPython 1.20;
+            # the WLAN config key before that. The name is a convenience, never a reason not to join.
             try:
-                wlan.config(dhcp_hostname=hostname)
+                import network
+                network.hostname(hostname)
             except Exception:
-                pass  # older ports call it "hostname"; the name is a convenience, not a requirement
+                try:
+                    wlan.config(dhcp_hostname=hostname)
+                except Exception:
+                    pass
+        wlan.active(True)
 
     def step(self, t_ms):
         """Drive the connection; returns True while connected."""

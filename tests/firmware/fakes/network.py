@@ -6,7 +6,15 @@ STAT_CONNECTING = 1
 STAT_GOT_IP = 1010
 
 ap_up = True        # whether connect() succeeds
+_hostname = "mpy-esp32"
 connect_after = 0   # isconnected() calls before an attempt completes
+
+
+def hostname(name=None):
+    global _hostname
+    if name is None:
+        return _hostname
+    _hostname = name
 
 
 class WLAN:
