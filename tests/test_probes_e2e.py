@@ -131,3 +131,29 @@ def test_idle_gpu_at_gen1_never_reaches_the_emulator(tmp_path, chain):
         assert not any(a["key"].startswith("A04:") for a in h.status()["active"])
     finally:
         d.close()
+
+
+def test_every_probe_event_passes_the_gateways_validation():
+    from host_client.gateway.events import parse_event
+    from host_client.probes import events, nccl, xid
+
+    ident = events.Identity("A03", "gpu-worker-08-5c9e38f4a1")
+    findings = [
+        xid.finding(xid.parse("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."), 2),
+        xid.finding(xid.parse("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=x, Graphics Exception\x7f\x01"), 2),
+        nccl.finding(nccl.parse("[PG ID 0 PG GUID 0(default_pg) Rank 5]  failure detected by watchdog at work "
+                                "sequence id: 7"), "/x"),
+        events.Finding(("pcie", 3), events.PCIE_DOWNGRADE, 3, "PCIe link Gen3 x4, expected Gen5 x16"),
+        events.Finding(("thermal", 1), events.THERMAL, 1, "t"),
+        events.Finding(("nvlink", 1), events.NVLINK_ERROR, 1, "n"),
+        events.Finding(("util", 1), events.GPU_UTIL_DROP, 1, "u"),
+        events.Finding(("progress", "j"), events.PROGRESS_STALL, events.NODE_WIDE, "p" * 300, stalled_ranks=[0, 1]),
+    ]
+    for f in findings:
+        for util in (None, 0.0, 97.5):
+            if f.event_type == events.GPU_UTIL_DROP and util is None:
+                continue  # the probe always has a utilisation for this one: it is the reading that fired it
+            ev = parse_event(events.body(ident, f, util))
+            assert ev.event_type == f.event_type and ev.host == "gpu-worker-08"
+            rec = parse_event(events.body(ident, f, util, recovered=True))
+            assert rec.event_type == "RECOVERED" and rec.recovers == f.event_type

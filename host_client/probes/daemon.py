@@ -59,7 +59,10 @@ class Daemon:
         self.gpu = gpu
         self.devices = gpu.devices() if gpu is not None else []
         self.checker = GpuChecker(self.devices, config_mod.gpu_rules(cfg))
-        self._pci = {d["pci"]: d["index"] for d in self.devices if d.get("pci")} or proc_gpu_indexes()
+        # The driver's own list fills in buses NVML no longer enumerates (a GPU that fell off the bus before we
+        # started); NVML's numbering wins where both know a bus.
+        self._pci = proc_gpu_indexes()
+        self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         self.sender = sender
         self.q = queue.Queue()
         self.stop = threading.Event()

@@ -159,7 +159,7 @@ def body(identity, finding, gpu_util, recovered=False, now=None):
     else:
         ev["state"] = "firing"
     if finding.detail:
-        ev["detail"] = "".join(c if c >= " " else " " for c in finding.detail)[:MAX_DETAIL]
+        ev["detail"] = "".join(c if " " <= c != "\x7f" else " " for c in finding.detail)[:MAX_DETAIL]
     for k, v in finding.extra.items():
         if v is not None and k not in ev:
             ev[k] = v
