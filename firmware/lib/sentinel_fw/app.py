@@ -396,6 +396,12 @@ def main(config_path="/config.json", state_path="/state.json"):
         app.run_forever()
         return
     drop_boot_modules()
+    try:
+        # Collect whenever a quarter of what is free has been allocated: small, frequent collections keep the heap
+        # from fragmenting, so a request's few KB always find room.
+        gc.threshold(gc.mem_free() // 4 + gc.mem_alloc())
+    except AttributeError:
+        pass
     import asyncio
     log("GPU Sentinel %s on %s" % (VERSION, app.cfg["board"]))
     asyncio.run(app.run())
