@@ -116,3 +116,37 @@ def test_board_boot_and_main_in_safe_mode():
         builtins.print = real_print
         os.remove("/safe_mode")
     assert any("safe mode" in x for x in lines), lines
+
+
+async def test_run_serves_real_http_on_cpython():
+    import sys
+    if sys.implementation.name == "micropython":
+        return  # the WebAssembly port has no sockets; on the board this is microdot's own start_server
+    import socket
+
+    from _fw import preset_body, signed
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    s, ft = boot(cfg_sections={"http": {"port": port}})
+    task = asyncio.create_task(s.run())
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0.02)
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                continue
+        h, b = signed(preset_body("p0", "over real TCP", key="tcp"), ft())
+        head = "POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(b)
+        head += "".join("%s: %s\r\n" % kv for kv in h.items()) + "Connection: close\r\n\r\n"
+        writer.write(head.encode() + b)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+    finally:
+        task.cancel()
+    assert raw.startswith(b"HTTP/1.0 200") or raw.startswith(b"HTTP/1.1 200"), raw[:200]
+    assert b'"level": "P0"' in raw and s.terminal.display(ft()).key == "tcp"
