@@ -74,6 +74,11 @@ def test_p0_preset_exact_bytes_to_leds_and_uart():
         red = max(red, np.last[i + 1])
         blue = max(blue, np.last[i + 2])
     assert red > 0 and green == 0 and blue == 0, (red, green, blue)
+    # The flash really flashes: within one period (docs/RENDERING.md: 400 ms) a frame differs from the first.
+    frames = set()
+    for t in range(1000, 1400, 40):
+        frames.add(bytes(s.frame_step(t)))
+    assert len(frames) >= 2, "P0 frames never change: no flash"
     # Button lamp lit: there is something to acknowledge.
     assert machine.Pin.registry[33].value() == 1
     # UART: the first utterance is exactly the SYN6288 frame(s) for the alarm's text.
