@@ -79,7 +79,20 @@ class TerminalMachine(RuleBasedStateMachine):
           duration=st.one_of(st.none(), st.integers(1, 2000)), text=st.sampled_from(["XID 79", "optics", "ok"]))
     def alarm(self, level, key, audio, repeat, duration, text):
         light, color = MODES[level]
-        self.t.on_alarm(Alarm(text, color, light, audio, repeat, level, key, None, duration), self.now)
+        ik = self.t.on_alarm(Alarm(text, color, light, audio, repeat, level, key, None, duration), self.now)
+        if audio == "none" or ik not in self.t.active:
+            return
+        until = self.acked.get(ik)
+        acked = until is not None and until > self.now
+        muted = self.mute_until is not None and self.now < self.mute_until
+        quiet = self.synced and _quiet_by_calendar(self.cfg, self.now)
+        full = len(self.t.queue) == self.t.queue.capacity
+        if level == P0 and not acked:
+            # A new fire speaks, whatever the mute or the hour.
+            assert self.t.queue.find(ik) is not None or full
+        if level < P0 and not acked and not muted and not quiet:
+            # An unsynced clock errs on the side of speaking.
+            assert self.t.queue.find(ik) is not None or full
 
     @rule(long=st.booleans())
     def button(self, long):
