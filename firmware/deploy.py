@@ -127,17 +127,18 @@ def check_config(path):
         raise DeployError("config file %s not found: copy firmware/config.example.json to firmware/config.json, "
                           "fill in Wi-Fi and a secret, or pass --config PATH (or --no-config to deploy without one)"
                           % path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    # The board's own validation, run here with the board's libraries first on the path (restored after).
     sys.path.insert(0, LIB)
     try:
         from sentinel_fw import config
+        try:
+            return config.parse(text, os.path.basename(path))
+        except config.ConfigError as e:
+            raise DeployError("the config would not boot:\n%s" % e) from None
     finally:
         sys.path.remove(LIB)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    try:
-        return config.parse(text, os.path.basename(path))
-    except config.ConfigError as e:
-        raise DeployError("the config would not boot:\n%s" % e)
 
 
 def find_ports():

@@ -104,3 +104,8 @@ def test_validate_does_not_mutate_input():
     d = config_dict(light={"fps": 30})
     config.validate(d)
     assert d["light"] == {"fps": 30}
+
+
+def test_typo_in_the_terminal_section_is_caught():
+    msg = _error(config_text(terminal={"quiet_strat": "23:00"}))
+    assert "terminal.quiet_strat: unknown setting" in msg and "quiet_start" in msg, msg

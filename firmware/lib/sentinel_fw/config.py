@@ -129,6 +129,12 @@ def validate(raw, source="config.json"):
         if not isinstance(v, dict):
             problems.append("%s: must be an object {...}" % sec)
             continue
+        if sec == "terminal":
+            # The state machine ignores keys it does not know; a typo in quiet hours must not pass silently.
+            from sentinel_core.terminal import DEFAULTS as TERMINAL_KEYS
+            for k in v:
+                if k not in TERMINAL_KEYS and not k.startswith("_"):
+                    problems.append("terminal.%s: unknown setting (known: %s)" % (k, ", ".join(sorted(TERMINAL_KEYS))))
         if sec in ("keys", "terminal"):
             cfg[sec] = dict(v)
             continue
