@@ -348,3 +348,31 @@ def test_events_have_gateway_shape():
     f = events.Finding(("x",), events.THERMAL, 0, "y" * 500 + "\n")
     ev = events.body(ident, f, 250.0)
     assert len(ev["detail"]) == 200
+
+
+def test_kmsg_follower_reads_records_as_they_come(tmp_path):
+    from host_client.probes.follow import KmsgFollower
+    fifo = tmp_path / "kmsg"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDWR)  # a writer for the life of the test, like the kernel
+    got = []
+    stop = threading.Event()
+    KmsgFollower(lambda n, rec: got.append((n, rec)), stop, path=str(fifo), from_start=True).start()
+    time.sleep(0.1)
+    os.write(keep, b"4,2210,812344001,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    assert wait_for(lambda: len(got) == 1, 2)
+    assert got[0][0] == "kmsg" and "Xid" in got[0][1]
+    stop.set()
+    os.close(keep)
+
+
+def test_command_follower_restarts_and_emits_lines():
+    from host_client.probes.follow import CommandFollower
+    got = []
+    stop = threading.Event()
+    f = CommandFollower("journal", ["sh", "-c", "echo 'kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x'"],
+                        lambda n, line: got.append(line.strip()), stop, restart_s=0.05).start()
+    assert wait_for(lambda: len(got) >= 2, 3)  # the command exited and was started again
+    stop.set()
+    f.close()
+    assert got[0] == "kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x"

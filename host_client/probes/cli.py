@@ -163,7 +163,8 @@ def run_once(cfg, as_json=False, out=None):
         for r in readings:
             dv = devs.get(r["index"], {})
             if r["index"] not in bad:
-                rows.append(("gpu", str(r["index"]), "OK", "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
+                rows.append(("gpu", str(r["index"]), _unconfirmed(r, dv, d.checker.rules),
+                             "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
                     dv.get("bus_id") or "", r.get("gen"), r.get("width"), dv.get("max_gen"), dv.get("max_width"),
                     r.get("pstate"), r.get("temp"), r.get("util"))))
         gpu.close()
@@ -202,6 +203,17 @@ def run_once(cfg, as_json=False, out=None):
     else:
         _table(rows, out)
     return 1 if findings else 0
+
+
+def _unconfirmed(r, dv, rules):
+    """OK, or UNCONFIRMED when the last reading alone looks degraded (one sample is not a finding)."""
+    gen, width, pstate = r.get("gen"), r.get("width"), r.get("pstate")
+    exp_gen = rules.expected_gen or dv.get("max_gen")
+    exp_width = rules.expected_width or dv.get("max_width")
+    if (pstate == 0 and gen is not None and exp_gen and gen < exp_gen) or \
+            (width is not None and exp_width and width < exp_width):
+        return "UNCONFIRMED"
+    return "OK"
 
 
 def _fresh(d, findings):
