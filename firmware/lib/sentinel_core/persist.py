@@ -39,8 +39,9 @@ def _alarm(x):
     col = x.get("color")
     if not isinstance(col, list) or len(col) != 3:
         raise ValueError("color must be [r, g, b]")
-    al = Alarm(x.get("text"), (col[0], col[1], col[2]), x.get("light_mode"), x.get("audio_mode"),
-               x.get("repeat_times"), x.get("level"), x.get("key"), x.get("id"), None)
+    # Missing fields become values check_alarm refuses, so a damaged file is reported, never half-restored.
+    al = Alarm(x.get("text"), (col[0], col[1], col[2]), x.get("light_mode", ""), x.get("audio_mode", ""),
+               x.get("repeat_times", 0), x.get("level"), x.get("key"), x.get("id"), None)
     check_alarm(al)
     if al.level == NORMAL:
         raise ValueError("NORMAL alarms are not kept")

@@ -58,7 +58,7 @@ def frame(cmd, param=None, data=b""):
     buf[1] = length >> 8
     buf[2] = length & 0xFF
     buf[3] = cmd
-    if extra:
+    if param is not None:
         buf[4] = param
     buf[4 + extra:4 + extra + len(data)] = data
     buf[-1] = checksum(buf, len(buf) - 1)
