@@ -376,3 +376,40 @@ def test_command_follower_restarts_and_emits_lines():
     stop.set()
     f.close()
     assert got[0] == "kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x"
+
+
+def test_nccl_logs_by_glob_pick_up_new_job_logs(tmp_path, sink):
+    logs = tmp_path / "jobs"
+    logs.mkdir()
+    (logs / "old.log").write_text(open(os.path.join(FIX, "nccl_torch1.log")).read())  # history: not re-sent
+    cfg = make_cfg(tmp_path, sink.url, xid={"source": "none"},
+                   nccl={"logs": [str(logs / "*.log")], "rescan_s": 0.05}, progress={"enabled": False},
+                   status={"listen": ""})
+    d = Daemon(cfg).start()
+    try:
+        time.sleep(0.2)
+        # a new job's log appears with the watchdog line already in it
+        (logs / "job-42.log").write_text(open(os.path.join(FIX, "nccl_torch2.log")).read())
+        _, ev = sink.wait(lambda e: e["event_type"] == "NCCL_TIMEOUT", 3)
+        assert ev["seq"] == 1580 and ev["log"] == str(logs / "job-42.log")
+        time.sleep(0.3)
+        assert sink.types() == [("NCCL_TIMEOUT", -1, None)]
+        os.unlink(logs / "job-42.log")
+        assert wait_for(lambda: str(logs / "job-42.log") not in d.followers[0].active, 3)
+    finally:
+        d.close()
+
+
+def test_second_daemon_on_the_same_socket_is_refused(tmp_path):
+    from host_client.probes.progress import ProgressSocket
+    a = ProgressSocket(str(tmp_path / "p.sock"))
+    try:
+        with pytest.raises(OSError, match="already listens"):
+            ProgressSocket(str(tmp_path / "p.sock"))
+    finally:
+        a.close()
+    import socket
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stale.bind(str(tmp_path / "q.sock"))
+    stale.close()  # the file stays behind, nobody listens
+    ProgressSocket(str(tmp_path / "q.sock")).close()

@@ -22,7 +22,7 @@ DEFAULTS = {
             "nvlink_min_delta": 1, "nvlink_quiet_s": 60.0, "util_drop": True, "busy_pct": 80.0,
             "idle_pct": 5.0, "util_window_s": 30.0, "util_drop_s": 10.0},
     "xid": {"source": "auto", "path": "", "hold_s": 600.0, "ignore": []},
-    "nccl": {"logs": [], "from_start": False, "hold_s": 600.0},
+    "nccl": {"logs": [], "from_start": False, "hold_s": 600.0, "rescan_s": 2.0},
     "progress": {"enabled": True, "socket": DEFAULT_SOCKET, "socket_mode": 0o666, "k": 4.0, "floor_s": 0.5,
                  "ceiling_s": 900.0, "warmup": 3, "window": 32},
     "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0},
@@ -88,6 +88,8 @@ def build(raw):
         raise ConfigError("[gpu] interval_s must be >= 0.05 s")
     if cfg["gpu"]["source"] == "replay" and not cfg["gpu"]["replay"]:
         raise ConfigError("[gpu] source = \"replay\" needs [gpu] replay = <file>")
+    if cfg["nccl"]["rescan_s"] < 0.05:
+        raise ConfigError("[nccl] rescan_s must be >= 0.05 s")
     if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:
         raise ConfigError("[xid] source = \"file\" needs [xid] path = <file>")
     for i, p in enumerate(cfg["nccl"]["logs"]):

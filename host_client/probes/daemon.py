@@ -5,6 +5,7 @@ status server. They only enqueue; all decisions happen on the main loop, which s
 sample, the earliest progress deadline or the next message, whichever comes first.
 """
 
+import glob
 import json
 import logging
 import os
@@ -78,6 +79,8 @@ class Daemon:
         self.sample_seconds = 0.0
         self.lines = 0
         self.started = wall()
+        self.loop_errors = 0
+        self._planned_wake = 0.0
         self._threads = []
 
     # --- wiring --------------------------------------------------------------------------------------------
@@ -94,8 +97,12 @@ class Daemon:
         self.sender.start()
         self._start_xid()
         for path in cfg["nccl"]["logs"]:
-            self.followers.append(follow.FileFollower(path, self._on_line, self.stop,
-                                                      from_start=cfg["nccl"]["from_start"]).start())
+            if glob.has_magic(path):
+                f = follow.GlobWatcher(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"],
+                                      rescan_s=cfg["nccl"]["rescan_s"])
+            else:
+                f = follow.FileFollower(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"])
+            self.followers.append(f.start())
         if cfg["progress"]["enabled"]:
             self.sock = progress.ProgressSocket(cfg["progress"]["socket"], cfg["progress"]["socket_mode"])
             self._spawn(self._progress_reader, "progress")
@@ -144,7 +151,10 @@ class Daemon:
             # not wake for it; it is woken when the beat changes what stands (a stalled job moved again)
             with self.lock:
                 self.tracker.message(msg, self.clock(), peer_pid=pid)
-                wake = self.tracker.dirty
+                dl = self.tracker.next_deadline()
+                # wake the loop early only when this beat changed what stands, or moved the earliest deadline
+                # before the loop's planned wake-up (a job leaving warm-up or a pause)
+                wake = self.tracker.dirty or (dl is not None and dl < self._planned_wake)
             if wake:
                 self.q.put(("wake",))
 
@@ -153,33 +163,44 @@ class Daemon:
         interval = self.cfg["gpu"]["interval_s"]
         next_sample = self.clock() if self.gpu is not None else None
         while not self.stop.is_set():
-            now = self.clock()
-            wake = now + 1.0
-            if next_sample is not None:
-                wake = min(wake, next_sample)
+            try:
+                next_sample = self._iteration(next_sample, interval)
+            except Exception:  # a bug in one check must not silence all the others
+                self.loop_errors += 1
+                log.exception("probe loop iteration failed")
+                self.stop.wait(0.5)
+
+    def _iteration(self, next_sample, interval):
+        now = self.clock()
+        wake = now + 1.0
+        if next_sample is not None:
+            wake = min(wake, next_sample)
+        with self.lock:
             dl = self.tracker.next_deadline()
             if dl is not None:
                 wake = min(wake, dl + 0.001)
-            try:
-                item = self.q.get(timeout=max(0.0, wake - now))
-            except queue.Empty:
-                item = None
-            with self.lock:
-                beats = False
-                while item is not None:
-                    beats = self._handle(item) or beats
-                    try:
-                        item = self.q.get_nowait()
-                    except queue.Empty:
-                        item = None
-                now = self.clock()
-                if next_sample is not None and now >= next_sample:
-                    self.sample_gpus(now)
-                    next_sample += interval
-                    if next_sample < now:  # fell behind (suspended, slow NVML): do not burst
-                        next_sample = now + interval
-                if self.tracker.dirty or (dl is not None and now >= dl):
-                    self.evaluate_progress(now)
+            self._planned_wake = wake
+        try:
+            item = self.q.get(timeout=max(0.0, wake - now))
+        except queue.Empty:
+            item = None
+        with self.lock:
+            while item is not None:
+                self._handle(item)
+                try:
+                    item = self.q.get_nowait()
+                except queue.Empty:
+                    item = None
+            now = self.clock()
+            if next_sample is not None and now >= next_sample:
+                self.sample_gpus(now)
+                next_sample += interval
+                if next_sample < now:  # fell behind (suspended, slow NVML): do not burst
+                    next_sample = now + interval
+            dl = self.tracker.next_deadline()
+            if self.tracker.dirty or (dl is not None and now >= dl):
+                self.evaluate_progress(now)
+        return next_sample
 
     def _handle(self, item):
         kind = item[0]
@@ -264,7 +285,7 @@ class Daemon:
                 "rack": self.identity.rack, "host": self.identity.host,
                 "uptime_s": round(self.wall() - self.started, 1),
                 "gpu_source": getattr(self.gpu, "name", None), "gpus": len(self.devices),
-                "samples": self.samples, "sample_errors": self.sample_errors,
+                "samples": self.samples, "sample_errors": self.sample_errors, "loop_errors": self.loop_errors,
                 "active": active,
                 "xid_recent": [list(k) for k in self.xid_once.recent(now)],
                 "jobs": self.tracker.snapshot(now),

@@ -12,6 +12,7 @@ Each follower runs in its own daemon thread and hands ``(source_name, line)`` to
 import ctypes
 import ctypes.util
 import errno
+import glob
 import os
 import select
 import stat
@@ -152,11 +153,12 @@ JOURNAL_ARGV = ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
 class FileFollower(Follower):
     """A growing file or a FIFO, tail -F style."""
 
-    def __init__(self, path, callback, stop, from_start=False, poll_s=0.25):
+    def __init__(self, path, callback, stop, from_start=False, poll_s=0.25, exit_when_gone=False):
         super().__init__(path, callback, stop)
         self.path = path
         self.from_start = from_start
         self.poll_s = poll_s
+        self.exit_when_gone = exit_when_gone  # for files found by a glob: the watcher re-adds them if they return
 
     def run(self):
         first = True
@@ -164,6 +166,8 @@ class FileFollower(Follower):
             try:
                 st = os.stat(self.path)
             except FileNotFoundError:
+                if self.exit_when_gone:
+                    return
                 self.stop.wait(self.poll_s)
                 first = False  # a file that appears later is read from its start
                 continue
@@ -246,3 +250,55 @@ class FileFollower(Follower):
             f.close()
             if ifd >= 0:
                 os.close(ifd)
+
+
+class GlobWatcher:
+    """Follow every file matching a pattern (training logs named per job or per rank), picking up new ones.
+
+    Files present at start follow the configured ``from_start``; files that appear later are read from their
+    start (a new job's log: its first lines matter). At most ``limit`` files per pattern are followed.
+    """
+
+    def __init__(self, pattern, callback, stop, from_start=False, rescan_s=2.0, limit=256):
+        self.name = pattern
+        self.pattern = pattern
+        self.callback = callback
+        self.stop = stop
+        self.from_start = from_start
+        self.rescan_s = rescan_s
+        self.limit = limit
+        self.active = {}
+        self.error = None
+        self.overflow = False
+
+    @property
+    def lines(self):
+        return sum(f.lines for f in self.active.values())
+
+    def start(self):
+        self.scan(first=True)
+        t = threading.Thread(target=self._run, name="glob:" + self.pattern, daemon=True)
+        t.start()
+        return self
+
+    def scan(self, first=False):
+        for path in sorted(glob.glob(self.pattern)):
+            f = self.active.get(path)
+            if f is not None and f.thread is not None and f.thread.is_alive():
+                continue
+            if f is None and len(self.active) >= self.limit:
+                self.overflow = True
+                self.error = "more than %d files match; the rest are not followed" % self.limit
+                continue
+            self.active[path] = FileFollower(path, self.callback, self.stop,
+                                             from_start=self.from_start if first else True,
+                                             exit_when_gone=True).start()
+        for path in [p for p, f in self.active.items() if not f.thread.is_alive() and not os.path.exists(p)]:
+            del self.active[path]
+
+    def _run(self):
+        while not self.stop.wait(self.rescan_s):
+            try:
+                self.scan()
+            except OSError as e:
+                self.error = str(e)

@@ -223,11 +223,16 @@ class ProgressSocket:
         d = os.path.dirname(path)
         if d and not os.path.isdir(d):
             os.makedirs(d, exist_ok=True)
-        try:
-            if os.path.exists(path):
-                os.unlink(path)
-        except OSError:
-            pass
+        if os.path.exists(path):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                probe.connect(path)
+            except OSError:
+                os.unlink(path)  # a stale socket from a daemon that died
+            else:
+                raise OSError("another sentinel-probe already listens on %s" % path)
+            finally:
+                probe.close()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(path)
         os.chmod(path, mode)
