@@ -54,8 +54,7 @@ def test_device_shells_type_check_against_esp32_stubs(diagnostics):
 
 def test_shared_core_type_checks_against_esp32_stubs(diagnostics):
     core = [d for d in diagnostics if _rel(d).startswith("firmware/lib/sentinel_core/")]
-    if core:
-        pytest.xfail("pyright flags the shared core (owners: state, tts); see the firmware report:\n" + _show(core))
+    assert not core, _show(core)
 
 
 def test_stubs_are_really_in_use(tmp_path):
