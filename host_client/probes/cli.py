@@ -131,8 +131,12 @@ def run_daemon(cfg):
     log.info("running: rack %s host %s, %d GPU(s) via %s, gateway %s", d.identity.rack, d.identity.host,
              len(d.devices), getattr(gpu, "name", "none"), d.sender.url)
     stop.wait()
-    log.info("stopping; %d event(s) still queued", d.sender.pending())
-    d.sender.flush(2.0)
+    d.stop.set()  # no new findings while the last ones go out
+    if d.sender.pending():
+        log.info("stopping; %d event(s) still queued, 2 s to deliver them", d.sender.pending())
+        if not d.sender.flush(2.0):
+            log.warning("stopping with %d undelivered event(s); standing conditions are re-detected at the "
+                        "next start", d.sender.pending())
     d.close()
     return 0
 

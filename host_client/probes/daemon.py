@@ -269,8 +269,8 @@ class Daemon:
         self.counts[ev["event_type"]] += 1
         self.recent.append(ev)
         del self.recent[:-50]
-        log.info("event %s %s gpu=%s %s", ev["event_type"], ev.get("recovers", ""), ev["gpu_index"],
-                 ev.get("detail", ""))
+        log.info("event %s%s gpu=%s: %s", ev["event_type"], " " + ev["recovers"] if recovered else "",
+                 ev["gpu_index"], ev.get("detail", ""))
         if self.sender is not None:
             self.sender.submit(ev)
         return ev
