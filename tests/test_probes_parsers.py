@@ -160,3 +160,28 @@ def test_smi_seed_csv():
 def test_smi_bad_csv(text, msg):
     with pytest.raises(SourceError, match=msg):
         parse_smi_csv(text)
+
+
+_KERNEL = lines("kernel.log")
+_NCCL = lines("nccl_torch1.log") + lines("nccl_torch2.log")
+_PREFIX = st.sampled_from(["", "Nov 29 20:41:07 gpu-worker-08 kernel: ", "[ 9231.774512] ", "4,2210,812344001,-;",
+                           "[Sun Nov 29 20:41:07 2026] ", "2026-11-29T20:41:07.1+00:00 node kernel: "])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_KERNEL), _PREFIX, st.sampled_from(["", "\n", "\r\n"]))
+def test_xid_fixture_lines_parse_the_same_in_any_log_wrapper(line, prefix, end):
+    bare = xid.parse(xid._strip_kmsg(line).split("kernel: ")[-1].split("] ", 1)[-1])
+    got = xid.parse(prefix + xid._strip_kmsg(line) + end)
+    assert (got is None) == (bare is None)
+    if got is not None:
+        assert (got.xid, got.pci, got.severity) == (bare.xid, bare.pci, bare.severity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_NCCL), st.sampled_from(["", "2026-11-29 02:07:08 ", "stderr: ", "[default0]:"]))
+def test_nccl_fixture_lines_parse_the_same_with_launcher_prefixes(line, prefix):
+    a, b = nccl.parse(line), nccl.parse(prefix + line)
+    assert (a is None) == (b is None)
+    if a is not None:
+        assert a.as_dict() == b.as_dict()
