@@ -7,7 +7,7 @@ BIN     := $(abspath $(VENV)/bin)
 STAMP   := $(VENV)/.installed
 export PATH := $(BIN):$(PATH)
 
-.PHONY: test lint mpy-test pytest emulator bench setup clean
+.PHONY: test lint mpy-test pytest emulator bench deploy setup clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ pytest: $(STAMP)
 
 emulator: $(STAMP)
 	$(PY) -m emulator $(ARGS)
+
+# Copy the firmware to a board: make deploy PORT=/dev/ttyUSB0 CONFIG=firmware/config.json (ARGS=--dry-run to see)
+deploy: $(STAMP)
+	$(PY) firmware/deploy.py $(if $(PORT),--port $(PORT)) $(if $(CONFIG),--config $(CONFIG)) $(ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py $(ARGS)

@@ -384,7 +384,10 @@ class Engine:
             return
         try:
             with open(self.state_path, encoding="utf-8") as f:
-                self.terminal.restore(json.load(f), now)
+                d = json.load(f)
+            # The replay floor too: a request captured before a restart stays refused after it.
+            self.receiver.replay.restore(d)
+            self.terminal.restore(d, now)
             self.terminal.mark_saved()
             self.log("state: restored active alarms and mute from %s" % self.state_path)
         except (OSError, ValueError) as e:
@@ -398,6 +401,7 @@ class Engine:
             return
         self._last_save = mono
         d = self.terminal.export_state()
+        d.update(self.receiver.replay.export())
         tmp = self.state_path + ".tmp"
         try:
             os.makedirs(os.path.dirname(self.state_path) or ".", exist_ok=True)

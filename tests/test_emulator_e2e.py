@@ -383,6 +383,27 @@ def test_active_alarms_and_mute_survive_a_restart(tmp_path):
         assert st["speech"]["speaking"] is None and st["speech"]["queued"] == []  # nothing re-spoken (rule 19)
 
 
+def test_a_request_captured_before_a_restart_is_refused_after_it(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    def post(url, req):
+        r = urllib.request.Request(url + "/api/v1/send_msg", data=req.body, headers=req.headers, method="POST")
+        try:
+            with urllib.request.urlopen(r, timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    d = str(tmp_path / "cfg")
+    with Harness(d, voice="off", persist=True) as h:
+        captured = h.client().sign("/api/v1/send_msg", preset("p0", "XID 79", key=P0_KEY).to_wire())
+        assert post(h.url, captured)[0] == 200
+    with Harness(d, voice="off", persist=True) as h2:
+        status, answer = post(h2.url, captured)
+        assert (status, answer["error"]) == (401, "stale_timestamp"), answer
+
+
 def test_demo_plays_the_story(emu):
     logs = []
     rc = run_demo(config_path=emu.config_path, url=emu.url, pause=0.05, log=logs.append)

@@ -224,6 +224,21 @@ def test_state_written_to_flash_and_restored_at_boot():
     assert s2.store.writes == 0
 
 
+def test_reboot_does_not_reopen_a_replay():
+    s, ft = boot()
+    _online(s, ft)
+    h, b = signed(preset_body("p0", P0_TEXT, key=P0_KEY), ft())
+    assert s.handle_http("POST", "/api/v1/send_msg", h, b)[0] == 200
+    with open(STATE_PATH) as f:
+        assert json.load(f)["replay_floor"] == int(h["X-Timestamp"])
+    # The replay memory is gone with the reboot; the floor restored from flash still refuses the capture.
+    s2, ft2 = boot(keep_state=True, now=ft() + 20)
+    _online(s2, ft2)
+    status, out = s2.handle_http("POST", "/api/v1/send_msg", h, b)
+    assert status == 401 and json.loads(out)["error"] == "stale_timestamp", out
+    assert s2.handle_http("POST", "/api/v1/send_msg", *signed(preset_body("p1", "new"), ft2()))[0] == 200
+
+
 def test_corrupt_state_file_is_reported_not_fatal():
     with open(STATE_PATH, "w") as f:
         f.write("{half a fi")

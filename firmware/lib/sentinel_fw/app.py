@@ -143,6 +143,8 @@ class Sentinel:
             self._problem("state", self.store.last_error)
         if d is None:
             return
+        # The replay floor first: after a reboot nothing accepted before it may be accepted again.
+        self.receiver.replay.restore(d)
         try:
             self.terminal.restore(d, now)
             self.terminal.mark_saved(d.get("version"))
@@ -156,6 +158,7 @@ class Sentinel:
         if self.store is None or not t.dirty:
             return False
         d = t.export_state()
+        d.update(self.receiver.replay.export())
         if self.store.save(d):
             t.mark_saved(d["version"])
             return True
