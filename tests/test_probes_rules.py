@@ -421,3 +421,9 @@ def test_nvml_source_adapter():
     assert [f.event_type for f in checker.check(r1, 1)] == ["PCIE_DOWNGRADE"]
     fs = checker.check(src.sample(), 2)
     assert sorted((f.event_type, f.gpu_index) for f in fs) == [("NVLINK_ERROR", 0), ("PCIE_DOWNGRADE", 1)]
+
+
+def test_pause_as_first_message_pauses():
+    tr = ProgressTracker(ProgressRules(ceiling_s=100), alive=lambda pid: True)
+    beat(tr, 0.0, kind="pause")
+    assert tr.snapshot(0.0)[0]["paused"] is True and tr.evaluate(99) == []

@@ -286,6 +286,7 @@ class Daemon:
                 "uptime_s": round(self.wall() - self.started, 1),
                 "gpu_source": getattr(self.gpu, "name", None), "gpus": len(self.devices),
                 "samples": self.samples, "sample_errors": self.sample_errors, "loop_errors": self.loop_errors,
+                "sample_seconds": self.sample_seconds,
                 "active": active,
                 "xid_recent": [list(k) for k in self.xid_once.recent(now)],
                 "jobs": self.tracker.snapshot(now),
@@ -322,6 +323,10 @@ class Daemon:
            (events.RECOVERED, events.XID_FATAL, events.XID_WARNING, events.NCCL_TIMEOUT)])
         m("gpu_samples_total", "GPU samples taken.", "counter", [((), s["samples"])])
         m("gpu_sample_errors_total", "GPU samples that failed.", "counter", [((), s["sample_errors"])])
+        m("gpu_sample_seconds_total", "Time spent reading and checking GPUs (NVML cost).", "counter",
+          [((), round(s["sample_seconds"], 6))])
+        m("loop_errors_total", "Probe loop iterations that failed (see the log).", "counter",
+          [((), s["loop_errors"])])
         m("jobs", "Training processes beating.", "gauge", [((), len(s["jobs"]))])
         m("sender_pending", "Events waiting for the gateway.", "gauge", [((), s["sender"]["pending"])])
         m("sender_sent_total", "Events the gateway accepted.", "counter", [((), s["sender"]["sent"])])

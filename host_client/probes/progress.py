@@ -100,6 +100,8 @@ class ProgressTracker:
                 p.steps = 1
                 p.step = _opt_int(msg.get("step"))
                 self.beats += 1
+            elif kind == "pause":
+                p.paused = True
             return True
         if kind == "pause":
             p.paused = True
