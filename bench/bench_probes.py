@@ -261,6 +261,33 @@ def cost(seconds, gpus=8):
         sink.server.shutdown()
 
 
+def beat_cost(n=20000):
+    """What beat() costs the training loop, with the daemon's socket present (datagrams drained) and absent."""
+    tmp = tempfile.mkdtemp(prefix="probe-beat-")
+    path = os.path.join(tmp, "p.sock")
+    rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    rx.bind(path)
+    rx.setblocking(False)
+    b = Beat(path=path, job="bench", rank=0, local_rank=0)
+    t0 = time.perf_counter()
+    for i in range(n):
+        b.beat(i)
+        if i % 64 == 0:
+            while True:
+                try:
+                    rx.recv(4096)
+                except BlockingIOError:
+                    break
+    with_daemon = (time.perf_counter() - t0) / n
+    rx.close()
+    os.unlink(path)
+    b = Beat(path=path, job="bench")
+    t0 = time.perf_counter()
+    for i in range(n):
+        b.beat(i)
+    return with_daemon, (time.perf_counter() - t0) / n
+
+
 def main(argv):
     quick = "--quick" in argv
     trials = 10 if quick else 30
@@ -277,6 +304,9 @@ def main(argv):
     print("  CPU %.3f %% of one core (%.4f %% per GPU); RSS %.1f MiB (peak %.1f MiB); events sent %d" % (
         c["cpu_pct_of_core"], c["cpu_pct_per_gpu"], c["rss_mib"], c["peak_rss_mib"], c["events"]))
     print("  (replayed readings: real NVML adds its own call cost per sample; see docs/PROBES.md)")
+    w, wo = beat_cost()
+    print("beat() in the training loop: %.1f us per call with the daemon listening, %.1f us without" % (
+        w * 1e6, wo * 1e6))
     return 0
 
 
