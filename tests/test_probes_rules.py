@@ -427,3 +427,20 @@ def test_pause_as_first_message_pauses():
     tr = ProgressTracker(ProgressRules(ceiling_s=100), alive=lambda pid: True)
     beat(tr, 0.0, kind="pause")
     assert tr.snapshot(0.0)[0]["paused"] is True and tr.evaluate(99) == []
+
+
+def test_no_driver_is_a_precise_source_error(monkeypatch):
+    from host_client.probes import gpu_source
+
+    class NoDriver(_FakePynvml):
+        def nvmlInit(self):
+            raise self.NVMLError("NVML Shared Library Not Found")
+
+    with pytest.raises(SourceError, match="NVML unavailable: NVML Shared Library Not Found"):
+        gpu_source.NvmlSource(nvml=NoDriver())
+    monkeypatch.setattr(gpu_source, "NvmlSource", lambda: gpu_source.NvmlSource(nvml=NoDriver()))
+    with pytest.raises(SourceError, match="no GPU source: NVML unavailable.*cannot run /nonexistent/nvidia-smi"):
+        gpu_source.open_source("auto", smi_binary="/nonexistent/nvidia-smi")
+    with pytest.raises(SourceError, match="unknown GPU source 'cuda'"):
+        gpu_source.open_source("cuda")
+    assert gpu_source.open_source("none") is None
