@@ -438,7 +438,8 @@ def test_no_driver_is_a_precise_source_error(monkeypatch):
 
     with pytest.raises(SourceError, match="NVML unavailable: NVML Shared Library Not Found"):
         gpu_source.NvmlSource(nvml=NoDriver())
-    monkeypatch.setattr(gpu_source, "NvmlSource", lambda: gpu_source.NvmlSource(nvml=NoDriver()))
+    real = gpu_source.NvmlSource
+    monkeypatch.setattr(gpu_source, "NvmlSource", lambda: real(nvml=NoDriver()))
     with pytest.raises(SourceError, match="no GPU source: NVML unavailable.*cannot run /nonexistent/nvidia-smi"):
         gpu_source.open_source("auto", smi_binary="/nonexistent/nvidia-smi")
     with pytest.raises(SourceError, match="unknown GPU source 'cuda'"):
