@@ -445,3 +445,14 @@ def test_no_driver_is_a_precise_source_error(monkeypatch):
     with pytest.raises(SourceError, match="unknown GPU source 'cuda'"):
         gpu_source.open_source("cuda")
     assert gpu_source.open_source("none") is None
+
+
+def test_resume_after_a_stall_in_pause_clears_it():
+    tr = ProgressTracker(ProgressRules(ceiling_s=10), alive=lambda pid: True)
+    for i in range(5):
+        beat(tr, float(i), i)
+    beat(tr, 5.0, kind="pause")
+    assert tr.evaluate(14.0) == [] and len(tr.evaluate(15.5)) == 1   # a checkpoint that never ends
+    beat(tr, 16.0, kind="resume")
+    assert tr.dirty and tr.evaluate(16.0) == []
+    assert len(tr.evaluate(16.0 + 4.1)) == 1                          # timed again from the resume

@@ -103,11 +103,14 @@ class ProgressTracker:
             elif kind == "pause":
                 p.paused = True
             return True
-        if kind == "pause":
-            p.paused = True
-        elif kind == "resume":
-            p.paused = False
-            p.last = now  # the pause is not a step interval
+        if kind in ("pause", "resume"):
+            # either one proves the process is alive and moving: the pause (or what follows it) is timed from
+            # now, and is never learned as a step interval
+            p.paused = kind == "pause"
+            p.last = now
+            if p.stalled_at is not None:
+                p.stalled_at = None
+                self.dirty = True
         else:
             gap = now - p.last
             limit = self.limit(p)
