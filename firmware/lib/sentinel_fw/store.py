@@ -29,10 +29,10 @@ class Store:
         return d
 
     def save(self, d):
-        text = json.dumps(d)
         try:
             with open(self.tmp, "w") as f:
-                f.write(text)
+                # Streamed into the file: the whole text never sits in the heap beside the request being served.
+                json.dump(d, f)
             os.rename(self.tmp, self.path)
         except OSError as e:
             self.last_error = "writing %s: %s" % (self.path, e)
