@@ -3,10 +3,37 @@
 # clock, proven by the HMAC). A bounded memory remembers what was accepted; when it must forget an entry, the
 # floor rises to that entry's timestamp and nothing at or below the floor is accepted again, so forgetting never
 # re-opens a replay. The floor is exported so a reboot does not re-open one either (docs/PROTOCOL.md).
+import hashlib
+
 from sentinel_core.errors import unauthorized
 
 ACCEPT = 0
 DUPLICATE = 1
+
+# What one entry remembers, packed into one bytearray (on the ESP32 three Python objects per entry cost ~150 bytes,
+# this ~30): the first 16 bytes of the request's HMAC (a replay has the same one; 128 bits make a false match
+# impossible in practice), a flag, and 8 bytes of SHA-256 of the sender's message id (same reasoning, 64 bits
+# among at most a few thousand remembered ids).
+_MAC = 16
+_ID = 8
+_ENTRY = _MAC + 1 + _ID
+
+
+def _id_digest(msg_id):
+    return hashlib.sha256(msg_id.encode()).digest()
+
+
+def _mac_key(mac):
+    # The receiver's MACs are 32 bytes; anything shorter (tests, other callers) is hashed to full length first.
+    return mac if len(mac) >= _MAC else hashlib.sha256(mac).digest()
+
+
+def _same(buf, at, value, n):
+    # Compared in place: a slice of the table per entry would allocate on every check.
+    for j in range(n):
+        if buf[at + j] != value[j]:
+            return False
+    return True
 
 
 class ReplayGuard:
@@ -18,9 +45,12 @@ class ReplayGuard:
         self.floor = 0
         self._newest = None  # newest accepted Unix timestamp
         self._newest_at = 0  # the local clock's reading when it was accepted
+        # Slot i: its timestamp in _ts (None: free) as an offset from _base, so that it stays a small int on
+        # MicroPython (Unix seconds are above 2**30 and would each be a heap object), its MAC and id in _keys.
+        self._base = None
         self._ts = []
-        self._macs = []
-        self._ids = []
+        self._keys = bytearray()
+        self._n = 0
 
     def reference(self, now, synced):
         """The Unix time requests are judged against, or None before the first request on an unsynced clock."""
@@ -30,15 +60,24 @@ class ReplayGuard:
             return None
         return self._newest + (now - self._newest_at)
 
+    def _find(self, mac, idh):
+        k = self._keys
+        for i in range(len(self._ts)):
+            if self._ts[i] is None:
+                continue
+            at = i * _ENTRY
+            if _same(k, at, mac, _MAC) or (idh is not None and k[at + _MAC] and _same(k, at + _MAC + 1, idh, _ID)):
+                return True
+        return False
+
     def check(self, ts, mac, msg_id, now, synced):
         """ACCEPT or DUPLICATE; raises ProtocolError 401 stale_timestamp. Does not record: call accept()."""
         ref = self.reference(now, synced)
         if ref is not None and (ts < ref - self.window or ts > ref + self.window):
             raise unauthorized("stale_timestamp", "timestamp is %d s away from the terminal's time (window %d s); "
                                "check the sender's clock" % (ts - ref, self.window))
-        for i in range(len(self._ts)):
-            if self._macs[i] == mac or (msg_id is not None and self._ids[i] == msg_id):
-                return DUPLICATE
+        if self._n and self._find(_mac_key(mac), None if msg_id is None else _id_digest(msg_id)):
+            return DUPLICATE
         if ts <= self.floor:
             raise unauthorized("stale_timestamp", "timestamp is older than the terminal's replay memory; "
                                "sign again with the current time")
@@ -48,37 +87,62 @@ class ReplayGuard:
         ref = self.reference(now, synced)
         if ref is not None:
             self._prune(ref - self.window)
-        if len(self._ts) >= self.capacity:
-            oldest = 0
-            for i in range(1, len(self._ts)):
-                if self._ts[i] < self._ts[oldest]:
+        if self._n >= self.capacity and self._base is not None:
+            oldest = -1
+            low = 0
+            for i in range(len(self._ts)):
+                t = self._ts[i]
+                if t is not None and (oldest < 0 or t < low):
                     oldest = i
-            if self._ts[oldest] > self.floor:
-                self.floor = self._ts[oldest]
+                    low = t
+            if self._base + low > self.floor:
+                self.floor = self._base + low
             self._drop(oldest)
-        self._ts.append(ts)
-        self._macs.append(mac)
-        self._ids.append(msg_id)
+        if self._base is None:
+            self._base = ts
+        slot = None
+        for i in range(len(self._ts)):
+            if self._ts[i] is None:
+                slot = i
+                break
+        if slot is None:
+            slot = len(self._ts)
+            self._ts.append(None)
+            self._keys.extend(bytes(_ENTRY))
+        at = slot * _ENTRY
+        k = self._keys
+        mac = _mac_key(mac)
+        for j in range(_MAC):
+            k[at + j] = mac[j]
+        if msg_id is None:
+            k[at + _MAC] = 0
+        else:
+            k[at + _MAC] = 1
+            d = _id_digest(msg_id)
+            for j in range(_ID):
+                k[at + _MAC + 1 + j] = d[j]
+        self._ts[slot] = ts - self._base
+        self._n += 1
         if self._newest is None or ts > self._newest:
             self._newest = ts
             self._newest_at = now
 
     def _prune(self, before):
         # Entries the window refuses anyway can go without raising the floor.
-        i = 0
-        while i < len(self._ts):
-            if self._ts[i] < before:
+        if self._base is None:
+            return
+        before -= self._base
+        for i in range(len(self._ts)):
+            t = self._ts[i]
+            if t is not None and t < before:
                 self._drop(i)
-            else:
-                i += 1
 
     def _drop(self, i):
-        self._ts.pop(i)
-        self._macs.pop(i)
-        self._ids.pop(i)
+        self._ts[i] = None
+        self._n -= 1
 
     def __len__(self):
-        return len(self._ts)
+        return self._n
 
     def export(self):
         """What must survive a reboot: after one, nothing at or below the newest accepted timestamp is taken."""
