@@ -2,7 +2,8 @@
 # (wled00/bus_manager.cpp) counts it: a WS2812 channel at 255 draws ma_per_led / 3, so a frame draws
 #     sum over every byte of the frame  x  ma_per_led / 765   mA.
 # Not counted (as in WLED): the ~1 mA each LED draws when dark and the controller's own draw. Subtract both from
-# the supply's rating to get the budget (hardware/ docs: 16x16 on 5 V 2 A: 2000 - 256 - 120 = 1624 mA).
+# the supply's rating to get the budget (hardware/POWER.md: a 16x16 box on a 5 V 4 A supply runs with
+# light.budget_ma = 2000, leaving room for the 256 mA the dark LEDs draw, the ESP32, the TTS amplifier and margin).
 
 # WLED's default: 55 mA per LED at full white (the datasheet's 60 mA is rarely reached).
 MA_PER_LED = 55
