@@ -43,14 +43,15 @@ async def imp(name):
     a = await held()
     __import__(name)
     MODS.append((name, await held() - a))
-# Everything the board imports while running (main.py -> app.main -> Sentinel + server), in import order.
+# Everything the board imports (main.py -> startup.boot -> Sentinel; app.main -> server), in import order.
 for _n in ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strictjson", "sentinel_core.alarm",
            "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
            "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
            "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
            "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config", "sentinel_fw.clock",
            "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels", "sentinel_fw.buttonpoll",
-           "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot", "sentinel_fw.server", "sentinel_fw.app"):
+           "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot", "sentinel_fw.server", "sentinel_fw.app",
+           "sentinel_fw.startup"):
     await imp(_n)
 import json, time, asyncio
 from sentinel_fw import app as fw_app, config, clock, store, server
@@ -84,7 +85,7 @@ s.speech_step(600)
 s.speech_step(700)
 BUILT = await held() - b0
 b1 = await held()
-fw_app.drop_boot_modules()
+sys.modules["sentinel_fw.startup"].drop_boot_modules()
 config = None
 DROPPED = b1 - await held()
 
@@ -335,7 +336,7 @@ def main():
     print("| held after importing every module the board runs (from those .mpy) | %s |" % kb(m["imports"]))
     print("| held by the built terminal (config, state machine, renderer, receiver, drivers, microdot app) | %s |"
           % kb(m["built"]))
-    print("| freed by dropping the boot-only modules (config, pins) once built | -%s |" % kb(m["dropped"]))
+    print("| freed by dropping the boot-only modules (config, pins, startup) once built | -%s |" % kb(m["dropped"]))
     print("| held while running (after %d accepted alarms, %d active, replay guard filled) | %s |"
           % (REQUESTS * 2, m["active"], kb(m["running"])))
     print("| of which appeared while serving (replay guard of 64, 16 active alarms, speech queue, persist module) "

@@ -11,8 +11,12 @@ if "safe_mode" in os.listdir("/"):
     print("[sentinel] safe mode (/safe_mode exists): not starting; remove it and reset to run")
 else:
     try:
+        from sentinel_fw import startup
+        terminal = startup.boot()
+        # The boot-only modules are out of sys.modules now; this was the last reference to their code.
+        del startup
         from sentinel_fw import app
-        app.main()
+        app.main(terminal)
     except KeyboardInterrupt:
         print("[sentinel] stopped at the REPL")
     except Exception as e:

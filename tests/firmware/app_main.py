@@ -1,10 +1,10 @@
-# Booting the way main.py does: app.build() from a config file, the config-error mode, and the real asyncio tasks
+# Booting the way main.py does: startup.build() from a config file, the config-error mode, and the real asyncio tasks
 # running for a moment on the fakes.
 import asyncio
 
 from _fw import boot, config_text, fresh_fakes, scratch
 
-from sentinel_fw import app
+from sentinel_fw import app, startup
 
 
 def _write(path, text):
@@ -15,7 +15,7 @@ def _write(path, text):
 def test_build_from_a_valid_file_gives_a_running_terminal():
     fresh_fakes()
     _write(scratch("cfg_ok.json"), config_text(name="room-a"))
-    s = app.build(scratch("cfg_ok.json"), scratch("cfg_ok_state.json"))
+    s = startup.build(scratch("cfg_ok.json"), scratch("cfg_ok_state.json"))
     assert isinstance(s, app.Sentinel) and s.cfg["name"] == "room-a"
     assert s.wifi is not None and s.wifi.ssid == "lab"
 
@@ -23,8 +23,8 @@ def test_build_from_a_valid_file_gives_a_running_terminal():
 def test_missing_config_shows_config_error_on_the_leds():
     from neopixel import NeoPixel
     fresh_fakes()
-    t = app.build("/no/such/config.json")
-    assert isinstance(t, app.ConfigErrorTerminal)
+    t = startup.build("/no/such/config.json")
+    assert isinstance(t, startup.ConfigErrorTerminal)
     assert "not found" in t.message
     # The default pin of the board, whatever the file would have said.
     assert NeoPixel.instances[-1].pin.id == 13
@@ -46,8 +46,8 @@ def test_missing_config_shows_config_error_on_the_leds():
 def test_invalid_config_message_names_the_field_and_hides_the_secret():
     fresh_fakes()
     _write(scratch("cfg_bad.json"), config_text(keys={"gw": "short"}, light={"fps": 999}))
-    t = app.build(scratch("cfg_bad.json"))
-    assert isinstance(t, app.ConfigErrorTerminal)
+    t = startup.build(scratch("cfg_bad.json"))
+    assert isinstance(t, startup.ConfigErrorTerminal)
     assert "light.fps" in t.message and "keys.gw" in t.message and "short\"" not in t.message
     lines = []
     app.quiet = False
@@ -91,12 +91,24 @@ def test_terminal_keeps_working_after_boot_modules_are_dropped():
 
     from _fw import preset_body, signed
     s, ft = boot()
-    app.drop_boot_modules()
+    startup.drop_boot_modules()
     assert "sentinel_fw.config" not in sys.modules and "sentinel_fw.pins" not in sys.modules
+    assert "sentinel_fw.startup" not in sys.modules
     h, b = signed(preset_body("p0", "after the drop", key="k"), ft())
     status, _ = s.handle_http("POST", "/api/v1/send_msg", h, b)
     assert status == 200
     assert s.frame_step(1000) is not None and s.status(ft())["device"]["board"] == "esp32"
+
+
+def test_boot_returns_the_running_terminal_without_the_boot_modules():
+    import sys
+    fresh_fakes()
+    _write(scratch("cfg_boot.json"), config_text(name="room-b"))
+    s = startup.boot(scratch("cfg_boot.json"), scratch("cfg_boot_state.json"))
+    assert isinstance(s, app.Sentinel) and s.cfg["name"] == "room-b"
+    for name in ("config", "pins", "startup"):
+        assert "sentinel_fw." + name not in sys.modules, name
+    assert s.frame_step(0) is not None
 
 
 def test_board_boot_and_main_in_safe_mode():
