@@ -2,6 +2,9 @@
 # interval) as a small JSON-able document, and the strict reading of it back. The shell writes it to flash only when
 # Terminal.dirty says it changed: flash wears, and a reboot loop must not rewrite it on every boot.
 
+import io
+import json
+
 from sentinel_core.alarm import NORMAL, Alarm
 from sentinel_core.terminal import Active, check_alarm, incident_key
 
@@ -17,20 +20,57 @@ def _is_num(v):
 
 
 def export_state(term):
-    alarms = []
+    """The state as a dict: what write_state writes, read back (the format is defined once, by write_state)."""
+    buf = io.StringIO()
+    write_state(term, buf)
+    # MicroPython's StringIO has getvalue(); the ESP32 stubs leave it out.
+    return json.loads(buf.getvalue())  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def write_state(term, f, extra=None):
+    """The state document, with extra's keys added, written as JSON into the text stream f. The board writes its
+    state file this way on every change: one row dict is refilled for each alarm, so the document is never built in
+    the heap (a dict per alarm cost ~3.7 KB per save with 16 active alarms; this ~0.5 KB)."""
+    w = f.write
+    w('{"v": %d, "version": %d, "saved_at": ' % (FORMAT, term.state_version))
+    json.dump(term._last_now, f)
+    w(', "alarms": [')
+    col = [0, 0, 0]
+    row = {"key": None, "text": None, "level": 0, "color": col, "light_mode": None, "audio_mode": None,
+           "repeat_times": 0, "id": None, "since": 0, "expires": None}
+    sep = ""
     for a in term.ordered():
         al = a.alarm
         if al.level == NORMAL:
             continue
-        alarms.append({"key": al.key, "text": al.text, "level": al.level, "color": list(al.color),
-                       "light_mode": al.light_mode, "audio_mode": al.audio_mode,
-                       "repeat_times": al.repeat_times, "id": al.id, "since": a.since, "expires": a.expires})
-    acked = {}
-    for k in term.acked:
-        acked[k] = term.acked[k]
-    return {"v": FORMAT, "version": term.state_version, "saved_at": term._last_now,
-            "alarms": alarms, "mute_until": term.mute_until, "acked": acked,
-            "heartbeat": term.health.interval}
+        row["key"] = al.key
+        row["text"] = al.text
+        row["level"] = al.level
+        col[0] = al.color[0]
+        col[1] = al.color[1]
+        col[2] = al.color[2]
+        row["light_mode"] = al.light_mode
+        row["audio_mode"] = al.audio_mode
+        row["repeat_times"] = al.repeat_times
+        row["id"] = al.id
+        row["since"] = a.since
+        row["expires"] = a.expires
+        w(sep)
+        json.dump(row, f)
+        sep = ", "
+    w('], "mute_until": ')
+    json.dump(term.mute_until, f)
+    w(', "acked": ')
+    json.dump(term.acked, f)
+    w(', "heartbeat": ')
+    json.dump(term.health.interval, f)
+    if extra:
+        for k in extra:
+            w(", ")
+            json.dump(k, f)
+            w(": ")
+            json.dump(extra[k], f)
+    w("}")
 
 
 def _alarm(x):

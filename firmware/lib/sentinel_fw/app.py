@@ -147,10 +147,12 @@ class Sentinel:
         t = self.terminal
         if self.store is None or not t.dirty:
             return False
-        d = t.export_state()
-        d.update(self.receiver.replay.export())
-        if self.store.save(d):
-            t.mark_saved(d["version"])
+        from sentinel_core.persist import write_state
+        extra = self.receiver.replay.export()
+        version = t.state_version
+        # Written field by field into the file (persist.write_state): the document is never built in the heap.
+        if self.store.save_with(lambda f: write_state(t, f, extra)):
+            t.mark_saved(version)
             return True
         return False
 

@@ -29,10 +29,14 @@ class Store:
         return d
 
     def save(self, d):
+        # Streamed into the file: the whole text never sits in the heap beside the request being served.
+        return self.save_with(lambda f: json.dump(d, f))
+
+    def save_with(self, fill):
+        """Write the file with fill(f), which writes the JSON document into the open text file f."""
         try:
             with open(self.tmp, "w") as f:
-                # Streamed into the file: the whole text never sits in the heap beside the request being served.
-                json.dump(d, f)
+                fill(f)
             os.rename(self.tmp, self.path)
         except OSError as e:
             self.last_error = "writing %s: %s" % (self.path, e)
