@@ -37,6 +37,8 @@ async def held():
     await _aio.sleep(0)
     gc.collect()
     return gc.mem_alloc()
+import micropython
+micropython.qstr_info()
 MODS = []
 BASE = await held()
 async def imp(name):
@@ -60,6 +62,9 @@ for _m in sys.modules:
     if _m.startswith("sentinel") and not sys.modules[_m].__file__.startswith("/mpy/"):
         raise SystemExit("not loaded from .mpy: %s" % _m)
 IMPORTS = await held() - BASE
+# Every name and short string in the loaded code is interned once, in pools the heap never gives back: printed before
+# the baseline and here as "qstr pool: ... n_total_bytes=N" and parsed on the CPython side.
+micropython.qstr_info()
 
 SECRET = "0123456789abcdef0123456789abcdef"
 CFG = {"board": "esp32", "wifi": {"ssid": "lab", "password": "password123"}, "keys": {"gw": SECRET},
@@ -311,6 +316,12 @@ def measure():
     out = run_micropython(code, firmware=True)
     line = [x for x in out.splitlines() if x.startswith("{")][-1]
     m = json.loads(line)
+    pools = []
+    for q in [x for x in out.splitlines() if x.startswith("qstr pool:")][:2]:
+        pools.append(dict(kv.split("=") for kv in q.split(":", 1)[1].replace(",", " ").split()))
+    # The names of the fakes and of this script were interned before the baseline: not counted.
+    m["qstr_n"] = int(pools[1]["n_qstr"]) - int(pools[0]["n_qstr"])
+    m["qstr_bytes"] = int(pools[1]["n_total_bytes"]) - int(pools[0]["n_total_bytes"])
     m["mpy_bytes"] = mpy_bytes
     return m
 
@@ -334,6 +345,8 @@ def main():
     print("|---|---|")
     print("| .mpy files on flash (deploy.py's build of every board library) | %s |" % kb(m["mpy_bytes"]))
     print("| held after importing every module the board runs (from those .mpy) | %s |" % kb(m["imports"]))
+    print("| of which interned names (%d qstrs: identifiers, attribute and key names, short strings) | %s |"
+          % (m["qstr_n"], kb(m["qstr_bytes"])))
     print("| held by the built terminal (config, state machine, renderer, receiver, drivers, microdot app) | %s |"
           % kb(m["built"]))
     print("| freed by dropping the boot-only modules (config, pins, startup) once built | -%s |" % kb(m["dropped"]))
@@ -357,7 +370,8 @@ def main():
     print("| allocated per speech step (20 Hz) | %d B |" % m["per_speech"])
     print("| allocated per network step (2 Hz) | %d B |" % m["per_net"])
     print()
-    print("Heap held per module import (in import order; shared dependencies count where first imported):")
+    print("Heap held per module import (in import order; shared dependencies count where first imported; lumpy: the")
+    print("interned-name pool grows in doubling chunks, charged to the module that needed the next one):")
     for name, n in sorted(m["mods"], key=lambda x: -x[1])[:12]:
         print("  %-28s %s" % (name, kb(n)))
     print()
