@@ -4,7 +4,7 @@
 # Text goes in Unicode mode (UTF-16 big-endian): MicroPython has no GB2312 codec. These functions only build and
 # read bytes; the firmware's UART driver writes them and feeds what it reads to parse_reply.
 
-from sentinel_core import tts_reply, tts_text
+from sentinel_core import tts_frame, tts_reply, tts_text
 
 NAME = "syn6288"
 BIG_ENDIAN = True
@@ -40,29 +40,9 @@ POWER_DOWN = b"\xfd\x00\x02\x88\x77"
 parse_reply = tts_reply.parse_reply
 
 
-def checksum(buf, n):
-    x = 0
-    for i in range(n):
-        x ^= buf[i]
-    return x
-
-
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data, checksum."""
-    extra = 0 if param is None else 1
-    length = len(data) + extra + 2
-    if length > 0xFFFF:
-        raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
-    buf = bytearray(length + 3)
-    buf[0] = 0xFD
-    buf[1] = length >> 8
-    buf[2] = length & 0xFF
-    buf[3] = cmd
-    if param is not None:
-        buf[4] = param
-    buf[4 + extra:4 + extra + len(data)] = data
-    buf[-1] = checksum(buf, len(buf) - 1)
-    return bytes(buf)
+    return tts_frame.build(cmd, param, data, True)
 
 
 def set_baud(rate):
@@ -85,69 +65,18 @@ def tags(volume=None, speed=None, music_volume=None):
     return s
 
 
-def _check_int(value, low, high, what):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
-        raise ValueError("%s must be an int %d..%d, got %r" % (what, low, high, value))
-
-
 def synthesize(text, volume=None, speed=None, music=0, music_volume=None, raw=False, max_text=MAX_TEXT):
-    """The frames that speak text, in order: a list of bytes, each at most max_text bytes of text.
-
-    Every frame starts with the same tags, so each one speaks alike whatever the chip did before. Unless raw, the
-    text's square brackets become parentheses (tts_text.plain): text from the wire cannot steer the chip.
-    Text longer than one frame is cut by the rule in tts_text.cut: on code point boundaries, after punctuation
-    or whitespace where it can. ValueError for empty text or a value out of range; nothing is half-built.
-    """
-    if not isinstance(text, str):
-        raise TypeError("text must be a str, got %s" % type(text).__name__)
-    if not text:
-        raise ValueError("nothing to speak: the text is empty")
-    _check_int(music, MUSIC[0], MUSIC[1], "background music")
-    _check_int(max_text, 4, LIMIT_TEXT, "max_text")
-    head = tts_text.encode(tags(volume, speed, music_volume), True)
-    budget = max_text - len(head)
-    if budget < 4:
-        raise ValueError("max_text %d leaves no room for text after the tags (%d bytes)" % (max_text, len(head)))
-    if not raw:
-        text = tts_text.plain(text)
-    data = tts_text.encode(text, True)
-    param = (music << 3) | UNICODE
-    view = memoryview(data)
-    out = []
-    for start, end in tts_text.pieces(data, budget, True):
-        n = len(head) + end - start
-        buf = bytearray(n + 6)
-        buf[0] = 0xFD
-        buf[1] = (n + 3) >> 8
-        buf[2] = (n + 3) & 0xFF
-        buf[3] = SYNTHESIZE
-        buf[4] = param
-        buf[5:5 + len(head)] = head
-        buf[5 + len(head):5 + n] = view[start:end]
-        buf[-1] = checksum(buf, n + 5)
-        out.append(bytes(buf))
-    return out
+    """The frames that speak text, in order: a list of bytes, each at most max_text bytes of text (tts_frame.speak
+    says how long text is cut and why brackets are neutralised)."""
+    tts_frame.check_int(music, MUSIC[0], MUSIC[1], "background music")
+    return tts_frame.speak(SYNTHESIZE, (music << 3) | UNICODE, tags(volume, speed, music_volume), text, raw, max_text,
+                           LIMIT_TEXT, True, True)
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length, checksum)."""
-    n = len(data)
-    if n < 5 or data[0] != 0xFD:
-        raise ValueError("not a SYN6288 frame: it must start with FD and be at least 5 bytes")
-    length = (data[1] << 8) | data[2]
-    if length != n - 3:
-        raise ValueError("length field says %d, the frame has %d bytes after the header" % (length, n - 3))
-    if checksum(data, n - 1) != data[n - 1]:
-        raise ValueError("checksum %02X does not match %02X" % (data[n - 1], checksum(data, n - 1)))
-    cmd = data[3]
-    param = None
-    body = bytes(data[4:n - 1])
-    if cmd == SYNTHESIZE or cmd == BAUD_CMD:
-        if not body:
-            raise ValueError("command %02X needs a parameter byte" % cmd)
-        param = body[0]
-        body = body[1:]
+    cmd, param, body = tts_frame.parse(data, True, "SYN6288", (SYNTHESIZE, BAUD_CMD))
     text = None
     if cmd == SYNTHESIZE and param & 7 == UNICODE:
         text = tts_text.decode(body, True)

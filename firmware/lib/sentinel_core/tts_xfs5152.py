@@ -4,7 +4,7 @@
 # UTF-16 little-endian (the SYN6288 wants big-endian). These functions only build and read bytes; the firmware's
 # UART driver writes them and feeds what it reads to parse_reply.
 
-from sentinel_core import tts_reply, tts_text
+from sentinel_core import tts_frame, tts_reply, tts_text
 
 NAME = "xfs5152"
 BIG_ENDIAN = False
@@ -41,19 +41,7 @@ parse_reply = tts_reply.parse_reply
 
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data."""
-    extra = 0 if param is None else 1
-    length = len(data) + extra + 1
-    if length > 0xFFFF:
-        raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
-    buf = bytearray(length + 3)
-    buf[0] = 0xFD
-    buf[1] = length >> 8
-    buf[2] = length & 0xFF
-    buf[3] = cmd
-    if param is not None:
-        buf[4] = param
-    buf[4 + extra:] = data
-    return bytes(buf)
+    return tts_frame.build(cmd, param, data, False)
 
 
 def tags(volume=None, speed=None, tone=None):
@@ -74,52 +62,14 @@ def synthesize(text, volume=None, speed=None, tone=None, raw=False, max_text=MAX
     Every frame starts with the same tags. Unless raw, square brackets become parentheses (tts_text.plain).
     Long text is cut by the rule in tts_text.cut. ValueError for empty text or a value out of range.
     """
-    if not isinstance(text, str):
-        raise TypeError("text must be a str, got %s" % type(text).__name__)
-    if not text:
-        raise ValueError("nothing to speak: the text is empty")
-    if isinstance(max_text, bool) or not isinstance(max_text, int) or max_text < 4 or max_text > LIMIT_TEXT:
-        raise ValueError("max_text must be an int 4..%d, got %r" % (LIMIT_TEXT, max_text))
-    head = tts_text.encode(tags(volume, speed, tone), False)
-    budget = max_text - len(head)
-    if budget < 4:
-        raise ValueError("max_text %d leaves no room for text after the tags (%d bytes)" % (max_text, len(head)))
-    if not raw:
-        text = tts_text.plain(text)
-    data = tts_text.encode(text, False)
-    view = memoryview(data)
-    out = []
-    for start, end in tts_text.pieces(data, budget, False):
-        n = len(head) + end - start
-        buf = bytearray(n + 5)
-        buf[0] = 0xFD
-        buf[1] = (n + 2) >> 8
-        buf[2] = (n + 2) & 0xFF
-        buf[3] = SYNTHESIZE
-        buf[4] = UNICODE
-        buf[5:5 + len(head)] = head
-        buf[5 + len(head):] = view[start:end]
-        out.append(bytes(buf))
-    return out
+    return tts_frame.speak(SYNTHESIZE, UNICODE, tags(volume, speed, tone), text, raw, max_text, LIMIT_TEXT, False,
+                           False)
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length)."""
-    n = len(data)
-    if n < 4 or data[0] != 0xFD:
-        raise ValueError("not an XFS5152CE frame: it must start with FD and be at least 4 bytes")
-    length = (data[1] << 8) | data[2]
-    if length != n - 3:
-        raise ValueError("length field says %d, the frame has %d bytes after the header" % (length, n - 3))
-    cmd = data[3]
-    param = None
-    body = bytes(data[4:])
-    if cmd == SYNTHESIZE:
-        if not body:
-            raise ValueError("command %02X needs a parameter byte" % cmd)
-        param = body[0]
-        body = body[1:]
+    cmd, param, body = tts_frame.parse(data, False, "XFS5152CE", (SYNTHESIZE,))
     text = None
     if cmd == SYNTHESIZE and param == UNICODE:
         text = tts_text.decode(body, False)

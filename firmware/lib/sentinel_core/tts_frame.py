@@ -1,0 +1,100 @@
+# The frame both speech chips share: FD | lenH | lenL | cmd | [param] | data... | [XOR]. The SYN6288 ends every
+# frame with the XOR of all bytes before it and counts that byte in the length; the XFS5152CE has no checksum.
+# The chip modules hold what differs (byte order, tags, commands); this holds how a frame is laid out and read.
+from sentinel_core import tts_text
+
+HEADER = 0xFD
+
+
+def xor(buf, n):
+    x = 0
+    for i in range(n):
+        x ^= buf[i]
+    return x
+
+
+def check_int(value, low, high, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
+        raise ValueError("%s must be an int %d..%d, got %r" % (what, low, high, value))
+
+
+def build(cmd, param, data, checksum):
+    """One frame: header, length, cmd, the optional param byte, data, and the XOR byte when checksum."""
+    extra = 0 if param is None else 1
+    tail = 1 if checksum else 0
+    length = len(data) + extra + 1 + tail
+    if length > 0xFFFF:
+        raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
+    buf = bytearray(length + 3)
+    buf[0] = HEADER
+    buf[1] = length >> 8
+    buf[2] = length & 0xFF
+    buf[3] = cmd
+    if param is not None:
+        buf[4] = param
+    buf[4 + extra:4 + extra + len(data)] = data
+    if checksum:
+        buf[-1] = xor(buf, len(buf) - 1)
+    return bytes(buf)
+
+
+def speak(cmd, param, tags_text, text, raw, max_text, limit, big_endian, checksum):
+    """The synthesis frames for text, in order, each holding the tags and at most max_text bytes in all.
+
+    Every frame starts with the same tags, so each one speaks alike whatever the chip did before. Unless raw, the
+    text's square brackets become parentheses (tts_text.plain): text from the wire cannot steer the chip.
+    Text longer than one frame is cut by the rule in tts_text.cut: on code point boundaries, after punctuation
+    or whitespace where it can. ValueError for empty text or a value out of range; nothing is half-built.
+    """
+    if not isinstance(text, str):
+        raise TypeError("text must be a str, got %s" % type(text).__name__)
+    if not text:
+        raise ValueError("nothing to speak: the text is empty")
+    check_int(max_text, 4, limit, "max_text")
+    head = tts_text.encode(tags_text, big_endian)
+    budget = max_text - len(head)
+    if budget < 4:
+        raise ValueError("max_text %d leaves no room for text after the tags (%d bytes)" % (max_text, len(head)))
+    if not raw:
+        text = tts_text.plain(text)
+    data = tts_text.encode(text, big_endian)
+    view = memoryview(data)
+    tail = 1 if checksum else 0
+    out = []
+    for start, end in tts_text.pieces(data, budget, big_endian):
+        n = len(head) + end - start
+        buf = bytearray(n + 5 + tail)
+        buf[0] = HEADER
+        buf[1] = (n + 2 + tail) >> 8
+        buf[2] = (n + 2 + tail) & 0xFF
+        buf[3] = cmd
+        buf[4] = param
+        buf[5:5 + len(head)] = head
+        buf[5 + len(head):5 + n] = view[start:end]
+        if checksum:
+            buf[-1] = xor(buf, n + 5)
+        out.append(bytes(buf))
+    return out
+
+
+def parse(data, checksum, name, param_cmds):
+    """A frame -> (cmd, param or None, body bytes). ValueError for anything that is not one well-formed frame.
+    param_cmds: the commands whose first data byte is a parameter."""
+    n = len(data)
+    least = 5 if checksum else 4
+    if n < least or data[0] != HEADER:
+        raise ValueError("not a %s frame: it must start with FD and be at least %d bytes" % (name, least))
+    length = (data[1] << 8) | data[2]
+    if length != n - 3:
+        raise ValueError("length field says %d, the frame has %d bytes after the header" % (length, n - 3))
+    if checksum and xor(data, n - 1) != data[n - 1]:
+        raise ValueError("checksum %02X does not match %02X" % (data[n - 1], xor(data, n - 1)))
+    cmd = data[3]
+    param = None
+    body = bytes(data[4:n - 1] if checksum else data[4:])
+    if cmd in param_cmds:
+        if not body:
+            raise ValueError("command %02X needs a parameter byte" % cmd)
+        param = body[0]
+        body = body[1:]
+    return cmd, param, body
