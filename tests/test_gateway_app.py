@@ -109,7 +109,8 @@ def test_p1_is_the_rfc_orange_breath(gw):
 @pytest.mark.parametrize("body,status,code", [
     (b"{not json", 400, "bad_json"),
     (b"\xff\xfe", 400, "bad_encoding"),
-    (json.dumps([1]).encode(), 400, "bad_body"),
+    (json.dumps("x").encode(), 400, "bad_body"),
+    (b"[]", 400, "bad_batch"),
     (json.dumps(dict(EV, gpu_util="x")).encode(), 422, "bad_field"),
     (json.dumps({"node_host": "h"}).encode(), 422, "missing_field"),
 ])
@@ -117,6 +118,17 @@ def test_bad_requests(gw, body, status, code):
     c, g, clients = gw
     r = c.post("/api/v1/gpu_event", data=body, content_type="application/json")
     assert r.status_code == status and r.json["error"] == code and r.json["message"]
+
+
+def test_batch_of_a_nodes_gpus(gw):
+    c, g, clients = gw
+    batch = [dict(EV, gpu_index=i) for i in range(8)] + [dict(EV, event_type="XID_FATAL", gpu_index=2), {"x": 1}]
+    r = c.post("/api/v1/gpu_event", json=batch)
+    assert r.status_code == 200 and r.json["rejected"] == 1 and not r.json["ok"]
+    res = r.json["results"]
+    assert [x.get("result") for x in res] == ["alarm"] + ["suppressed"] * 7 + ["alarm", None]
+    assert res[0]["terminals"] == {"room": "alone"} and res[9]["error"] == "missing_field"
+    wait(lambda: len(clients["room"].sent) == 2)
 
 
 def test_too_large_wrong_method_unknown_path(gw):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
-from flask import Flask, Response, request
+from flask import Flask, Response
 
 from .config import Config
 from .service import Gateway
 
 EXT = "sentinel_gateway"
+_REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 413: "Payload Too Large",
+            422: "Unprocessable Entity"}
 
 
 def _json(status, obj):
@@ -27,39 +29,6 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
     app.extensions[EXT] = gw
     limit = config.max_body
 
-    def body():
-        n = request.content_length
-        if n is not None and n > limit:
-            return None, _json(413, {"ok": False, "error": "too_large",
-                                     "message": "body is %d bytes, at most %d" % (n, limit)})
-        raw = request.get_data(cache=False)
-        if len(raw) > limit:
-            return None, _json(413, {"ok": False, "error": "too_large", "message": "body over %d bytes" % limit})
-        try:
-            return json.loads(raw.decode("utf-8")), None
-        except UnicodeDecodeError:
-            return None, _json(400, {"ok": False, "error": "bad_encoding", "message": "body is not valid UTF-8"})
-        except ValueError as e:
-            return None, _json(400, {"ok": False, "error": "bad_json", "message": "malformed JSON: %s" % e})
-
-    @app.post("/api/v1/gpu_event")
-    def gpu_event():
-        obj, err = body()
-        if err is not None:
-            gw._count(gw.rejected, ("gpu_event", "bad_json"))
-            return err
-        status, answer = gw.gpu_event(obj)
-        return _json(status, answer)
-
-    @app.post("/api/v1/alertmanager")
-    def alertmanager():
-        obj, err = body()
-        if err is not None:
-            gw._count(gw.rejected, ("alertmanager", "bad_json"))
-            return err
-        status, answer = gw.alertmanager(obj)
-        return _json(status, answer)
-
     @app.get("/healthz")
     def healthz():
         return _json(200, gw.health())
@@ -76,6 +45,44 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
     def not_allowed(_e):
         return _json(405, {"ok": False, "error": "method_not_allowed", "message": "wrong method for this endpoint"})
 
+    # The two ingest endpoints are the hot path of a storm: they are answered straight from WSGI, skipping flask's
+    # request machinery (about a third of the per-request cost); everything else goes through flask.
+    flask_wsgi = app.wsgi_app
+    handlers = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
+                "/api/v1/alertmanager": ("alertmanager", gw.alertmanager)}
+
+    def ingest(source, handle, environ):
+        try:
+            n = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            n = -1
+        if n < 0 or n > limit:
+            return gw.refuse(source, 413, "too_large", "body must be 0..%d bytes (Content-Length)" % limit)
+        raw = environ["wsgi.input"].read(n) if n else b""
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return gw.refuse(source, 400, "bad_encoding", "body is not valid UTF-8")
+        except ValueError as e:
+            return gw.refuse(source, 400, "bad_json", "malformed JSON: %s" % e)
+        return handle(obj)
+
+    def wsgi(environ, start_response):
+        h = handlers.get(environ.get("PATH_INFO"))
+        if h is None:
+            return flask_wsgi(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "POST":
+            status, answer = 405, {"ok": False, "error": "method_not_allowed", "message": "use POST"}
+        else:
+            status, answer = ingest(h[0], h[1], environ)
+        out = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(out)))]
+        if status == 405:
+            headers.append(("Allow", "POST"))
+        start_response("%d %s" % (status, _REASONS.get(status, "Error")), headers)
+        return [out]
+
+    app.wsgi_app = wsgi
     if start:
         gw.start()
     return app

@@ -22,6 +22,12 @@ def setup_logging(fmt: str, level: str) -> None:
     log.handlers[:] = [h]
     log.setLevel(getattr(logging, level.upper()))
     log.propagate = False
+    # waitress warns "Task queue depth is N" for every queued request: thousands of lines in a storm, each one a
+    # write the busy gateway pays for. Queue depth is in /metrics; only waitress's errors are logged.
+    wq = logging.getLogger("waitress")
+    wq.handlers[:] = [h]
+    wq.setLevel(logging.ERROR)
+    wq.propagate = False
 
 
 def main(argv=None) -> int:

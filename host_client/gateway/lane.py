@@ -172,6 +172,7 @@ class Lane:
         self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
         self.carried_size: dict = {}             # alarm key -> how many incidents it stood for
         self.gen = 0                             # bumped on every change the persisted queue must see
+        self.sync_gen = 0                        # bumped when an alarm is added: that write is fsynced
         self.up = None                           # None: never tried
         self.stats = {"incidents_alone": 0, "incidents_folded": 0, "incidents_dropped": 0,
                       "incidents_expired": 0, "incidents_delivered": 0, "incidents_refused": 0,
@@ -426,6 +427,7 @@ class Lane:
             self._dropped(victim, "queue full; dropped for a higher-level alarm")
         self.items.append(it)
         it.queued = True
+        self.sync_gen += 1
         self._touch()
         return True
 
@@ -518,7 +520,7 @@ class Lane:
 
     def snapshot(self) -> dict:
         with self.cond:
-            return {"version": 1, "terminal": self.name, "seq": self.seq, "gen": self.gen,
+            return {"version": 1, "terminal": self.name, "seq": self.seq, "gen": self.gen, "sync_gen": self.sync_gen,
                     "items": [x.to_json() for x in sorted(self.items, key=lambda x: x.seq)]}
 
     def restore(self, data: dict) -> int:

@@ -23,6 +23,7 @@ from .incident import Incident
 from .lane import LATENCY_BUCKETS, Lane
 
 logger = logging.getLogger("sentinel.gateway")
+MAX_BATCH = 1000
 
 
 def log_event(event: str, severity: int = logging.INFO, /, **fields) -> None:
@@ -132,6 +133,10 @@ class Gateway:
     def _count(self, d, k):
         d[k] = d.get(k, 0) + 1
 
+    def refuse(self, source, status, code, message):
+        """A body refused before it was parsed (size, encoding, JSON): counted like any rejection."""
+        return self.reject(source, EventError(code, message, status))
+
     def reject(self, source, err: EventError):
         with self.lock:
             self._count(self.rejected, (source, err.code))
@@ -139,17 +144,38 @@ class Gateway:
         return err.status, {"ok": False, "error": err.code, "message": str(err)}
 
     def gpu_event(self, body):
-        """One probe event. Returns (HTTP status, JSON answer)."""
+        """One probe event, or a JSON array of up to MAX_BATCH (a node reporting its GPUs at once).
+        Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order."""
+        if isinstance(body, list):
+            if not body or len(body) > MAX_BATCH:
+                return self.refuse("gpu_event", 422 if body else 400, "bad_batch",
+                                   "a batch is a JSON array of 1..%d events" % MAX_BATCH)
+            results = [self._event(b) for b in body]
+            incs = [r[2] for r in results if r[2] is not None]
+            if incs:
+                routed = self._dispatch(incs)
+                i = 0
+                for r in results:
+                    if r[2] is not None:
+                        r[1]["terminals"] = routed[i]
+                        i += 1
+            answers = [r[1] for r in results]
+            return 200, {"ok": all(r[0] == 200 for r in results), "results": answers,
+                         "rejected": sum(1 for r in results if r[0] != 200)}
+        status, answer, inc = self._event(body)
+        if inc is not None:
+            answer["terminals"] = self._dispatch([inc])[0]
+        return status, answer
+
+    def _event(self, body):
         try:
             ev = parse_event(body, self.cfg.accept_unknown)
         except EventError as e:
-            return self.reject("gpu_event", e)
+            status, answer = self.reject("gpu_event", e)
+            return status, answer, None
         lang = self.cfg.language
         level = ev.level()
         recovery = ev.recovers is not None
-        kind = ev.recovers if recovery else ev.event_type
-        inc = Incident(ev.key, level, ev.rack, ev.host, kind, ev.text(lang, self.cfg.templates), ev.labels(),
-                       "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
         mtype = ev.metric_type
         with self.lock:
             self._count(self.events_in, ("gpu_event", mtype))
@@ -162,13 +188,13 @@ class Gateway:
                 self.debouncer.forget(debounce_recovered(ev.key))
         answer = {"ok": True, "key": ev.key, "level": LEVEL_NAMES[level]}
         if not fire:
-            log_event("debounce_suppressed", logging.DEBUG, key=ev.debounce_key)
             answer["result"] = "suppressed"
-            return 200, answer
+            return 200, answer, None
+        kind = ev.recovers if recovery else ev.event_type
+        inc = Incident(ev.key, level, ev.rack, ev.host, kind, ev.text(lang, self.cfg.templates), ev.labels(),
+                       "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
         answer["result"] = "recovery" if recovery else "alarm"
-        answer["terminals"] = self._dispatch([inc])[0]
-        log_event("event_accepted", logging.DEBUG, key=ev.key, level=LEVEL_NAMES[level], terminals=answer["terminals"])
-        return 200, answer
+        return 200, answer, inc
 
     def alertmanager(self, body):
         try:
