@@ -165,7 +165,7 @@ def test_alertmanager_group_is_one_alarm_and_one_summary_not_a_burst():
     assert (w.level, w.rack, w.host, w.text) == (P1, "B11", "10.2.11.4", "NVLink CRC errors rising on 10.2.11.4")
     r = parse_webhook(fixture("am_resolved.json"), cfg(), "zh")[0]
     assert r.recovery and r.level == NORMAL and r.key == "am:a1b2c3d4e5f60718"
-    assert r.text.endswith("已恢复正常")
+    assert r.text_for("zh").endswith("已恢复正常") and r.text_for("en").startswith("Resolved: ")
 
 
 def test_alertmanager_end_to_end_in_process():
@@ -258,6 +258,22 @@ def test_english_templates_by_config():
         wait(lambda: clients["room"].sent)
         assert clients["room"].sent[0].text == \
             "Fatal hardware fault: rack A03 node gpu-worker-08 GPU 3 reported a driver-level error"
+    finally:
+        gateway_of(app).stop()
+
+
+def test_each_terminal_speaks_its_own_language():
+    clients = {"room": FakeClient(), "office": FakeClient()}
+    c = cfg()
+    c.terminals["office"].language = "en"
+    c.routes[0].racks = ["A*"]
+    c.routes[0].terminals = ["room", "office"]
+    app = create_app(c, clients=clients)
+    try:
+        app.test_client().post("/api/v1/gpu_event", json=EV)
+        wait(lambda: clients["room"].sent and clients["office"].sent)
+        assert clients["room"].sent[0].text.startswith("训练集群紧急预警")
+        assert clients["office"].sent[0].text.startswith("Training cluster emergency: rack A03")
     finally:
         gateway_of(app).stop()
 

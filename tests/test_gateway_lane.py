@@ -163,6 +163,17 @@ def test_recovery_clears_the_alarm_that_told_the_terminal():
     assert r[0].key == summary_key and r[0].text == "Training cluster back to normal"
 
 
+def test_tracked_incidents_age_out_and_memory_is_released():
+    lane = Lane("t", track_s=100.0)
+    for i in range(3000):
+        lane.submit(inc("R%d" % (i % 7), "h%d" % i), i * 0.001)
+    drain(lane, 10.0)
+    assert len(lane.carrier_of) == 3000 and lane.open
+    lane.submit(inc("Z", "late", "THERMAL", P1), 200.0)
+    assert len(lane.carrier_of) == 1 and set(lane.open) == {"Z:late:THERMAL"}
+    assert len(lane.groups) == 1                # closed groups and their host sets are gone too
+
+
 def test_rate_limit_token_bucket():
     r = RateLimit(burst=2, interval=5.0)
     assert r.wait(0.0) == 0

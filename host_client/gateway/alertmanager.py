@@ -101,6 +101,6 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         if status == "firing":
             out.append(Incident(key, level, rack, host, name, text, inc_labels, "alertmanager"))
         else:
-            rt = RESOLVED_TEXT.get(language, RESOLVED_TEXT["en"]) % text
+            rt = {lang: tpl % text for lang, tpl in RESOLVED_TEXT.items()}
             out.append(Incident(key, NORMAL, rack, host, name, rt, inc_labels, "alertmanager", recovery=True))
     return out

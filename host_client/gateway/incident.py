@@ -20,12 +20,18 @@ class Incident:
         self.rack = rack or ""
         self.host = host or ""
         self.kind = kind            # event type or alertname: what a summary says happened
-        self.text = text            # the words for this incident alone
+        self.text = text            # the words for this incident alone: a str, or {"zh": ..., "en": ...}
         self.labels = labels or {}
         self.source = source
         self.recovery = recovery
         self.phrase_zh = phrase_zh or kind
         self.phrase_en = phrase_en or kind
+
+    def text_for(self, language):
+        t = self.text
+        if isinstance(t, dict):
+            return t.get(language) or t.get("en") or next(iter(t.values()))
+        return t
 
     def __repr__(self):
         return "Incident(%s %s%s)" % (self.key, self.level, " recovery" if self.recovery else "")

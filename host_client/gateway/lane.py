@@ -244,7 +244,8 @@ class Lane:
         return it
 
     def _alone(self, inc, now) -> str:
-        it = self._new_item(inc.level, inc.text, inc.key, [inc.key], now, "recovery" if inc.recovery else "alone")
+        it = self._new_item(inc.level, inc.text_for(self.language), inc.key, [inc.key], now,
+                            "recovery" if inc.recovery else "alone")
         if not self._enqueue(it, now):
             return "dropped"
         if not inc.recovery:
@@ -346,7 +347,7 @@ class Lane:
         if not self.open:
             text = t["all_clear"]
         elif carrier == inc.key:
-            text = inc.text
+            text = inc.text_for(self.language)
         else:
             text = t["summary_recovered"] % size
         it = self._new_item(NORMAL, text, carrier, [inc.key], now, "recovery")

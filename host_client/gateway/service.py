@@ -173,7 +173,6 @@ class Gateway:
         except EventError as e:
             status, answer = self.reject("gpu_event", e)
             return status, answer, None
-        lang = self.cfg.language
         level = ev.level()
         recovery = ev.recovers is not None
         mtype = ev.metric_type
@@ -191,7 +190,9 @@ class Gateway:
             answer["result"] = "suppressed"
             return 200, answer, None
         kind = ev.recovers if recovery else ev.event_type
-        inc = Incident(ev.key, level, ev.rack, ev.host, kind, ev.text(lang, self.cfg.templates), ev.labels(),
+        # both languages: each terminal speaks its own (terminals.<name>.language, else gateway.language)
+        text = {"zh": ev.text("zh", self.cfg.templates), "en": ev.text("en", self.cfg.templates)}
+        inc = Incident(ev.key, level, ev.rack, ev.host, kind, text, ev.labels(),
                        "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
         answer["result"] = "recovery" if recovery else "alarm"
         return 200, answer, inc
