@@ -220,6 +220,11 @@ def test_wire_form_is_accepted_by_the_terminal_schema():
     a = parse_alarm(wire)
     assert a.level == P0 and len(a.key.encode()) <= 64 and len(a.text.encode()) <= 400
     assert wire_key(ev.key) == wire_key(ev.key) and wire_key("short") == "short"
+    it.text, it.key = "bell\x07 and\ttab", "k\x01"
+    a = parse_alarm(to_alarm(it).to_wire())          # sanitised: the terminal would refuse control characters
+    assert a.text == "bell  and tab" and a.key == "k?"
+    it.text = " \n "
+    assert parse_alarm(to_alarm(it).to_wire()).text == "alarm"
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import threading
 import time
 
@@ -23,10 +24,14 @@ from sentinel_core.validate import KEY_MAX_BYTES, TEXT_MAX_BYTES
 _PRESET = ("normal", "p1", "p0")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def wire_key(key):
     """Incident keys are rack:host:type and may exceed the wire's 64 bytes: keep a readable head, add a hash."""
     if key is None:
         return None
+    key = _CONTROL.sub("?", key) or "?"
     b = key.encode("utf-8")
     if len(b) <= KEY_MAX_BYTES:
         return key
@@ -36,6 +41,10 @@ def wire_key(key):
 
 
 def wire_text(text):
+    """What the terminal's schema accepts: no control characters, not blank, at most 400 bytes of UTF-8."""
+    text = _CONTROL.sub(" ", text)
+    if not text.strip():
+        text = "alarm"
     b = text.encode("utf-8")
     if len(b) <= TEXT_MAX_BYTES:
         return text
