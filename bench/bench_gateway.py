@@ -205,9 +205,10 @@ def phase_storm(mode="event", procs=2, threads=8):
     port = free_port()
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nthreads = %d\n\n'
+        state = "" if os.environ.get("BENCH_NO_STATE") else 'state_dir = "%s"\n' % os.path.join(tmp, "state")
+        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\n\n'
                 '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, os.path.join(tmp, "state"), GW_THREADS, term.url))
+                % (port, state, GW_THREADS, term.url))
     env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
                                                                                               "lib")]))
     log_path = os.path.join(tmp, "gateway.log")

@@ -95,12 +95,14 @@ class PendingStore:
 
 class Persister:
     """Saves a lane's queue whenever it changes, in its own thread (group commit: one write covers every change
-    made while the previous one was written). The ingest path waits for the write that covers its change before it
-    answers, so an event that got its 200 is on disk."""
+    made while the previous one was written). A new alarm is written (and fsynced) at once and the ingest path
+    waits for that write before it answers, so an event that created an alarm is on disk when it gets its 200. An
+    incident folded into a summary that is already on disk is written within coalesce_s, without a wait."""
 
-    def __init__(self, lane, store, log=None):
+    def __init__(self, lane, store, log=None, coalesce_s=0.05):
         self.lane = lane
         self.store = store
+        self.coalesce_s = coalesce_s
         self.log = log or (lambda event, **kw: None)
         self.saved = lane.gen
         self.synced = -1
@@ -160,6 +162,14 @@ class Persister:
                     lane.cond.wait(1.0)
                 if self._stop:
                     return
+                # Only summaries grew since the last write: let more folds join this write (a storm folds
+                # thousands a second), unless a new alarm arrives, which is written at once.
+                end = time.monotonic() + self.coalesce_s
+                while lane.sync_gen <= self.synced and not self._stop:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    lane.cond.wait(left)
             if not self.save():
                 time.sleep(0.5)
 

@@ -227,7 +227,7 @@ class Gateway:
     def _dispatch(self, incidents):
         now = self.clock()
         out = []
-        touched = set()
+        before = {}
         for inc in incidents:
             names = self.cfg.route(inc.labels)
             if not names:
@@ -236,17 +236,22 @@ class Gateway:
                 log_event("event_unrouted", logging.WARNING, key=inc.key)
             res = {}
             for name in names:
-                res[name] = self.lanes[name].submit(inc, now)
-                touched.add(name)
-            out.append(res)
-        for name in touched:
-            p = self.persisters.get(name)
-            if p is not None:
                 lane = self.lanes[name]
-                with lane.cond:
-                    gen = lane.gen
-                if not p.wait(gen, self.cfg.persist_wait_s):
-                    log_event("persist_slow", logging.WARNING, terminal=name)
+                if name not in before:
+                    before[name] = lane.sync_gen
+                res[name] = lane.submit(inc, now)
+            out.append(res)
+        # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
+        # covers every request waiting at that moment). A fold into a summary already on disk does not wait.
+        for name, sync0 in before.items():
+            p = self.persisters.get(name)
+            lane = self.lanes[name]
+            if p is None or lane.sync_gen == sync0:
+                continue
+            with lane.cond:
+                gen = lane.gen
+            if not p.wait(gen, self.cfg.persist_wait_s):
+                log_event("persist_slow", logging.WARNING, terminal=name)
         return out
 
     # ---- operations -------------------------------------------------------------------------------------
