@@ -147,7 +147,7 @@ class Config:
         self.accept_unknown = True
         self.state_dir = None
         self.max_body = 65536
-        self.threads = 8
+        self.threads = 4   # waitress default; more threads only add GIL contention (bench_gateway.py)
         self.log_format = "json"
         self.instance = "gw"
         self.debounce_window = 120.0
