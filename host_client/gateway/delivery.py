@@ -159,6 +159,7 @@ class Persister:
         while True:
             with lane.cond:
                 while lane.gen <= self.saved and not self._stop:
+                    lane.wake_on_change = True
                     lane.cond.wait(1.0)
                 if self._stop:
                     return

@@ -172,6 +172,7 @@ class Lane:
         self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
         self.carried_size: dict = {}             # alarm key -> how many incidents it stood for
         self.gen = 0                             # bumped on every change the persisted queue must see
+        self.wake_on_change = False              # set by an idle persister: wake me on the next change
         self.sync_gen = 0                        # bumped when an alarm is added: that write is fsynced
         self.up = None                           # None: never tried
         self.stats = {"incidents_alone": 0, "incidents_folded": 0, "incidents_dropped": 0,
@@ -273,14 +274,15 @@ class Lane:
                 return "dropped"
         else:
             it.carried.append(inc.key)
-            if g.level > it.level:
+            upgraded = g.level > it.level
+            if upgraded:
                 it.level = g.level
                 it.deadline = it.created + self.deadlines[it.level]
             it.text = self._summary_text(g)
             self.seq += 1
             it.id = "%s-%d" % (self.id_prefix, self.seq)   # new content, new message id (retries keep theirs)
             self.stats["replaced"] += 1
-            self._touch()
+            self._touch(quiet=not upgraded)
         if not inc.recovery:
             self._track(inc.key, it.key, now)
         self.stats["incidents_folded"] += 1
@@ -509,10 +511,14 @@ class Lane:
         self.stats["retries"] += 1
         self._touch()
 
-    def _touch(self) -> None:
+    def _touch(self, quiet=False) -> None:
+        """quiet: a summary only grew. Nobody but an idle persister needs waking for that, and waking the worker
+        and the coalescing persister on each of a storm's thousands of folds costs more than the folds."""
         with self.cond:   # re-entrant: callers usually hold it already
             self.gen += 1
-            self.cond.notify_all()
+            if not quiet or self.wake_on_change:
+                self.wake_on_change = False
+                self.cond.notify_all()
 
     def depth(self) -> int:
         return len(self.items)
