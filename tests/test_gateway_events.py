@@ -176,3 +176,45 @@ def test_optional_extras_accepted_and_unknown_ignored():
 def test_template_override():
     ev = parse_event(body(event_type="THERMAL", gpu_util=90.0))
     assert speech(ev, "en", {"en": {"THERMAL": "hot %s/%s/%d"}}) == "hot A03/gpu-worker-08/3"
+
+
+# gpu_index -1: the probe could not number the GPU (its bus is in neither NVML's nor the driver's list). A fatal
+# XID must still be accepted, and spoken at node level rather than as "GPU -1".
+GPU_TYPES = ["XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL"]
+
+
+def test_unnumbered_fatal_xid_is_accepted_as_p0_with_node_wording():
+    ev = parse_event({"cluster_rack": "A03", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": -1,
+                      "gpu_util": None})
+    assert ev.level() == P0 and ev.gpu_index == -1
+    assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-1 一张 GPU 卡发生驱动级报错"
+    assert speech(ev, "en") == "Fatal hardware fault: rack A03 node gpu-1: a GPU reported a driver-level error"
+
+
+def test_unnumbered_gpu_named_by_pci_address_in_english():
+    ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, gpu_util=None, pci="PCI:0000:3b:00"))
+    assert speech(ev, "en") == \
+        "Fatal hardware fault: rack A03 node gpu-worker-08 GPU at PCI 0000:3b:00 reported a driver-level error"
+    assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
+    # a malformed pci only loses the wording, never the alarm
+    ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, pci="3b; rm -rf /"))
+    assert ev.pci is None and "a GPU" in speech(ev, "en")
+
+
+@pytest.mark.parametrize("etype", GPU_TYPES)
+def test_every_gpu_type_accepts_minus_one_and_never_speaks_it(etype):
+    ev = parse_event(body(event_type=etype, gpu_index=-1, gpu_util=90.0, pci="0000:58:00.0"))
+    for lang in ("zh", "en"):
+        text = speech(ev, lang)
+        assert "-1" not in text and "A03" in text and "gpu-worker-08" in text
+    assert "一张 GPU 卡" in speech(ev)
+    assert "PCI 0000:58:00.0" in speech(ev, "en")
+
+
+@pytest.mark.parametrize("etype", GPU_TYPES)
+def test_numbered_gpu_wording_unchanged_by_pci(etype):
+    a = parse_event(body(event_type=etype, gpu_index=5, gpu_util=90.0))
+    b = parse_event(body(event_type=etype, gpu_index=5, gpu_util=90.0, pci="0000:58:00"))
+    for lang in ("zh", "en"):
+        assert speech(a, lang) == speech(b, lang)
+    assert "第 5 号卡" in speech(a) and "GPU 5" in speech(a, "en")

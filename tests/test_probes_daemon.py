@@ -2,6 +2,7 @@
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -413,3 +414,20 @@ def test_second_daemon_on_the_same_socket_is_refused(tmp_path):
     stale.bind(str(tmp_path / "q.sock"))
     stale.close()  # the file stays behind, nobody listens
     ProgressSocket(str(tmp_path / "q.sock")).close()
+
+
+def test_refused_event_is_logged_loudly_with_the_gateways_reason_and_counted(caplog):
+    answer = json.dumps({"ok": False, "error": "missing_field", "message": "gpu_index is required"}).encode()
+    s = Sender("http://gw/x", post=lambda u, d, t: (422, answer)).start()
+    with caplog.at_level(logging.ERROR, logger="sentinel.probe"):
+        s.submit({"event_type": "XID_FATAL", "key": "h:xid:0000:3b:00:79"})
+        assert s.flush(2)
+        assert wait_for(lambda: s.rejected == 1)
+    s.close()
+    assert s.rejected_by_type == {"XID_FATAL": 1}
+    (rec,) = [r for r in caplog.records if "REFUSED" in r.getMessage()]
+    assert rec.levelno == logging.ERROR
+    assert "XID_FATAL" in rec.getMessage() and "gpu_index is required" in rec.getMessage()
+    d = Daemon(config.build({"node": {"rack": "A03", "host": "h", "gateway": "http://gw"}}), sender=s)
+    assert 'sentinel_probe_sender_rejected_total{type="XID_FATAL"} 1' in d.metrics()
+    assert d.snapshot()["sender"]["rejected"] == {"XID_FATAL": 1}

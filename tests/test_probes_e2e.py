@@ -157,3 +157,23 @@ def test_every_probe_event_passes_the_gateways_validation():
             assert ev.event_type == f.event_type and ev.host == "gpu-worker-08"
             rec = parse_event(events.body(ident, f, util, recovered=True))
             assert rec.event_type == "RECOVERED" and rec.recovers == f.event_type
+
+
+def test_xid_on_an_unknown_bus_is_p0_on_the_emulator(tmp_path, chain):
+    """A GPU neither NVML nor the driver lists (it fell off the bus before the probe started): the probe sends
+    gpu_index -1 and the PCI address; the gateway must take it and the room must see the P0, worded for the node."""
+    h, gw = chain
+    d, kern = probe(tmp_path, gw, "A05", source=FakeSource(count=2))
+    try:
+        assert (0x0, 0xE1, 0x0) not in d._pci
+        time.sleep(0.3)
+        with open(kern, "a") as f:
+            t0 = time.monotonic()
+            f.write("NVRM: Xid (PCI:0000:e1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+        t, st = first_seen(h, "A05:gpu-worker-08:XID_FATAL", "P0", 3)
+        print("e2e unnumbered XID_FATAL shown %.3fs after the line was written" % (t - t0))
+        (a,) = [a for a in st["active"] if a["key"] == "A05:gpu-worker-08:XID_FATAL"]
+        assert a["text"] == "硬件致命故障，机架 A05 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
+        assert d.sender.sent == 1 and d.sender.rejected == 0
+    finally:
+        d.close()

@@ -20,6 +20,8 @@ HOST_MAX = 25
 CRITICAL_UTIL = 5.0
 
 _TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,47}\Z")
+# The kernel's bus id as XID lines print it ("PCI:0000:3b:00" or "0000:3b:00.0"); only used for wording.
+_PCI_RE = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,3}(?:\.[0-7])?)\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -45,6 +47,9 @@ RFC_ZH_XID = "硬件致命故障，机架 %s 节点 %s 第 %d 号卡发生驱动
 RFC_ZH_UTIL = "算力水准预警，机架 %s 节点 %s 算力利用率突降至百分之 %.0f"
 
 # fields: which event values fill the template, in order: r = rack, h = clean host, g = GPU index, u = util.
+# A GPU-level type also has node-level wording (zh_node, en_node: rack, host; en_pci: rack, host, PCI address) for
+# gpu_index -1: a probe that cannot number the GPU (a bus neither NVML nor the driver lists, typically one that fell
+# off the bus) must still get its fatal XID through, and must not be made to speak a made-up index.
 EVENT_TYPES = {
     "NCCL_TIMEOUT": {
         "level": P0, "fields": "rh", "zh": RFC_ZH_NCCL,
@@ -54,6 +59,9 @@ EVENT_TYPES = {
     "XID_FATAL": {
         "level": P0, "fields": "rhg", "zh": RFC_ZH_XID,
         "en": "Fatal hardware fault: rack %s node %s GPU %d reported a driver-level error",
+        "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡发生驱动级报错",
+        "en_node": "Fatal hardware fault: rack %s node %s: a GPU reported a driver-level error",
+        "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s reported a driver-level error",
         "zh_phrase": "驱动级致命报错", "en_phrase": "fatal GPU driver error",
     },
     "GPU_UTIL_DROP": {
@@ -64,21 +72,33 @@ EVENT_TYPES = {
     "NVLINK_ERROR": {
         "level": P1, "fields": "rhg", "zh": "NVLink 链路预警，机架 %s 节点 %s 第 %d 号卡 NVLink 链路报错",
         "en": "NVLink warning: rack %s node %s GPU %d reported NVLink errors",
+        "zh_node": "NVLink 链路预警，机架 %s 节点 %s 一张 GPU 卡 NVLink 链路报错",
+        "en_node": "NVLink warning: rack %s node %s: a GPU reported NVLink errors",
+        "en_pci": "NVLink warning: rack %s node %s GPU at PCI %s reported NVLink errors",
         "zh_phrase": "NVLink 链路报错", "en_phrase": "NVLink errors",
     },
     "PCIE_DOWNGRADE": {
         "level": P1, "fields": "rhg", "zh": "PCIe 链路降级预警，机架 %s 节点 %s 第 %d 号卡链路速率下降",
         "en": "PCIe warning: rack %s node %s GPU %d link downgraded",
+        "zh_node": "PCIe 链路降级预警，机架 %s 节点 %s 一张 GPU 卡链路速率下降",
+        "en_node": "PCIe warning: rack %s node %s: a GPU link downgraded",
+        "en_pci": "PCIe warning: rack %s node %s GPU at PCI %s link downgraded",
         "zh_phrase": "PCIe 链路降级", "en_phrase": "PCIe link downgrade",
     },
     "THERMAL": {
         "level": P1, "fields": "rhg", "zh": "温度预警，机架 %s 节点 %s 第 %d 号卡温度过高",
         "en": "Thermal warning: rack %s node %s GPU %d is overheating",
+        "zh_node": "温度预警，机架 %s 节点 %s 一张 GPU 卡温度过高",
+        "en_node": "Thermal warning: rack %s node %s: a GPU is overheating",
+        "en_pci": "Thermal warning: rack %s node %s GPU at PCI %s is overheating",
         "zh_phrase": "温度过高", "en_phrase": "overheating",
     },
     "XID_WARNING": {
         "level": P1, "fields": "rhg", "zh": "硬件预警，机架 %s 节点 %s 第 %d 号卡发生 XID 报错",
         "en": "GPU warning: rack %s node %s GPU %d reported an XID error",
+        "zh_node": "硬件预警，机架 %s 节点 %s 一张 GPU 卡发生 XID 报错",
+        "en_node": "GPU warning: rack %s node %s: a GPU reported an XID error",
+        "en_pci": "GPU warning: rack %s node %s GPU at PCI %s reported an XID error",
         "zh_phrase": "XID 报错", "en_phrase": "XID errors",
     },
     "PROGRESS_STALL": {
@@ -114,10 +134,10 @@ class Event:
     """A validated GPU event. recovers: for a recovery, the event type that cleared (else None)."""
 
     __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
-                 "xid", "known")
+                 "xid", "known", "pci")
 
     def __init__(self, rack, raw_host, event_type, gpu_index=None, gpu_util=None, recovers=None, detail=None,
-                 xid=None):
+                 xid=None, pci=None):
         self.rack = rack
         self.raw_host = raw_host
         self.host = clean_host(raw_host)
@@ -127,6 +147,7 @@ class Event:
         self.recovers = recovers
         self.detail = detail
         self.xid = xid
+        self.pci = pci              # bus id without the "PCI:" prefix, or None
         self.known = event_type in EVENT_TYPES
 
     @property
@@ -184,10 +205,16 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
     tpl = None
     if templates:
         tpl = templates.get(language, {}).get(t)
+    fields = spec["fields"]
     if tpl is None:
         tpl = spec[language]
+    if "g" in fields and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
+        # no GPU number: node-level wording, the built-in one (an override speaks of GPU %d)
+        if ev.pci and language + "_pci" in spec:
+            return spec[language + "_pci"] % (ev.rack, ev.host, ev.pci)
+        return spec[language + "_node"] % (ev.rack, ev.host)
     values = []
-    for f in spec["fields"]:
+    for f in fields:
         if f == "r":
             values.append(ev.rack)
         elif f == "h":
@@ -272,11 +299,17 @@ def parse_event(body, accept_unknown: bool = True) -> Event:
     if xid is not None and (isinstance(xid, bool) or not isinstance(xid, int) or xid < 0 or xid > 65535):
         raise EventError("bad_field", "xid must be an integer 0..65535")
 
-    ev = Event(rack, host, etype, gpu_index, gpu_util, recovers, detail, xid)
+    # pci only words the alarm: a malformed one is ignored rather than refusing a fatal XID over it
+    pci = body.get("pci")
+    m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
+    pci = m.group(1) if m else None
+
+    ev = Event(rack, host, etype, gpu_index, gpu_util, recovers, detail, xid, pci)
     if recovers is None:
         fields = ev.spec["fields"]
-        if _needs(fields, "g") and (gpu_index is None or gpu_index < 0):
-            raise EventError("missing_field", "gpu_index (0..1023) is required for %s" % etype)
+        if _needs(fields, "g") and gpu_index is None:
+            raise EventError("missing_field", "gpu_index (0..1023, or -1 when the GPU cannot be numbered) is "
+                             "required for %s" % etype)
         if _needs(fields, "u") and gpu_util is None:
             raise EventError("missing_field", "gpu_util is required for %s" % etype)
     if not ev.host:

@@ -297,6 +297,7 @@ class Daemon:
                            "sent": self.sender.sent if self.sender else 0,
                            "dropped": self.sender.dropped if self.sender else 0,
                            "failures": self.sender.failures if self.sender else 0,
+                           "rejected": dict(self.sender.rejected_by_type) if self.sender else {},
                            "last_error": self.sender.last_error if self.sender else None},
                 "recent": list(self.recent[-10:]),
             }
@@ -333,6 +334,8 @@ class Daemon:
         m("sender_dropped_total", "Events dropped because the queue was full.", "counter",
           [((), s["sender"]["dropped"])])
         m("sender_failures_total", "Failed delivery attempts.", "counter", [((), s["sender"]["failures"])])
+        m("sender_rejected_total", "Events the gateway refused (4xx): lost alarms, a format disagreement.",
+          "counter", [((("type", t),), n) for t, n in sorted(s["sender"]["rejected"].items())])
         m("log_lines_total", "Log lines read by source.", "counter",
           [((("source", f["name"]),), f["lines"]) for f in s["followers"]])
         return "\n".join(lines) + "\n"

@@ -3,7 +3,10 @@
 One worker thread POSTs the oldest queued event; on a connection error, a timeout or a 5xx/429 it waits
 (exponential back-off with jitter, ``backoff_min_s`` .. ``backoff_max_s``) and tries the same event again, so
 events arrive in the order they happened. A 4xx other than 429 means the gateway will never take that body:
-it is logged and dropped. The queue is bounded: when full, the oldest non-critical event goes first (the
+retrying cannot help, but the probe only sends events it believes valid, so a refusal is a bug or a version skew
+that loses an alarm: it is logged at ERROR with the gateway's reason and counted per type (``rejected_by_type``,
+``sentinel_probe_sender_rejected_total``), never dropped silently.
+The queue is bounded: when full, the oldest non-critical event goes first (the
 critical ones, NCCL_TIMEOUT / XID_FATAL / PROGRESS_STALL, only when nothing else is left to drop).
 """
 
@@ -22,13 +25,27 @@ log = logging.getLogger("sentinel.probe")
 
 
 def _http_post(url, data, timeout):
+    """Returns (status, body bytes): the body carries the gateway's reason for a refusal."""
     req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json",
                                                                         "User-Agent": "sentinel-probe/1"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status
+            return resp.status, resp.read(65536)
     except urllib.error.HTTPError as e:
-        return e.code
+        try:
+            body = e.read(4096)
+        except Exception:
+            body = b""
+        return e.code, body
+
+
+def _reason(body):
+    """The gateway's error code and message from a refusal's JSON body, for the log line."""
+    try:
+        d = json.loads(body.decode("utf-8"))
+        return "%s: %s" % (d.get("error"), d.get("message"))
+    except Exception:
+        return (body or b"")[:200].decode("utf-8", "replace") or "no reason given"
 
 
 class Sender:
@@ -50,6 +67,7 @@ class Sender:
         self.sent = 0
         self.dropped = 0
         self.rejected = 0
+        self.rejected_by_type = {}
         self.failures = 0
         self.last_error = None
         self.last_latency_s = None
@@ -77,6 +95,13 @@ class Sender:
         self.dropped += 1
         log.warning("event queue full (%d): dropped %s %s", self.capacity, ev.get("event_type"), ev.get("key"))
 
+    def _refused(self, ev, status, reason):
+        t = str(ev.get("event_type"))
+        self.rejected += 1
+        self.rejected_by_type[t] = self.rejected_by_type.get(t, 0) + 1
+        log.error("gateway REFUSED %s %s (HTTP %s, %s): this alarm is lost; the probe and gateway disagree on the "
+                  "event format", t, ev.get("key"), status, reason)
+
     def pending(self):
         with self._cv:
             return len(self._q)
@@ -91,8 +116,11 @@ class Sender:
                     return
                 queued_at, ev = self._q[0]
             data = json.dumps(ev, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            body = b""
             try:
                 status = self._post(self.url, data, self.timeout_s)
+                if isinstance(status, tuple):
+                    status, body = status
                 err = None if 200 <= status < 300 else "HTTP %d" % status
             except Exception as e:  # URLError, timeout, connection reset: the gateway is unreachable
                 status, err = None, "%s: %s" % (type(e).__name__, e)
@@ -106,8 +134,7 @@ class Sender:
                     if self.delivered_hook is not None:
                         self.delivered_hook(ev)
                 else:
-                    self.rejected += 1
-                    log.error("gateway refused %s (%s): dropped", ev.get("event_type"), err)
+                    self._refused(ev, status, _reason(body))
                 delay = self.backoff_min_s
                 continue
             self.failures += 1
