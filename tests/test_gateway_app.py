@@ -291,3 +291,61 @@ def test_secrets_never_in_logs(caplog):
     text = " ".join("%s %s" % (r.getMessage(), getattr(r, "fields", "")) for r in caplog.records)
     assert "terminal_unreachable" in text and "alarm_delivered" in text
     assert "secret" not in text.replace("secret_env", "")
+
+
+def _pcie(gpu, recovered=False, host="gpu-node-09"):
+    d = {"cluster_rack": "A09", "node_host": host, "event_type": "PCIE_DOWNGRADE", "gpu_index": gpu,
+         "gpu_util": 95.0}
+    if recovered:
+        d["state"] = "recovered"
+    return d
+
+
+def test_one_gpus_recovery_does_not_clear_another_gpus_fault(gw):
+    """Two GPUs of one node degrade (the second within the RFC's debounce window, so it is not announced again);
+    the first recovers: the terminal must keep the P1. The second recovers: then NORMAL."""
+    c, g, clients = gw
+    room = clients["room"]
+    a = c.post("/api/v1/gpu_event", json=_pcie(3)).get_json()
+    assert a["key"] == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3" and a["result"] == "alarm"
+    b = c.post("/api/v1/gpu_event", json=_pcie(5)).get_json()
+    assert b["result"] == "suppressed" and b["terminals"] == {"room": "attached"}
+    wait(lambda: len(room.sent) == 1)
+    assert room.sent[0].level == P1 and room.sent[0].key == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"
+
+    r3 = c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True)).get_json()
+    assert r3["result"] == "recovery" and r3["terminals"] == {"room": "recovery_pending"}
+    time.sleep(0.2)
+    assert len(room.sent) == 1                        # no NORMAL: GPU 5 is still degraded
+
+    r5 = c.post("/api/v1/gpu_event", json=_pcie(5, recovered=True)).get_json()
+    assert r5["result"] == "recovery" and r5["terminals"] == {"room": "recovery"}
+    wait(lambda: len(room.sent) == 2)
+    last = room.sent[1]
+    assert last.level == NORMAL and last.key == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"   # clears what was shown
+    m = g.metrics_text()
+    assert 'sentinel_gateway_incidents_total{terminal="room",fate="attached"} 1' in m
+    assert 'sentinel_gateway_debounce_suppressed_total{source="gpu_event",type="PCIE_DOWNGRADE"} 1' in m
+
+
+def test_gpu_recoveries_within_the_window_are_not_debounced_against_each_other(gw):
+    c, _g, clients = gw
+    for gpu in range(8):
+        c.post("/api/v1/gpu_event", json=_pcie(gpu))
+    answers = [c.post("/api/v1/gpu_event", json=_pcie(gpu, recovered=True)).get_json() for gpu in range(8)]
+    assert [a["result"] for a in answers] == ["recovery"] * 8
+    assert [a["terminals"]["room"] for a in answers] == ["recovery_pending"] * 7 + ["recovery"]
+    wait(lambda: len(clients["room"].sent) == 2)
+    assert [x.level for x in clients["room"].sent] == [P1, NORMAL]
+
+
+def test_attached_gpu_after_its_alarm_was_cleared_is_news_again(gw):
+    """GPU 3 fires and recovers; GPU 5 then fires within 120 s of GPU 3's alarm: the recovery reset the window, so
+    it is announced (folded into the rack's summary, as the grouping window is still open)."""
+    c, _g, clients = gw
+    c.post("/api/v1/gpu_event", json=_pcie(3))
+    c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True))
+    a = c.post("/api/v1/gpu_event", json=_pcie(5)).get_json()
+    assert a["result"] == "alarm" and a["terminals"] == {"room": "folded"}
+    wait(lambda: len(clients["room"].sent) == 3)
+    assert sorted(x.level for x in clients["room"].sent) == [NORMAL, P1, P1]

@@ -80,12 +80,12 @@ def ev(rack, host, etype, gpu=0, util=None, **extra):
 
 ALL_TYPES = [
     (ev("A01", "gpu-node-01-a1b2c3d4", "NCCL_TIMEOUT", util=0.0), "A01:gpu-node-01:NCCL_TIMEOUT", "P0"),
-    (ev("A02", "gpu-node-02", "XID_FATAL", gpu=5, xid=79), "A02:gpu-node-02:XID_FATAL", "P0"),
-    (ev("A03", "gpu-node-03", "GPU_UTIL_DROP", util=37.0), "A03:gpu-node-03:GPU_UTIL_DROP", "P1"),
-    (ev("A04", "gpu-node-04", "NVLINK_ERROR", gpu=2, util=90.0), "A04:gpu-node-04:NVLINK_ERROR", "P1"),
-    (ev("A05", "gpu-node-05", "PCIE_DOWNGRADE", gpu=1, util=95.0), "A05:gpu-node-05:PCIE_DOWNGRADE", "P1"),
-    (ev("A06", "gpu-node-06", "THERMAL", gpu=7), "A06:gpu-node-06:THERMAL", "P1"),
-    (ev("A07", "gpu-node-07", "XID_WARNING", gpu=4, xid=31), "A07:gpu-node-07:XID_WARNING", "P1"),
+    (ev("A02", "gpu-node-02", "XID_FATAL", gpu=5, xid=79), "A02:gpu-node-02:XID_FATAL:gpu5", "P0"),
+    (ev("A03", "gpu-node-03", "GPU_UTIL_DROP", util=37.0), "A03:gpu-node-03:GPU_UTIL_DROP:gpu0", "P1"),
+    (ev("A04", "gpu-node-04", "NVLINK_ERROR", gpu=2, util=90.0), "A04:gpu-node-04:NVLINK_ERROR:gpu2", "P1"),
+    (ev("A05", "gpu-node-05", "PCIE_DOWNGRADE", gpu=1, util=95.0), "A05:gpu-node-05:PCIE_DOWNGRADE:gpu1", "P1"),
+    (ev("A06", "gpu-node-06", "THERMAL", gpu=7), "A06:gpu-node-06:THERMAL:gpu7", "P1"),
+    (ev("A07", "gpu-node-07", "XID_WARNING", gpu=4, xid=31), "A07:gpu-node-07:XID_WARNING:gpu4", "P1"),
     (ev("A08", "gpu-node-08", "PROGRESS_STALL", gpu=-1), "A08:gpu-node-08:PROGRESS_STALL", "P0"),
 ]
 
@@ -111,7 +111,7 @@ def test_each_event_type_reaches_the_emulator(tmp_path):
             def levels(s):
                 return {x["key"]: x["level"] for x in s["active"]}
             st = h.wait_for(lambda s: levels(s).get("A01:gpu-node-01:NCCL_TIMEOUT", "NORMAL") == "NORMAL")
-            assert levels(st).get("A02:gpu-node-02:XID_FATAL") == "P0"
+            assert levels(st).get("A02:gpu-node-02:XID_FATAL:gpu5") == "P0"
         finally:
             g.close()
 
@@ -140,7 +140,7 @@ def test_outage_every_p0_incident_arrives_once_in_order(tmp_path):
                     g.post("/api/v1/gpu_event", ev(rack, "n%d" % i, "NCCL_TIMEOUT"))
                     p0_sent.append("%s:n%d:NCCL_TIMEOUT" % (rack, i))
                 g.post("/api/v1/gpu_event", ev("B%d" % i, "x%d" % i, "XID_FATAL", gpu=i))
-                p0_sent.append("B%d:x%d:XID_FATAL" % (i, i))
+                p0_sent.append("B%d:x%d:XID_FATAL:gpu%d" % (i, i, i))
                 g.post("/api/v1/gpu_event", ev("C%d" % i, "t%d" % i, "THERMAL", gpu=i))
                 time.sleep(0.05)
             time.sleep(0.5)                                   # retries keep failing meanwhile
@@ -193,3 +193,29 @@ def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
             assert all(it.level != NORMAL for it in delivered)
         finally:
             g2.close()
+
+
+def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
+    """Issue 6/7 seam: incidents are per GPU. GPU 5's fault is debounced (same rack:host:PCIE_DOWNGRADE within
+    120 s), yet GPU 3's recovery must not turn the box green while GPU 5 is still degraded."""
+    def pcie(gpu, recovered=False):
+        return ev("A09", "gpu-node-09", "PCIE_DOWNGRADE", gpu=gpu, util=95.0,
+                  **({"state": "recovered"} if recovered else {}))
+
+    key = "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"
+    with Harness(str(tmp_path)) as h:
+        g = GatewayServer(gw_config(h))
+        try:
+            assert g.post("/api/v1/gpu_event", pcie(3))[1]["result"] == "alarm"
+            assert g.post("/api/v1/gpu_event", pcie(5))[1]["result"] == "suppressed"
+            h.wait_for(lambda s: any(a["key"] == key and a["level"] == "P1" for a in s["active"]))
+            assert g.post("/api/v1/gpu_event", pcie(3, True))[1]["terminals"] == {"emu": "recovery_pending"}
+            time.sleep(0.5)         # give a wrong NORMAL time to arrive
+            st = h.status()
+            assert {a["key"]: a["level"] for a in st["active"]}.get(key) == "P1"
+            assert st["shown"]["level"] == "P1"
+            assert g.post("/api/v1/gpu_event", pcie(5, True))[1]["terminals"] == {"emu": "recovery"}
+            st = h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]))
+            assert st["shown"]["level"] == "NORMAL"
+        finally:
+            g.close()

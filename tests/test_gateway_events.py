@@ -100,6 +100,19 @@ def test_debounce_key_is_rack_cleanhost_type():
     assert ev.debounce_key == ev.key
 
 
+def test_gpu_faults_are_incidents_per_gpu_under_the_rfc_debounce_key():
+    a = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=3, gpu_util=90.0))
+    b = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=5, gpu_util=90.0))
+    assert (a.key, b.key) == ("A03:gpu-worker-08:PCIE_DOWNGRADE:gpu3", "A03:gpu-worker-08:PCIE_DOWNGRADE:gpu5")
+    assert a.debounce_key == b.debounce_key == "A03:gpu-worker-08:PCIE_DOWNGRADE"      # the RFC's, unchanged
+    ra = parse_event(body(event_type="RECOVERED", recovers="PCIE_DOWNGRADE", gpu_index=3))
+    rb = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=5, state="recovered"))
+    assert ra.key == a.key and rb.key == b.key and ra.debounce_key != rb.debounce_key
+    # node-level types and an unnumbered GPU keep the RFC key as their incident key
+    assert parse_event(body(gpu_index=3)).key == "A03:gpu-worker-08:NCCL_TIMEOUT"
+    assert parse_event(body(event_type="XID_FATAL", gpu_index=-1)).key == "A03:gpu-worker-08:XID_FATAL"
+
+
 @pytest.mark.parametrize("etype,util,want", [
     ("NCCL_TIMEOUT", 99.0, P0), ("XID_FATAL", 99.0, P0), ("XID_FATAL", None, P0),
     ("GPU_UTIL_DROP", 4.99, P0), ("GPU_UTIL_DROP", 5.0, P1), ("GPU_UTIL_DROP", 0.0, P0),
@@ -135,7 +148,7 @@ def test_recovered_forms():
     assert severity(ev) == NORMAL
     assert speech(ev) == "机架 A03 节点 gpu-worker-08 已恢复正常"
     ev2 = parse_event(body(event_type="THERMAL", state="recovered"))
-    assert ev2.key == "A03:gpu-worker-08:THERMAL" and severity(ev2) == NORMAL
+    assert ev2.key == "A03:gpu-worker-08:THERMAL:gpu3" and severity(ev2) == NORMAL   # clears that GPU only
     assert ev.debounce_key != ev.key
 
 

@@ -258,3 +258,53 @@ def test_every_incident_is_carried_exactly_once(events, seed):
     assert sorted(carried) == sorted(submitted)
     assert lane.stats["incidents_alone"] + lane.stats["incidents_folded"] == len(submitted)
     json.dumps(lane.snapshot())
+
+
+def gpu_inc(rack, host, gpu, kind="PCIE_DOWNGRADE", recovery=False, attach=False):
+    scope = "%s:%s:%s" % (rack, host, kind)
+    i = Incident("%s:gpu%d" % (scope, gpu), NORMAL if recovery else P1, rack, host, kind, "text", {"rack": rack,
+                 "event_type": kind}, recovery=recovery, phrase_zh=phrase(kind, "zh"), phrase_en=phrase(kind, "en"))
+    i.scope = scope
+    i.attach = attach
+    return i
+
+
+def test_attached_gpu_keeps_the_alarm_open_until_every_gpu_recovered():
+    lane = Lane("t", language="en")
+    assert lane.submit(gpu_inc("A09", "n1", 3), 0.0) == "alone"
+    assert lane.submit(gpu_inc("A09", "n1", 5, attach=True), 1.0) == "attached"
+    assert [x.key for x in drain(lane, 1.0)] == ["A09:n1:PCIE_DOWNGRADE:gpu3"]
+    assert lane.submit(gpu_inc("A09", "n1", 3, recovery=True), 2.0) == "recovery_pending"
+    assert drain(lane, 2.0) == []
+    assert lane.submit(gpu_inc("A09", "n1", 5, recovery=True), 3.0) == "recovery"
+    (it,) = drain(lane, 3.0)
+    assert it.level == NORMAL and it.key == "A09:n1:PCIE_DOWNGRADE:gpu3"
+    assert lane.stats["incidents_attached"] == 1 and not lane.open and not lane.carrier_of
+
+
+def test_attached_gpu_follows_its_node_into_a_summary_and_a_cluster_fold():
+    lane = Lane("t", language="en", cluster_threshold=2)
+    lane.submit(gpu_inc("A01", "n0", 0), 0.0)
+    lane.submit(gpu_inc("A01", "n1", 0), 0.0)                       # folded into rack A01's summary
+    assert lane.submit(gpu_inc("A01", "n1", 6, attach=True), 0.0) == "attached"
+    lane.submit(gpu_inc("A02", "n2", 0), 0.0)                       # second rack: cluster-wide, absorbs A01's
+    summary = lane.carrier_of["A01:n1:PCIE_DOWNGRADE:gpu0"][0]
+    assert lane.carrier_of["A01:n1:PCIE_DOWNGRADE:gpu6"][0] == summary and "*:*:" in summary
+    drain(lane, 0.0)
+    assert lane.submit(gpu_inc("A01", "n1", 0, recovery=True), 1.0) in ("recovery_pending",)
+    lane.submit(gpu_inc("A02", "n2", 0, recovery=True), 1.0)
+    assert lane.submit(gpu_inc("A01", "n1", 6, recovery=True), 1.0) == "recovery"
+    (it,) = drain(lane, 1.0)
+    assert it.key == summary and it.level == NORMAL
+
+
+def test_attach_without_a_standing_alarm_is_sent():
+    """The terminal shows nothing for that node (its alarm expired, was dropped, or was cleared): the debounced
+    GPU is news there."""
+    lane = Lane("t", language="en")
+    assert lane.submit(gpu_inc("A09", "n1", 5, attach=True), 0.0) == "alone"
+    lane2 = Lane("t", language="en", deadlines={P1: 1.0})
+    lane2.submit(gpu_inc("A09", "n1", 3), 0.0)
+    lane2.expire(5.0)
+    assert lane2.submit(gpu_inc("A09", "n1", 5, attach=True), 5.0) in ("alone", "folded")
+    assert lane2.stats["incidents_attached"] == 0 and lane2.depth() == 1

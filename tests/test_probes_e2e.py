@@ -94,10 +94,10 @@ def test_xid_line_is_on_the_emulator_within_1s(tmp_path, chain):
         with open(kern, "a") as f:
             t0 = time.monotonic()
             f.write("NVRM: Xid (PCI:0000:58:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
-        t, st = first_seen(h, "A02:gpu-worker-08:XID_FATAL", "P0", 3)
+        t, st = first_seen(h, "A02:gpu-worker-08:XID_FATAL:gpu4", "P0", 3)
         print("e2e XID_FATAL shown %.3fs after the line was written" % (t - t0))
         assert t - t0 < 1.0, "XID shown after %.2fs" % (t - t0)
-        (a,) = [a for a in st["active"] if a["key"] == "A02:gpu-worker-08:XID_FATAL"]
+        (a,) = [a for a in st["active"] if a["key"] == "A02:gpu-worker-08:XID_FATAL:gpu4"]
         assert "第 4 号卡" in a["text"]  # bus 0x58 is the fake's GPU 4
     finally:
         d.close()
@@ -111,7 +111,7 @@ def test_pcie_downgrade_is_on_the_emulator_within_two_intervals(tmp_path, chain)
         time.sleep(1.3)
         t0 = time.monotonic()
         src.set(3, gen=3, width=4)  # the seed's story: busy GPU falls from Gen5 x16 to Gen3 x4
-        t, _ = first_seen(h, "A03:gpu-worker-08:PCIE_DOWNGRADE", "P1", 4)
+        t, _ = first_seen(h, "A03:gpu-worker-08:PCIE_DOWNGRADE:gpu3", "P1", 4)
         interval = d.cfg["gpu"]["interval_s"]
         print("e2e PCIE_DOWNGRADE shown %.3fs after the link changed (interval %.1fs)" % (t - t0, interval))
         assert t - t0 < 2 * interval + 0.1, "PCIe downgrade shown after %.2fs" % (t - t0)

@@ -112,6 +112,11 @@ EVENT_TYPES = {
         "zh_phrase": "已恢复正常", "en_phrase": "recovered",
     },
 }
+# Faults of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery cannot clear
+# another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
+# GPU is still represented).
+GPU_SCOPED = frozenset(("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP"))
+
 # An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
 DEFAULT_TYPE = "GPU_UTIL_DROP"
 # Metrics label for unknown types, so a misbehaving probe cannot grow the label set without bound.
@@ -159,17 +164,29 @@ class Event:
         return self.event_type if self.known else OTHER_TYPE
 
     @property
+    def fault_type(self) -> str:
+        return self.event_type if self.recovers is None else self.recovers
+
+    @property
+    def rfc_key(self) -> str:
+        """The RFC's debounce key rack:clean-host:event_type (for a recovery, of the type it clears)."""
+        return debounce_key(self.rack, self.host, self.fault_type)
+
+    @property
     def key(self) -> str:
-        """The RFC's debounce key; for a recovery, the key of the incident it clears."""
-        if self.recovers is not None:
-            return debounce_key(self.rack, self.host, self.recovers)
-        return debounce_key(self.rack, self.host, self.event_type)
+        """The incident's name: the RFC key, plus :gpuN for a numbered GPU's fault; a recovery names what it clears.
+        An unnumbered GPU (-1) stays at node level: there is nothing to tell two of them apart by."""
+        k = self.rfc_key
+        if self.fault_type in GPU_SCOPED and self.gpu_index is not None and self.gpu_index >= 0:
+            k += ":gpu%d" % self.gpu_index
+        return k
 
     @property
     def debounce_key(self) -> str:
+        # a fault: the RFC's key. A recovery: per incident, so two GPUs recovering within the window both count.
         if self.recovers is not None:
             return self.key + ":RECOVERED"
-        return self.key
+        return self.rfc_key
 
     def level(self) -> int:
         return severity(self)

@@ -11,7 +11,7 @@ from sentinel_core.alarm import NORMAL
 
 class Incident:
     __slots__ = ("key", "level", "rack", "host", "kind", "text", "labels", "source", "recovery", "phrase_zh",
-                 "phrase_en")
+                 "phrase_en", "scope", "attach")
 
     def __init__(self, key, level, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
                  phrase_zh=None, phrase_en=None):
@@ -26,6 +26,11 @@ class Incident:
         self.recovery = recovery
         self.phrase_zh = phrase_zh or kind
         self.phrase_en = phrase_en or kind
+        # scope: the debounce key this incident falls under when that differs from its own key (one GPU of a node's
+        # rack:host:type). attach: the debounce suppressed it; a lane adds it to the alarm already standing for its
+        # scope instead of sending a new one, so that alarm is not cleared while this GPU is still bad.
+        self.scope = None
+        self.attach = False
 
     def text_for(self, language):
         t = self.text

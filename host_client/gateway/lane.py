@@ -171,12 +171,14 @@ class Lane:
         self.carrier_of: OrderedDict = OrderedDict()   # incident key -> alarm key that told the terminal
         self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
         self.carried_size: dict = {}             # alarm key -> how many incidents it stood for
+        self.scope_head: dict = {}               # scope (rack:host:type) -> incident key that fired for it
         self.gen = 0                             # bumped on every change the persisted queue must see
         self.wake_on_change = False              # set by an idle persister: wake me on the next change
         self.sync_gen = 0                        # bumped when an alarm is added: that write is fsynced
         self.up = None                           # None: never tried
         self.stats = {"incidents_alone": 0, "incidents_folded": 0, "incidents_dropped": 0,
                       "incidents_expired": 0, "incidents_delivered": 0, "incidents_refused": 0,
+                      "incidents_attached": 0,
                       "delivered": 0, "duplicate": 0, "expired": 0, "dropped_full": 0, "refused": 0,
                       "retries": 0, "replaced": 0, "heartbeats_ok": 0, "heartbeats_failed": 0}
         self.latency_buckets = [0] * (len(LATENCY_BUCKETS) + 1)
@@ -186,9 +188,19 @@ class Lane:
     # ---- ingest -------------------------------------------------------------------------------------------
 
     def submit(self, inc, now: float) -> str:
-        """Take one incident. Returns what happened: 'alone', 'folded', 'recovery', 'dropped'."""
+        """Take one incident. Returns what happened: 'alone', 'folded', 'attached', 'recovery',
+        'recovery_pending' (the alarm still stands for other incidents), 'dropped'."""
         with self.cond:
             self._prune_groups(now)
+            if inc.attach:
+                e = self.carrier_of.get(self.scope_head.get(inc.scope))
+                if e is not None and e[0] in self.open:
+                    self._track(inc.key, e[0], now, count=False)
+                    self.stats["incidents_attached"] += 1
+                    return "attached"
+                # this terminal no longer shows the fault it was debounced against (delivered and recovered,
+                # expired, dropped, forgotten): then it is news here, and goes out like any incident
+                self.log("debounced_gpu_sent", terminal=self.name, key=inc.key, scope=inc.scope)
             if inc.recovery:
                 self._prune_tracked(now)
                 e = self.carrier_of.pop(inc.key, None)
@@ -251,6 +263,7 @@ class Lane:
             return "dropped"
         if not inc.recovery:
             self._track(inc.key, inc.key, now)
+            self._head(inc)
         self.stats["incidents_alone"] += 1
         return "alone"
 
@@ -285,6 +298,7 @@ class Lane:
             self._touch(quiet=not upgraded)
         if not inc.recovery:
             self._track(inc.key, it.key, now)
+            self._head(inc)
         self.stats["incidents_folded"] += 1
         return "folded"
 
@@ -311,9 +325,11 @@ class Lane:
                 self.items.remove(old)
                 old.queued = False
                 it.carried[0:0] = old.carried
-                for k in old.carried:
+                listed = set(old.carried)
+                # everything the old summary stood for, GPUs attached to its nodes included
+                for k in list(self.open.get(old.key, ())):
                     if k in self.carrier_of:
-                        self._track(k, it.key, now)
+                        self._track(k, it.key, now, count=k in listed)
                 self.stats["replaced"] += 1
                 if old.level > it.level:
                     it.level = old.level
@@ -348,7 +364,8 @@ class Lane:
         size = self.carried_size.pop(carrier, 1)
         if not self.open:
             text = t["all_clear"]
-        elif carrier == inc.key:
+        elif carrier == inc.key or ":*:" not in carrier:
+            # an alarm for one node (perhaps first raised by another of its GPUs): that node's recovery words
             text = inc.text_for(self.language)
         else:
             text = t["summary_recovered"] % size
@@ -357,7 +374,16 @@ class Lane:
             return "dropped"
         return "recovery"
 
-    def _track(self, incident_key: str, alarm_key: str, now: float) -> None:
+    def _head(self, inc) -> None:
+        """Remember which incident's alarm stands for its scope: later GPUs of that scope attach to it."""
+        if inc.scope is None:
+            return
+        self.scope_head[inc.scope] = inc.key
+        if len(self.scope_head) > 2 * len(self.carrier_of) + 1024:
+            self.scope_head = {s: k for s, k in self.scope_head.items() if k in self.carrier_of}
+
+    def _track(self, incident_key: str, alarm_key: str, now: float, count: bool = True) -> None:
+        """count=False: an attached GPU adds no node to the alarm's recovery wording."""
         old = self.carrier_of.pop(incident_key, None)
         if old is not None and old[0] != alarm_key:
             self._release(incident_key, old[0])
@@ -365,7 +391,8 @@ class Lane:
         s = self.open.setdefault(alarm_key, set())
         if incident_key not in s:
             s.add(incident_key)
-            self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
+            if count:
+                self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
         if len(self.carrier_of) > self._tracked_high:
             self._tracked_high = len(self.carrier_of)
         while len(self.carrier_of) > self.max_tracked:
@@ -398,6 +425,7 @@ class Lane:
             # dicts keep their table after deletions: rebuild so the memory really returns
             self.carrier_of = OrderedDict(d)
             self.open = {k: set(v) for k, v in self.open.items()}
+            self.scope_head = {s: k for s, k in self.scope_head.items() if k in d}
             self._tracked_high = len(d)
 
     def _prune_groups(self, now) -> None:

@@ -176,24 +176,35 @@ class Gateway:
         level = ev.level()
         recovery = ev.recovers is not None
         mtype = ev.metric_type
+        key = ev.key
+        scoped = key != ev.rfc_key          # one GPU's fault, under the node's debounce key
         with self.lock:
             self._count(self.events_in, ("gpu_event", mtype))
             fire = self.debouncer.fire(ev.debounce_key, self.mono())
             if not fire:
                 self._count(self.suppressed, ("gpu_event", mtype))
             elif recovery:
-                self.debouncer.forget(ev.key)
+                self.debouncer.forget(ev.rfc_key)
             else:
-                self.debouncer.forget(debounce_recovered(ev.key))
-        answer = {"ok": True, "key": ev.key, "level": LEVEL_NAMES[level]}
-        if not fire:
+                self.debouncer.forget(debounce_recovered(key))
+        answer = {"ok": True, "key": key, "level": LEVEL_NAMES[level]}
+        if not fire and (recovery or not scoped):
             answer["result"] = "suppressed"
             return 200, answer, None
-        kind = ev.recovers if recovery else ev.event_type
+        kind = ev.fault_type
         # both languages: each terminal speaks its own (terminals.<name>.language, else gateway.language)
         text = {"zh": ev.text("zh", self.cfg.templates), "en": ev.text("en", self.cfg.templates)}
-        inc = Incident(ev.key, level, ev.rack, ev.host, kind, text, ev.labels(),
+        inc = Incident(key, level, ev.rack, ev.host, kind, text, ev.labels(),
                        "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
+        if scoped:
+            inc.scope = ev.rfc_key
+        if not fire:
+            # The RFC's debounce keeps the room quiet about a second GPU of the same node and fault, but the
+            # gateway must still know that GPU is bad: the lanes attach it to the alarm that stands for the
+            # node's fault, so the first GPU's recovery does not turn the terminal green while this one is not.
+            inc.attach = True
+            answer["result"] = "suppressed"
+            return 200, answer, inc
         answer["result"] = "recovery" if recovery else "alarm"
         return 200, answer, inc
 
@@ -310,9 +321,10 @@ class Gateway:
                 lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome),
                                                                      st[outcome]))
         fam("sentinel_gateway_incidents_total", "counter", "Incidents by terminal and fate (alone, folded into a "
-            "summary, delivered, expired, dropped, refused).")
+            "summary, attached to the alarm already standing for that node's fault, delivered, expired, dropped, "
+            "refused).")
         for name, (st, *_rest) in per.items():
-            for k in ("alone", "folded", "delivered", "expired", "dropped", "refused"):
+            for k in ("alone", "folded", "attached", "delivered", "expired", "dropped", "refused"):
                 lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=k),
                                                                         st["incidents_" + k]))
         fam("sentinel_gateway_heartbeats_total", "counter", "Heartbeats sent, by terminal and outcome.")
