@@ -27,6 +27,7 @@ class Sink:
 
     def __init__(self, status=200):
         self.events = []
+        self.requests = []      # events per request: the sender batches what is queued together
         self.status = status
         self.cv = threading.Condition()
         sink = self
@@ -36,8 +37,12 @@ class Sink:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 code = sink.status
                 if code == 200:
+                    obj = json.loads(body)
+                    evs = obj if isinstance(obj, list) else [obj]
                     with sink.cv:
-                        sink.events.append((time.monotonic(), json.loads(body)))
+                        sink.requests.append(len(evs))
+                        for ev in evs:
+                            sink.events.append((time.monotonic(), ev))
                         sink.cv.notify_all()
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
@@ -174,7 +179,8 @@ def test_gateway_down_then_up_delivers_in_order(tmp_path):
     up = threading.Event()
 
     def post(url, data, timeout):
-        calls.append(json.loads(data)["event_id"])
+        obj = json.loads(data)
+        calls.extend(e["event_id"] for e in (obj if isinstance(obj, list) else [obj]))
         if not up.is_set():
             raise ConnectionRefusedError("refused")
         return 200
@@ -193,11 +199,21 @@ def test_gateway_down_then_up_delivers_in_order(tmp_path):
 
 
 def test_refused_event_is_dropped_not_retried():
+    """The two events are queued together and go as one array; a gateway that refuses the array as a whole (an
+    old one that takes single events, or one with a smaller body limit) gets them one by one, and only the bad one
+    is lost."""
     seen = []
-    s = Sender("http://gw/x", post=lambda u, d, t: seen.append(d) or (422 if b"bad" in d else 200)).start()
+    s = Sender("http://gw/x", post=lambda u, d, t: seen.append(d) or (422 if b"bad" in d else 200))
     s.submit({"event_type": "THERMAL", "detail": "bad"})
     s.submit({"event_type": "THERMAL", "detail": "good"})
-    assert s.flush(2) and len(seen) == 2 and s.rejected == 1 and s.sent == 1
+    s.start()
+    assert s.flush(2) and wait_for(lambda: s.sent == 1)
+    assert [json.loads(d) if d.startswith(b"{") else len(json.loads(d)) for d in seen] == [
+        2, {"event_type": "THERMAL", "detail": "bad"}, {"event_type": "THERMAL", "detail": "good"}]
+    assert s.rejected == 1 and s.sent == 1
+    # the next lone event is not held back by the fallback
+    s.submit({"event_type": "THERMAL", "detail": "later"})
+    assert s.flush(2) and seen[-1] == b'{"event_type":"THERMAL","detail":"later"}'
     s.close()
 
 
@@ -205,11 +221,11 @@ def test_full_queue_drops_oldest_non_critical_first():
     s = Sender("http://gw/x", capacity=3, post=lambda *a: 200)  # not started: nothing drains
     for t in ("XID_FATAL", "THERMAL", "PROGRESS_STALL", "NVLINK_ERROR", "NCCL_TIMEOUT"):
         s.submit({"event_type": t})
-    assert [e["event_type"] for _, e in s._q] == ["XID_FATAL", "PROGRESS_STALL", "NCCL_TIMEOUT"]
+    assert [e[1]["event_type"] for e in s._q] == ["XID_FATAL", "PROGRESS_STALL", "NCCL_TIMEOUT"]
     assert s.dropped == 2
     for _ in range(2):
         s.submit({"event_type": "XID_FATAL"})  # only critical left: the oldest goes
-    assert [e["event_type"] for _, e in s._q] == ["NCCL_TIMEOUT", "XID_FATAL", "XID_FATAL"]
+    assert [e[1]["event_type"] for e in s._q] == ["NCCL_TIMEOUT", "XID_FATAL", "XID_FATAL"]
 
 
 def test_daemon_against_real_unreachable_gateway_keeps_events(tmp_path):
@@ -431,3 +447,81 @@ def test_refused_event_is_logged_loudly_with_the_gateways_reason_and_counted(cap
     d = Daemon(config.build({"node": {"rack": "A03", "host": "h", "gateway": "http://gw"}}), sender=s)
     assert 'sentinel_probe_sender_rejected_total{type="XID_FATAL"} 1' in d.metrics()
     assert d.snapshot()["sender"]["rejected"] == {"XID_FATAL": 1}
+
+
+def test_events_queued_together_go_as_one_array_in_order_and_a_lone_one_at_once():
+    gate = threading.Event()
+    seen = []
+
+    def post(url, data, timeout):
+        seen.append(json.loads(data))
+        if len(seen) == 1:
+            gate.wait(2)            # the gateway is slow with the first request: the next eight pile up
+        return 200
+
+    s = Sender("http://gw/x", post=post).start()
+    s.submit({"event_type": "XID_FATAL", "n": 0})
+    assert wait_for(lambda: len(seen) == 1)
+    assert seen[0] == {"event_type": "XID_FATAL", "n": 0}      # a lone event: a plain object, sent at once
+    for i in range(1, 9):
+        s.submit({"event_type": "THERMAL", "n": i})
+    gate.set()
+    assert s.flush(2) and wait_for(lambda: s.sent == 9)
+    assert [e["n"] for e in seen[1]] == list(range(1, 9)) and len(seen) == 2
+    assert s.requests == 2 and s.batches == 1
+
+
+def test_batches_respect_the_count_and_byte_caps():
+    seen = []
+    s = Sender("http://gw/x", post=lambda u, d, t: seen.append(json.loads(d)) or 200, batch_max=3,
+               batch_bytes=200)
+    for i in range(7):
+        s.submit({"event_type": "THERMAL", "n": i, "pad": "x" * 40})
+    s.start()
+    assert s.flush(2) and wait_for(lambda: s.sent == 7)
+    sizes = [len(b) if isinstance(b, list) else 1 for b in seen]
+    assert sum(sizes) == 7 and max(sizes) <= 3
+    assert all(len(json.dumps(b)) <= 200 for b in seen if isinstance(b, list))
+    flat = [e for b in seen for e in (b if isinstance(b, list) else [b])]
+    assert [e["n"] for e in flat] == list(range(7))
+    with pytest.raises(ValueError):
+        Sender("http://gw/x", batch_max=0)
+
+
+def test_batch_answer_read_per_event_a_refused_one_is_loud_the_rest_delivered(caplog):
+    answer = {"ok": False, "rejected": 1, "results": [
+        {"ok": True, "key": "a"}, {"ok": False, "error": "bad_field", "message": "gpu_util must be a number"},
+        {"ok": True, "key": "c"}]}
+    s = Sender("http://gw/x", post=lambda u, d, t: (200, json.dumps(answer).encode()))
+    delivered = []
+    s.delivered_hook = lambda ev: delivered.append(ev["n"])
+    for i in range(3):
+        s.submit({"event_type": "THERMAL", "n": i, "key": "k%d" % i})
+    with caplog.at_level(logging.ERROR, logger="sentinel.probe"):
+        s.start()
+        assert s.flush(2) and wait_for(lambda: s.sent == 2)
+    s.close()
+    assert delivered == [0, 2] and s.rejected_by_type == {"THERMAL": 1}
+    assert any("REFUSED" in r.getMessage() and "gpu_util must be a number" in r.getMessage() and "k1" in
+               r.getMessage() for r in caplog.records)
+
+
+def test_gateway_outage_then_batch_retried_whole_in_order():
+    up = threading.Event()
+    seen = []
+
+    def post(url, data, timeout):
+        if not up.is_set():
+            raise ConnectionRefusedError("refused")
+        obj = json.loads(data)
+        seen.extend(obj if isinstance(obj, list) else [obj])
+        return 200
+
+    s = Sender("http://gw/x", backoff_min_s=0.01, backoff_max_s=0.05, post=post).start()
+    for i in range(20):
+        s.submit({"event_type": "THERMAL", "n": i})
+    assert wait_for(lambda: s.failures >= 2)
+    up.set()
+    assert s.flush(3) and wait_for(lambda: s.sent == 20)
+    assert [e["n"] for e in seen] == list(range(20)) and s.requests - s.failures <= 2
+    s.close()

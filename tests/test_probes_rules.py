@@ -312,6 +312,9 @@ def test_finding_rejects_unknown_type():
     ({"nccl": {"logs": "/var/log/x"}}, "[nccl] logs must be a list"),
     ({"status": {"listen": "9410"}}, "[status] listen must be host:port"),
     ({"node": {"rack": ""}}, "[node] rack must not be empty"),
+    ({"sender": {"batch_max": 0}}, "[sender] batch_max must be 1..1000"),
+    ({"sender": {"batch_max": 5000}}, "[sender] batch_max must be 1..1000"),
+    ({"sender": {"batch_bytes": 10}}, "[sender] batch_bytes must be >= 1024"),
 ])
 def test_config_errors_name_the_key(raw, msg):
     with pytest.raises(config.ConfigError) as e:

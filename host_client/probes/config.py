@@ -25,7 +25,8 @@ DEFAULTS = {
     "nccl": {"logs": [], "from_start": False, "hold_s": 600.0, "rescan_s": 2.0},
     "progress": {"enabled": True, "socket": DEFAULT_SOCKET, "socket_mode": 0o666, "k": 4.0, "floor_s": 0.5,
                  "ceiling_s": 900.0, "warmup": 3, "window": 32},
-    "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0},
+    "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0, "batch_max": 100,
+               "batch_bytes": 60000},
     "status": {"listen": "127.0.0.1:9410"},
 }
 
@@ -98,6 +99,11 @@ def build(raw):
     for i, x in enumerate(cfg["xid"]["ignore"]):
         if not isinstance(x, int) or isinstance(x, bool):
             raise ConfigError("[xid] ignore[%d] must be an XID number" % i)
+    if not 1 <= cfg["sender"]["batch_max"] <= 1000:
+        raise ConfigError("[sender] batch_max must be 1..1000 (1: one event per request), got %r"
+                          % cfg["sender"]["batch_max"])
+    if cfg["sender"]["batch_bytes"] < 1024:
+        raise ConfigError("[sender] batch_bytes must be >= 1024 (keep it under the gateway's max_body, 65536)")
     listen = cfg["status"]["listen"]
     if listen and (":" not in listen or not listen.rsplit(":", 1)[1].isdigit()):
         raise ConfigError("[status] listen must be host:port or empty, got %r" % listen)

@@ -93,7 +93,8 @@ class Daemon:
             s = cfg["sender"]
             self.sender = Sender(gateway_url(cfg["node"]["gateway"]), capacity=s["capacity"],
                                  timeout_s=s["timeout_s"], backoff_min_s=s["backoff_min_s"],
-                                 backoff_max_s=s["backoff_max_s"])
+                                 backoff_max_s=s["backoff_max_s"], batch_max=s["batch_max"],
+                                 batch_bytes=s["batch_bytes"])
         self.sender.start()
         self._start_xid()
         for path in cfg["nccl"]["logs"]:
@@ -298,6 +299,8 @@ class Daemon:
                            "dropped": self.sender.dropped if self.sender else 0,
                            "failures": self.sender.failures if self.sender else 0,
                            "rejected": dict(self.sender.rejected_by_type) if self.sender else {},
+                           "requests": getattr(self.sender, "requests", 0),
+                           "batches": getattr(self.sender, "batches", 0),
                            "last_error": self.sender.last_error if self.sender else None},
                 "recent": list(self.recent[-10:]),
             }
@@ -334,6 +337,8 @@ class Daemon:
         m("sender_dropped_total", "Events dropped because the queue was full.", "counter",
           [((), s["sender"]["dropped"])])
         m("sender_failures_total", "Failed delivery attempts.", "counter", [((), s["sender"]["failures"])])
+        m("sender_requests_total", "Requests to the gateway (events queued together share one).", "counter",
+          [((), s["sender"]["requests"])])
         m("sender_rejected_total", "Events the gateway refused (4xx): lost alarms, a format disagreement.",
           "counter", [((("type", t),), n) for t, n in sorted(s["sender"]["rejected"].items())])
         m("log_lines_total", "Log lines read by source.", "counter",
