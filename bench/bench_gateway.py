@@ -4,7 +4,10 @@ distinct keys that age out.
 Phase 1 (storm): `sentinel-gateway` runs as its own process (waitress, persisted queue, default grouping and rate
 limit) in front of a terminal that takes 1 s per request (the core's Receiver behind http.server, like a board that
 is speaking). A 1,000-node x 8-GPU cluster reports a switch failure: 8,000 events within about a second across 125
-racks, every GPU of a node repeating its node's fault. Printed: ingest time, first P0 latency to the terminal,
+racks, every GPU of a node repeating its node's fault, in the probes' own body format. The headline run sends what
+the probes send: a node's findings of one sampling round as one JSON array (host_client/probes/sender.py batches
+what is queued together). The secondary run sends one event per request (an RFC-era probe, or batch_max = 1), next
+to the floor waitress alone sets for those requests. Printed: ingest time, first P0 latency to the terminal,
 requests the terminal received, the accounting of every event, the gateway's RSS before / peak (VmHWM) / after.
 
 Phase 2 (memory): the gateway in-process under tracemalloc with a manual clock: 100,000 distinct keys, then the
@@ -34,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
 sys.path.insert(0, ROOT)
 
-from host_client.gateway.events import clean_host  # noqa: E402
+from host_client.gateway.events import GPU_SCOPED, clean_host  # noqa: E402
 from sentinel_core.keyring import KeyRing  # noqa: E402
 from sentinel_core.receiver import Receiver  # noqa: E402
 
@@ -110,6 +113,10 @@ def storm_events(seed=7):
             else:
                 e = {"event_type": "THERMAL", "gpu_util": 97.0}
             e.update({"cluster_rack": rack, "node_host": host, "gpu_index": g})
+            # what the probe adds to the RFC's five fields (docs/PROBES.md): the gateway parses these bytes too
+            e.update({"state": "firing", "detail": "bench storm: %s on GPU %d" % (e["event_type"], g),
+                      "key": "%s:%s:%d" % (host, e["event_type"].lower(), g),
+                      "event_id": "%s-4711-1764450000-%d" % (host, g), "ts": 1764450000.123 + n / 1000})
             events.append(e)
     # arrival order: nodes interleave (a real storm is not sorted by node)
     flat = list(events)
@@ -120,7 +127,11 @@ def storm_events(seed=7):
 
 
 def _key(e):
-    return "%s:%s:%s" % (e["cluster_rack"], clean_host(e["node_host"]), e["event_type"])
+    """The incident key the gateway gives the event (per GPU for GPU-level types), to match the terminal's alarm."""
+    k = "%s:%s:%s" % (e["cluster_rack"], clean_host(e["node_host"]), e["event_type"])
+    if e["event_type"] in GPU_SCOPED:
+        k += ":gpu%d" % e["gpu_index"]
+    return k
 
 
 def _sender(port, payloads, start_at, n_threads, q):
@@ -285,14 +296,16 @@ def phase_storm(mode="event", procs=2, threads=8):
     rejected = metric(m, "sentinel_gateway_events_rejected_total")
     suppressed = metric(m, "sentinel_gateway_debounce_suppressed_total")
     alone = metric(m, "sentinel_gateway_incidents_total", fate="alone")
+    attached = metric(m, "sentinel_gateway_incidents_total", fate="attached")
     folded = metric(m, "sentinel_gateway_incidents_total", fate="folded")
     fates = {k: metric(m, "sentinel_gateway_incidents_total", fate=k)
              for k in ("delivered", "expired", "dropped", "refused")}
     pending = metric(m, "sentinel_gateway_queue_depth")
     alarms = term.alarms()
-    print("storm (%s): %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d connections"
-          % ("one event per request" if mode == "event" else "one batch per node", sent, NODES, GPUS, RACKS,
-             len(payloads), procs, threads))
+    print("storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d connections"
+          % ("SECONDARY, one event per request (RFC-era probes, or [sender] batch_max = 1)" if mode == "event" else
+             "HEADLINE, as the probes send it (one JSON array per node per sampling round)", sent, NODES, GPUS,
+             RACKS, len(payloads), procs, threads))
     print("  ingest time (first send -> last answer) %.3f s  (%.0f events/s)   target < 2 s   %s"
           % (ingest, sent / ingest, "OK" if ingest < 2 else "MISSED"))
     print("  gateway CPU during ingest %.2f s (%.0f us per event); machine load average %s"
@@ -310,6 +323,8 @@ def phase_storm(mode="event", procs=2, threads=8):
     print("  accounting: sent %d = accepted %d + rejected %d" % (sent, events_in, rejected))
     print("              accepted %d = debounce-suppressed %d + incidents %d (alone %d + folded into summaries %d)"
           % (events_in, suppressed, alone + folded, alone, folded))
+    print("              of the suppressed, %d GPUs attached to the alarm standing for their node's fault "
+          "(so one GPU's recovery cannot clear it)" % attached)
     print("              incidents %d = delivered %d + pending %d alarms + expired %d + dropped %d + refused %d"
           % (alone + folded, fates["delivered"], pending, fates["expired"], fates["dropped"], fates["refused"]))
     ok = (events_in + rejected == sent and suppressed + alone + folded == events_in
@@ -448,9 +463,11 @@ def phase_memory(n=100_000):
 
 def main(argv):
     quick = "--quick" in argv
+    ok = phase_storm("node")
+    print()
     phase_floor()
-    ok = phase_storm("event")
-    ok = phase_storm("node") and ok
+    ok = phase_storm("event") and ok
+    print()
     phase_memory(20_000 if quick else 100_000)
     return 0 if ok else 1
 
