@@ -177,3 +177,41 @@ def test_xid_on_an_unknown_bus_is_p0_on_the_emulator(tmp_path, chain):
         assert d.sender.sent == 1 and d.sender.rejected == 0
     finally:
         d.close()
+
+
+def test_two_gpus_degrade_one_recovers_through_the_probe(tmp_path, chain):
+    """Issue 6/7 seam through the real chain: GPUs 3 and 5 fall to Gen3 x4 in the same sampling round (the sender
+    posts both in one array); GPU 3 recovers: the room keeps the P1; GPU 5 recovers: NORMAL."""
+    h, gw = chain
+    src = FakeSource(count=8)
+    d, _ = probe(tmp_path, gw, "A06", source=src, xid={"source": "none"}, gpu={"interval_s": 0.2})
+    key = "A06:gpu-worker-08:PCIE_DOWNGRADE:gpu"
+
+    def shown(s):
+        return {a["key"]: a["level"] for a in s["active"] if a["key"].startswith(key)}
+    try:
+        time.sleep(0.5)
+        src.set(3, gen=3, width=4)
+        src.set(5, gen=3, width=4)
+        st = h.wait_for(lambda s: "P1" in shown(s).values(), 5, 0.02)
+        assert list(shown(st).values()) == ["P1"]          # one alarm; the other GPU was debounced and attached
+        assert wait_until(lambda: d.sender.sent == 2)
+        src.set(3, gen=5, width=16)
+        assert wait_until(lambda: d.sender.sent == 3)         # GPU 3's RECOVERED reached the gateway
+        time.sleep(0.5)
+        st = h.status()
+        assert list(shown(st).values()) == ["P1"] and st["shown"]["level"] == "P1"
+        src.set(5, gen=5, width=16)
+        st = h.wait_for(lambda s: list(shown(s).values()) == ["NORMAL"], 5, 0.02)
+        assert d.sender.rejected == 0
+    finally:
+        d.close()
+
+
+def wait_until(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
