@@ -383,6 +383,27 @@ def test_active_alarms_and_mute_survive_a_restart(tmp_path):
         assert st["speech"]["speaking"] is None and st["speech"]["queued"] == []  # nothing re-spoken (rule 19)
 
 
+def test_quiet_hours_silence_p1_dim_the_light_and_let_p0_speak(tmp_path):
+    # A quiet window around the present minute, whatever the hour the suite runs.
+    now_min = (int(time.time()) // 60) % 1440
+    hhmm = lambda m: "%02d:%02d" % ((m % 1440) // 60, m % 60)  # noqa: E731
+    quiet = {"quiet_enabled": True, "quiet_start": hhmm(now_min - 60), "quiet_end": hhmm(now_min + 60),
+             "utc_offset_min": 0, "speech_gap_s": 0}
+    wav = tmp_path / "wav"
+    with Harness(str(tmp_path / "cfg"), voice="wav", wav_dir=str(wav), terminal=quiet) as h:
+        c = h.client()
+        c.send(preset("p1", "NVLink slow-down", key=P1_KEY))
+        st = h.wait_for(lambda s: s["shown"]["level"] == "P1")
+        assert st["quiet"]["active"] and st["shown"]["night"] is True
+        time.sleep(1.0)
+        assert not (wav.exists() and list(wav.iterdir())), "a P1 spoke inside quiet hours"
+        c.send(preset("p0", "NCCL deadlock", key=P0_KEY))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (wav.exists() and list(wav.glob("*.wav"))):
+            time.sleep(0.05)
+        assert list(wav.glob("*.wav")), "the P0 did not speak inside quiet hours"
+
+
 def test_a_request_captured_before_a_restart_is_refused_after_it(tmp_path):
     import urllib.error
     import urllib.request
