@@ -3,6 +3,8 @@
 # sox (measures the WAVs), prometheus-alertmanager (the gateway's end-to-end test against a real Alertmanager).
 set -euo pipefail
 need=()
+# Debian's system Python needs python3-venv for `python3 -m venv` (ensurepip is split out of python3 there).
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -e /usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libespeak-ng.so.1 ] || need+=(libespeak-ng1)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
