@@ -3,11 +3,13 @@
 # produce an event. "long" fires while the button is still held (the operator gets the effect at 3 s, without
 # having to guess when to let go); the release that follows it produces nothing.
 
+from sentinel_core.compat import const
+
 # MicroPython's ticks_ms() wraps at 2**30; differences taken modulo that period stay right across the wrap as long
 # as the intervals measured are shorter than half of it (about 6 days). CPython's monotonic ms work the same way.
-TICKS_PERIOD = 1 << 30
-_HALF = TICKS_PERIOD >> 1
-_MASK = TICKS_PERIOD - 1
+TICKS_PERIOD = const(1 << 30)
+_HALF = const(TICKS_PERIOD >> 1)
+_MASK = const(TICKS_PERIOD - 1)
 
 
 def ticks_diff(a, b):

@@ -1,7 +1,9 @@
 # Unix time versus the device's own epoch. The ESP32 port counts from 2000-01-01, the Unix and WebAssembly ports
 # from 1970-01-01; the wire protocol always carries Unix seconds.
 
-Y2K_UNIX = 946684800
+from sentinel_core.compat import const
+
+_Y2K_UNIX = const(946684800)
 
 
 def offset_for(epoch_year):
@@ -9,7 +11,7 @@ def offset_for(epoch_year):
     if epoch_year == 1970:
         return 0
     if epoch_year == 2000:
-        return Y2K_UNIX
+        return _Y2K_UNIX
     raise ValueError("unsupported epoch year %d" % epoch_year)
 
 

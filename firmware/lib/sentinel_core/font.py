@@ -4,10 +4,12 @@
 # The rows drawn after each code below are the source of truth ('#' lit); tests/test_render_props.py checks the
 # bytes against them. Code 0x7F (DEL, never printed) holds the box drawn for any character outside the font.
 
-FIRST = 0x20
-LAST = 0x7F
-MISSING = 0x7F
-WIDTH = 5
+from sentinel_core.compat import const
+
+FIRST = const(0x20)
+LAST = const(0x7F)
+_MISSING = const(0x7F)
+WIDTH = const(5)
 
 # 0x20 ..... ..... ..... ..... ..... ..... ..... .....
 # 0x21 ..#.. ..#.. ..#.. ..#.. ..#.. ..... ..#.. .....
@@ -137,5 +139,5 @@ def columns_of(ch):
     """Offset of ch's first column byte in FONT (the box for anything the font lacks)."""
     o = ord(ch)
     if o < FIRST or o >= LAST:
-        o = MISSING
+        o = _MISSING
     return (o - FIRST) * WIDTH

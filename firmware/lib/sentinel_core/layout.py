@@ -4,10 +4,12 @@
 
 from array import array
 
+from sentinel_core.compat import const
+
 ORDERS = ("RGB", "RBG", "GRB", "GBR", "BRG", "BGR")
 ROTATIONS = (0, 90, 180, 270)
 # 64x64: beyond that the frame buffer alone would not fit an ESP32's heap next to the rest.
-MAX_LEDS = 4096
+_MAX_LEDS = const(4096)
 
 
 def _dim(name, v):
@@ -31,8 +33,8 @@ class Layout:
     def __init__(self, width, height, serpentine=True, rotation=0, order="GRB"):
         _dim("width", width)
         _dim("height", height)
-        if width * height > MAX_LEDS:
-            raise ValueError("layout has %d LEDs, more than %d" % (width * height, MAX_LEDS))
+        if width * height > _MAX_LEDS:
+            raise ValueError("layout has %d LEDs, more than %d" % (width * height, _MAX_LEDS))
         if rotation not in ROTATIONS:
             raise ValueError("layout rotation must be one of 0, 90, 180, 270, not %r" % (rotation,))
         if order not in ORDERS:

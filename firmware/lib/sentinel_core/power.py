@@ -5,10 +5,12 @@
 # the supply's rating to get the budget (hardware/POWER.md: a 16x16 box on a 5 V 4 A supply runs with
 # light.budget_ma = 2000, leaving room for the 256 mA the dark LEDs draw, the ESP32, the TTS amplifier and margin).
 
+from sentinel_core.compat import const
+
 # WLED's default: 55 mA per LED at full white (the datasheet's 60 mA is rarely reached).
-MA_PER_LED = 55
+MA_PER_LED = const(55)
 # WLED's default budget of 850 mA less the 120 mA it reserves for the ESP32.
-BUDGET_MA = 730
+BUDGET_MA = const(730)
 
 
 def units_max(budget_ma, ma_per_led):

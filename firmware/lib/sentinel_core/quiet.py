@@ -1,8 +1,10 @@
 # Quiet hours in local time. MicroPython has no time zones, so local time is UTC plus a fixed offset in minutes;
 # the window is [start, end) in minutes of the local day and may cross midnight.
 
-DAY_S = 86400
-DAY_MIN = 1440
+from sentinel_core.compat import const
+
+_DAY_S = const(86400)
+_DAY_MIN = const(1440)
 
 
 def parse_hhmm(s):
@@ -27,7 +29,7 @@ def format_hhmm(minutes):
 def local_minute(now, utc_offset_min):
     """Minute of the local day (0..1439) at Unix time now."""
     # Python's % is a floor modulo on both interpreters, so times before the epoch or negative offsets are right.
-    return (int(now) // 60 + utc_offset_min) % DAY_MIN
+    return (int(now) // 60 + utc_offset_min) % _DAY_MIN
 
 
 class QuietHours:

@@ -8,36 +8,37 @@
 # the frame is then one pass over the LEDs. docs/RENDERING.md has the patterns, their rates and the layouts.
 
 from sentinel_core import curves, font, glyphs, power
+from sentinel_core.compat import const
 
 PATTERNS = ("off", "solid", "flash", "breath", "idle", "health_clock", "health_network", "health_speech",
             "health_heartbeat", "config_error")
 
-_OFF = 0
-_SOLID = 1
-_FLASH = 2
-_BREATH = 3
-_IDLE = 4
-_HEALTH = 5
+_OFF = const(0)
+_SOLID = const(1)
+_FLASH = const(2)
+_BREATH = const(3)
+_IDLE = const(4)
+_HEALTH = const(5)
 _CODE = {"off": _OFF, "solid": _SOLID, "flash": _FLASH, "breath": _BREATH, "idle": _IDLE,
          "health_clock": _HEALTH, "health_network": _HEALTH, "health_speech": _HEALTH,
          "health_heartbeat": _HEALTH, "config_error": _HEALTH}
 # Health patterns blink a code, like a car's fault light: n blinks, then a pause. 0: a steady 1 Hz blink.
 BLINKS = {"health_clock": 1, "health_network": 2, "health_speech": 3, "health_heartbeat": 4, "config_error": 0}
-BLINK_MS = 250
-BLINK_PAUSE_MS = 1000
+_BLINK_MS = const(250)
+_BLINK_PAUSE_MS = const(1000)
 
 # Intensities (0..255, before the brightness cap) of ink and field.
-SOLID_FIELD = 40          # a dim field behind the icon: the colour still reads from across the room
-BREATH_INK_FLOOR = 96     # the label stays readable at the bottom of a breath
-HEALTH_DIM = 64           # between blinks the health icon stays visible: never dark like a dead box
-IDLE_STEP_MS = 150        # the idle trace (or the strip's dot) moves one LED per step
-TEXT_HOLD_MS = 1000       # a new label stands still this long before it scrolls
-TEXT_GAP = 8              # blank columns between the end of a label and its next start
-MAX_TEXT_COLS = 400       # label columns kept (about 64 characters); the rest is cut
-STRIP_HEALTH_EVERY = 4    # without room for an icon, health lights every 4th LED: sparse is "the box", not "an alarm"
+_SOLID_FIELD = const(40)          # a dim field behind the icon: the colour still reads from across the room
+_BREATH_INK_FLOOR = const(96)     # the label stays readable at the bottom of a breath
+_HEALTH_DIM = const(64)           # between blinks the health icon stays visible: never dark like a dead box
+_IDLE_STEP_MS = const(150)        # the idle trace (or the strip's dot) moves one LED per step
+_TEXT_HOLD_MS = const(1000)       # a new label stands still this long before it scrolls
+_TEXT_GAP = const(8)              # blank columns between the end of a label and its next start
+_MAX_TEXT_COLS = const(400)       # label columns kept (about 64 characters); the rest is cut
+_STRIP_HEALTH_EVERY = const(4)    # no icon room: health lights every 4th LED, sparse is "the box", not "an alarm"
 
-TICKS_MASK = 0x3FFFFFFF   # time.ticks_ms() period on MicroPython ports: 2**30
-_INK = 3                  # mask values are byte offsets into the 2-entry palette: field 0, ink 3
+_TICKS_MASK = const(0x3FFFFFFF)   # time.ticks_ms() period on MicroPython ports: 2**30
+_INK = const(3)                  # mask values are byte offsets into the 2-entry palette: field 0, ink 3
 
 
 def _level(name, v, lo, hi):
@@ -65,7 +66,7 @@ class Renderer:
         self.buf = bytearray(layout.nbytes)
         self._mask = bytearray(layout.n)
         self._pal = bytearray(6)
-        self._cols = bytearray(MAX_TEXT_COLS)
+        self._cols = bytearray(_MAX_TEXT_COLS)
         self._tlen = 0
         self._text = None
         self._sglyph = None
@@ -143,15 +144,15 @@ class Renderer:
                 ink_n = self._trace(t_ms)
             else:
                 ink_n = 1
-                self._mask[lay.leds[(t_ms // IDLE_STEP_MS) % n]] = _INK
+                self._mask[lay.leds[(t_ms // _IDLE_STEP_MS) % n]] = _INK
         elif code == _HEALTH:
-            ink_i = 255 if self._blink_on(BLINKS[display.pattern], t_ms) else HEALTH_DIM
+            ink_i = 255 if self._blink_on(BLINKS[display.pattern], t_ms) else _HEALTH_DIM
             if self.labels:
                 ink_n = self._content(glyphs.PATTERN[display.pattern] if self.matrix else None, text, t_ms)
             if not ink_n:
                 leds = lay.leds
                 mask = self._mask
-                for k in range(0, n, STRIP_HEALTH_EVERY):
+                for k in range(0, n, _STRIP_HEALTH_EVERY):
                     mask[leds[k]] = _INK
                     ink_n += 1
         else:
@@ -159,7 +160,7 @@ class Renderer:
                 ink_n = self._content(None if level is None or not self.matrix else glyphs.LEVEL[level], text, t_ms)
             if code == _SOLID:
                 ink_i = 255
-                field_i = SOLID_FIELD if ink_n else 255
+                field_i = _SOLID_FIELD if ink_n else 255
             elif code == _FLASH:
                 on = (t_ms % self.flash_ms) < (self.flash_ms >> 1)
                 # With an icon or label the flash alternates field and ink, so the words read in either phase.
@@ -168,7 +169,7 @@ class Renderer:
             else:
                 e = curves.BREATH[((t_ms % self.breath_ms) << 8) // self.breath_ms]
                 if ink_n:
-                    ink_i = BREATH_INK_FLOOR + e * (255 - BREATH_INK_FLOOR) // 255
+                    ink_i = _BREATH_INK_FLOOR + e * (255 - _BREATH_INK_FLOOR) // 255
                     field_i = e * 3 // 8
                 else:
                     field_i = e
@@ -233,9 +234,9 @@ class Renderer:
 
     def _blink_on(self, blinks, t_ms):
         if blinks == 0:
-            return (t_ms % (4 * BLINK_MS)) < 2 * BLINK_MS
-        ph = t_ms % (blinks * 2 * BLINK_MS + BLINK_PAUSE_MS)
-        return ph < blinks * 2 * BLINK_MS and (ph % (2 * BLINK_MS)) < BLINK_MS
+            return (t_ms % (4 * _BLINK_MS)) < 2 * _BLINK_MS
+        ph = t_ms % (blinks * 2 * _BLINK_MS + _BLINK_PAUSE_MS)
+        return ph < blinks * 2 * _BLINK_MS and (ph % (2 * _BLINK_MS)) < _BLINK_MS
 
     def _column(self, bits, x, y):
         # One 8-row column of ink at image (x, y); returns how many LEDs it lit.
@@ -253,7 +254,7 @@ class Renderer:
         return lit
 
     def _trace(self, t_ms):
-        shift = t_ms // IDLE_STEP_MS
+        shift = t_ms // _IDLE_STEP_MS
         trace = glyphs.IDLE
         lit = 0
         y = self._vy
@@ -297,9 +298,9 @@ class Renderer:
             for c in range(tlen):
                 lit += self._column(cols[c], x + c, y)
             return lit
-        period = tlen + TEXT_GAP
+        period = tlen + _TEXT_GAP
         # Modular difference: MicroPython's ticks_ms() wraps at 2**30 and a label must not freeze when it does.
-        dt = ((t_ms - self._t0) & TICKS_MASK) - TEXT_HOLD_MS
+        dt = ((t_ms - self._t0) & _TICKS_MASK) - _TEXT_HOLD_MS
         c = 0 if dt < 0 else (dt // self.scroll_ms) % period
         for k in range(tw):
             if c < tlen:
@@ -313,7 +314,7 @@ class Renderer:
         # Label columns, proportionally spaced: each character's blank side columns are dropped, one blank
         # column separates characters, a space is 3 columns wide.
         cols = self._cols
-        cap = MAX_TEXT_COLS
+        cap = _MAX_TEXT_COLS
         f = font.FONT
         n = 0
         if glyph is not None:

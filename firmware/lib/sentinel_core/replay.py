@@ -5,10 +5,11 @@
 # re-opens a replay. The floor is exported so a reboot does not re-open one either (docs/PROTOCOL.md).
 import hashlib
 
+from sentinel_core.compat import const
 from sentinel_core.errors import unauthorized
 
-ACCEPT = 0
-DUPLICATE = 1
+_ACCEPT = const(0)
+DUPLICATE = const(1)
 
 # What one entry remembers, packed into one bytearray (on the ESP32 three Python objects per entry cost ~150 bytes,
 # this ~30): the first 16 bytes of the request's HMAC (a replay has the same one; 128 bits make a false match
@@ -81,7 +82,7 @@ class ReplayGuard:
         if ts <= self.floor:
             raise unauthorized("stale_timestamp", "timestamp is older than the terminal's replay memory; "
                                "sign again with the current time")
-        return ACCEPT
+        return _ACCEPT
 
     def accept(self, ts, mac, msg_id, now, synced):
         ref = self.reference(now, synced)

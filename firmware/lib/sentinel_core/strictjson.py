@@ -3,7 +3,9 @@
 # interpreters accept exactly the same bodies. It walks the bytes by index and allocates nothing per byte.
 import json
 
-MAX_DEPTH = 8
+from sentinel_core.compat import const
+
+_MAX_DEPTH = const(8)
 
 
 def loads(body):
@@ -46,7 +48,7 @@ def _value(b, i, n, depth):
 
 
 def _object(b, i, n, depth):
-    if depth > MAX_DEPTH:
+    if depth > _MAX_DEPTH:
         _fail("nesting too deep", i)
     i = _ws(b, i + 1, n)
     if i < n and b[i] == 125:
@@ -69,7 +71,7 @@ def _object(b, i, n, depth):
 
 
 def _array(b, i, n, depth):
-    if depth > MAX_DEPTH:
+    if depth > _MAX_DEPTH:
         _fail("nesting too deep", i)
     i = _ws(b, i + 1, n)
     if i < n and b[i] == 93:

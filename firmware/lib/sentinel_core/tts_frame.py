@@ -2,8 +2,9 @@
 # frame with the XOR of all bytes before it and counts that byte in the length; the XFS5152CE has no checksum.
 # The chip modules hold what differs (byte order, tags, commands); this holds how a frame is laid out and read.
 from sentinel_core import tts_text
+from sentinel_core.compat import const
 
-HEADER = 0xFD
+_HEADER = const(0xFD)
 
 
 def xor(buf, n):
@@ -26,7 +27,7 @@ def build(cmd, param, data, checksum):
     if length > 0xFFFF:
         raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
     buf = bytearray(length + 3)
-    buf[0] = HEADER
+    buf[0] = _HEADER
     buf[1] = length >> 8
     buf[2] = length & 0xFF
     buf[3] = cmd
@@ -64,7 +65,7 @@ def speak(cmd, param, tags_text, text, raw, max_text, limit, big_endian, checksu
     for start, end in tts_text.pieces(data, budget, big_endian):
         n = len(head) + end - start
         buf = bytearray(n + 5 + tail)
-        buf[0] = HEADER
+        buf[0] = _HEADER
         buf[1] = (n + 2 + tail) >> 8
         buf[2] = (n + 2 + tail) & 0xFF
         buf[3] = cmd
@@ -82,7 +83,7 @@ def parse(data, checksum, name, param_cmds):
     param_cmds: the commands whose first data byte is a parameter."""
     n = len(data)
     least = 5 if checksum else 4
-    if n < least or data[0] != HEADER:
+    if n < least or data[0] != _HEADER:
         raise ValueError("not a %s frame: it must start with FD and be at least %d bytes" % (name, least))
     length = (data[1] << 8) | data[2]
     if length != n - 3:

@@ -2,13 +2,14 @@
 # query is answered "accepted" then "busy" or "idle". Anything else on the line (noise at power-up, a wrong baud
 # rate) is reported as unknown, never raised: the speech health check must keep running on a noisy wire.
 
-INIT = 0x4A
-ACCEPTED = 0x41
-ERROR = 0x45
-BUSY = 0x4E
-IDLE = 0x4F
+from sentinel_core.compat import const
 
-NAMES = {INIT: "init", ACCEPTED: "accepted", ERROR: "error", BUSY: "busy", IDLE: "idle"}
+_INIT = const(0x4A)
+_ACCEPTED = const(0x41)
+_ERROR = const(0x45)
+_BUSY = const(0x4E)
+_IDLE = const(0x4F)
+NAMES = {_INIT: "init", _ACCEPTED: "accepted", _ERROR: "error", _BUSY: "busy", _IDLE: "idle"}
 
 
 class Reply:
@@ -64,9 +65,9 @@ def parse_reply(data):
         if name is None:
             unknown += 1
             name = "unknown"
-        elif b == BUSY:
+        elif b == _BUSY:
             busy = True
-        elif b == IDLE:
+        elif b == _IDLE:
             busy = False
         codes.append(name)
     return Reply(codes, unknown, busy)

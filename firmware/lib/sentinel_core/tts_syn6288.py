@@ -5,24 +5,25 @@
 # read bytes; the firmware's UART driver writes them and feeds what it reads to parse_reply.
 
 from sentinel_core import tts_frame, tts_reply, tts_text
+from sentinel_core.compat import const
 
 NAME = "syn6288"
 BIG_ENDIAN = True
 
-SYNTHESIZE = 0x01
-STOP_CMD = 0x02
-PAUSE_CMD = 0x03
-RESUME_CMD = 0x04
-STATUS_CMD = 0x21
-BAUD_CMD = 0x31
-POWER_DOWN_CMD = 0x88
+_SYNTHESIZE = const(0x01)
+_STOP_CMD = const(0x02)
+_PAUSE_CMD = const(0x03)
+_RESUME_CMD = const(0x04)
+_STATUS_CMD = const(0x21)
+_BAUD_CMD = const(0x31)
+_POWER_DOWN_CMD = const(0x88)
 
-UNICODE = 3  # param bits 2..0; bits 7..3 pick a background music (0: none)
+_UNICODE = const(3)  # param bits 2..0; bits 7..3 pick a background music (0: none)
 
 # Text bytes per synthesis frame (tags included): the limit the drivers enforce. 100 UTF-16 units.
-MAX_TEXT = 200
+MAX_TEXT = const(200)
 # What the 16-bit length field can still describe, for a max_text raised after testing a chip.
-LIMIT_TEXT = 0xFFFF - 3
+_LIMIT_TEXT = const(0xFFFF - 3)
 
 VOLUME = (0, 16)  # [v..]
 SPEED = (0, 5)  # [t..]
@@ -49,7 +50,7 @@ def set_baud(rate):
     """The frame that moves the chip's UART to rate (it answers at the old rate, then switches)."""
     for i in range(len(BAUD_RATES)):
         if BAUD_RATES[i] == rate:
-            return frame(BAUD_CMD, i)
+            return frame(_BAUD_CMD, i)
     raise ValueError("baud rate must be one of %s, got %r" % (", ".join(str(r) for r in BAUD_RATES), rate))
 
 
@@ -69,16 +70,16 @@ def synthesize(text, volume=None, speed=None, music=0, music_volume=None, raw=Fa
     """The frames that speak text, in order: a list of bytes, each at most max_text bytes of text (tts_frame.speak
     says how long text is cut and why brackets are neutralised)."""
     tts_frame.check_int(music, MUSIC[0], MUSIC[1], "background music")
-    return tts_frame.speak(SYNTHESIZE, (music << 3) | UNICODE, tags(volume, speed, music_volume), text, raw, max_text,
-                           LIMIT_TEXT, True, True)
+    return tts_frame.speak(_SYNTHESIZE, (music << 3) | _UNICODE, tags(volume, speed, music_volume), text, raw, max_text,
+                           _LIMIT_TEXT, True, True)
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length, checksum)."""
-    cmd, param, body = tts_frame.parse(data, True, "SYN6288", (SYNTHESIZE, BAUD_CMD))
+    cmd, param, body = tts_frame.parse(data, True, "SYN6288", (_SYNTHESIZE, _BAUD_CMD))
     text = None
-    if cmd == SYNTHESIZE and param & 7 == UNICODE:
+    if cmd == _SYNTHESIZE and param & 7 == _UNICODE:
         text = tts_text.decode(body, True)
     return {"cmd": cmd, "param": param, "data": body, "text": text}
 

@@ -2,6 +2,8 @@
 # chips read as commands, and the rule that cuts a long text into frame-sized pieces.
 # Both chips share all of this; only the byte order and the frame around the text differ.
 
+from sentinel_core.compat import const
+
 # Whitespace and punctuation, ASCII and CJK: a cut just after one of these falls where a reader would pause.
 BREAKS = (
     0x09, 0x0A, 0x0D, 0x20, 0x21, 0x2C, 0x2E, 0x3A, 0x3B, 0x3F,  # \t \n \r space ! , . : ; ?
@@ -11,9 +13,9 @@ BREAKS = (
 
 # The longest inline tag the chips know ("[m16]", "[v10]") is 5 code units; a cut never lands inside a bracket
 # opened this close before it, so a tag in raw text is never halved across two frames.
-TAG_UNITS = 8
+_TAG_UNITS = const(8)
 
-REPLACEMENT = 0xFFFD
+_REPLACEMENT = const(0xFFFD)
 
 
 def units(text):
@@ -37,7 +39,7 @@ def put(buf, pos, text, big):
             pos = _unit(buf, pos, 0xD800 | (cp >> 10), big)
             cp = 0xDC00 | (cp & 0x3FF)
         elif 0xD800 <= cp <= 0xDFFF:
-            cp = REPLACEMENT
+            cp = _REPLACEMENT
         pos = _unit(buf, pos, cp, big)
     return pos
 
@@ -123,7 +125,7 @@ def cut(data, start, budget, big):
             return i + 2
         i -= 2
     i = hard - 2
-    floor = hard - 2 * TAG_UNITS
+    floor = hard - 2 * _TAG_UNITS
     if floor < start:
         floor = start
     while i > floor:

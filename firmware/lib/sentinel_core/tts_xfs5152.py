@@ -5,25 +5,26 @@
 # UART driver writes them and feeds what it reads to parse_reply.
 
 from sentinel_core import tts_frame, tts_reply, tts_text
+from sentinel_core.compat import const
 
 NAME = "xfs5152"
 BIG_ENDIAN = False
 
-SYNTHESIZE = 0x01
-STOP_CMD = 0x02
-PAUSE_CMD = 0x03
-RESUME_CMD = 0x04
-STATUS_CMD = 0x21
-SLEEP_CMD = 0x88
-WAKE_CMD = 0xFF
+_SYNTHESIZE = const(0x01)
+_STOP_CMD = const(0x02)
+_PAUSE_CMD = const(0x03)
+_RESUME_CMD = const(0x04)
+_STATUS_CMD = const(0x21)
+_SLEEP_CMD = const(0x88)
+_WAKE_CMD = const(0xFF)
 
-UNICODE = 3
+_UNICODE = const(3)
 
 # Text bytes per synthesis frame (tags included). No source we could check states this chip's limit, so it is
 # the SYN6288's 200 bytes (100 UTF-16 units): longer than an alarm needs, and a refused frame (silence in an
 # alarm) costs far more than an extra frame boundary. Raise it with max_text after testing a chip.
-MAX_TEXT = 200
-LIMIT_TEXT = 0xFFFF - 2
+MAX_TEXT = const(200)
+_LIMIT_TEXT = const(0xFFFF - 2)
 
 VOLUME = (0, 10)  # [v..]
 SPEED = (0, 10)  # [s..]
@@ -62,16 +63,16 @@ def synthesize(text, volume=None, speed=None, tone=None, raw=False, max_text=MAX
     Every frame starts with the same tags. Unless raw, square brackets become parentheses (tts_text.plain).
     Long text is cut by the rule in tts_text.cut. ValueError for empty text or a value out of range.
     """
-    return tts_frame.speak(SYNTHESIZE, UNICODE, tags(volume, speed, tone), text, raw, max_text, LIMIT_TEXT, False,
+    return tts_frame.speak(_SYNTHESIZE, _UNICODE, tags(volume, speed, tone), text, raw, max_text, _LIMIT_TEXT, False,
                            False)
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length)."""
-    cmd, param, body = tts_frame.parse(data, False, "XFS5152CE", (SYNTHESIZE,))
+    cmd, param, body = tts_frame.parse(data, False, "XFS5152CE", (_SYNTHESIZE,))
     text = None
-    if cmd == SYNTHESIZE and param == UNICODE:
+    if cmd == _SYNTHESIZE and param == _UNICODE:
         text = tts_text.decode(body, False)
     return {"cmd": cmd, "param": param, "data": body, "text": text}
 

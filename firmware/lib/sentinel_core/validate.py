@@ -1,15 +1,16 @@
 # The alarm body's schema, and the small bodies of the ACK and heartbeat requests. The same rules run on the board
 # and on every sender, so a body the client builds is a body the terminal accepts.
 from sentinel_core.alarm import AUDIO_MODES, LEVEL_OF_LIGHT, LIGHT_MODES, P1, PRESETS, Alarm, level_from_name
+from sentinel_core.compat import const
 from sentinel_core.errors import invalid
 
 # 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
 # of 200 bytes of UTF-16 (docs/PROTOCOL.md, "Text and speech").
-TEXT_MAX_BYTES = 400
-KEY_MAX_BYTES = 64
-REPEAT_MAX = 10
-DURATION_MAX_S = 7 * 86400
-HEARTBEAT_MAX_S = 3600
+TEXT_MAX_BYTES = const(400)
+KEY_MAX_BYTES = const(64)
+REPEAT_MAX = const(10)
+DURATION_MAX_S = const(7 * 86400)
+HEARTBEAT_MAX_S = const(3600)
 
 _PRESET_OF_LEVEL = ("normal", "p1", "p0")
 

@@ -3,9 +3,10 @@
 import time
 
 from sentinel_core import epoch
+from sentinel_core.compat import const
 from sentinel_fw import ticks
 
-RETRY_MS = 30000  # after a failed sync: the network may just be coming up
+RETRY_MS = const(30000)  # after a failed sync: the network may just be coming up
 
 
 class Clock:

@@ -1,13 +1,14 @@
 # The speech chip (SYN6288 or XFS5152CE) on a UART. The core's encoder builds every frame; this driver only moves
 # bytes, paces multi-frame texts, and tells when the chip has finished: from the BUSY pin when it is wired, else
 # from status queries, else (a chip that never answers) from an estimate, so the state machine keeps moving.
+from sentinel_core.compat import const
 from sentinel_fw import ticks
 
-GRACE_MS = 300         # BUSY rises a few ms after a frame is accepted; the status reply lags similarly
-POLL_MS = 250          # status query period while speaking without a BUSY pin
-ANSWER_MS = 600        # a query not answered within this: the chip is not answering
-HEALTH_MS = 15000      # idle status query period: notices a chip that was unplugged or lost power
-MS_PER_UNIT = 280      # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
+GRACE_MS = const(300)         # BUSY rises a few ms after a frame is accepted; the status reply lags similarly
+_POLL_MS = const(250)          # status query period while speaking without a BUSY pin
+_ANSWER_MS = const(600)        # a query not answered within this: the chip is not answering
+_HEALTH_MS = const(15000)      # idle status query period: notices a chip that was unplugged or lost power
+_MS_PER_UNIT = const(280)      # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
 
 
 class TtsUart:
@@ -78,7 +79,7 @@ class TtsUart:
         self._transmit(f)
         self._sent_at = t_ms
         # Unicode: 2 bytes per unit; the frame header and tags are a few units too, harmless in an estimate.
-        self._estimate_ms = (len(f) // 2) * MS_PER_UNIT
+        self._estimate_ms = (len(f) // 2) * _MS_PER_UNIT
 
     def _busy(self, t_ms):
         since = ticks.diff(t_ms, self._sent_at)
@@ -88,7 +89,7 @@ class TtsUart:
             return (self.busy_pin.value() == 1) == self.busy_high
         if self.answering is False:
             return since < self._estimate_ms
-        if self._last_query is None or ticks.diff(t_ms, self._last_query) >= POLL_MS:
+        if self._last_query is None or ticks.diff(t_ms, self._last_query) >= _POLL_MS:
             self.query(t_ms)
         if self._busy_reply is None:
             # No verdict yet: keep waiting, but never longer than the estimate (a lost reply must not hang speech).
@@ -106,11 +107,11 @@ class TtsUart:
                 self._busy_reply = r.busy
             if r.error:
                 self.errors += 1
-        if self._asked_at is not None and ticks.diff(t_ms, self._asked_at) > ANSWER_MS:
+        if self._asked_at is not None and ticks.diff(t_ms, self._asked_at) > _ANSWER_MS:
             self.answering = False
             self._asked_at = None
         if self._frames is None:
-            if self._last_query is None or ticks.diff(t_ms, self._last_query) >= HEALTH_MS:
+            if self._last_query is None or ticks.diff(t_ms, self._last_query) >= _HEALTH_MS:
                 self.query(t_ms)
             return False
         if self._busy(t_ms):

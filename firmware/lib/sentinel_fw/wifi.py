@@ -1,10 +1,11 @@
 # Wi-Fi station join with reconnect and exponential back-off. step() is called from the network task and never
 # blocks: WLAN.connect() returns at once and the driver associates in the background.
+from sentinel_core.compat import const
 from sentinel_fw import ticks
 
-FIRST_MS = 2000
-MAX_MS = 60000
-ATTEMPT_MS = 20000  # an association that has not finished by then is abandoned and retried
+FIRST_MS = const(2000)
+MAX_MS = const(60000)
+_ATTEMPT_MS = const(20000)  # an association that has not finished by then is abandoned and retried
 
 
 class WiFi:
@@ -40,7 +41,7 @@ class WiFi:
             self._started = None
             return True
         self.connected = False
-        if self._started is not None and ticks.diff(t_ms, self._started) < ATTEMPT_MS:
+        if self._started is not None and ticks.diff(t_ms, self._started) < _ATTEMPT_MS:
             return False
         if self._next is not None and ticks.diff(t_ms, self._next) < 0:
             return False
