@@ -102,3 +102,119 @@ async def test_metrics_in_prometheus_text():
                  "sentinel_shown_level 2", 'sentinel_health{check="network"} 1',
                  "# TYPE sentinel_frames_total counter"):
         assert want in lines, (want, r.text)
+
+
+def _fill(s, ft, n=20):
+    """A full terminal: more alarms than it keeps (16 active), speech queued, one incident acknowledged."""
+    for i in range(n):
+        level = "p0" if i % 3 else "p1"
+        h, b = signed(preset_body(level, "A%02d gpu-worker-%02d NCCL timeout" % (i, i), key="A%02d:w%02d" % (i, i),
+                                  id="m-%d" % i), ft())
+        assert s.handle_http("POST", "/api/v1/send_msg", h, b)[0] == 200
+        ft.t += 1
+    h, b = signed({"key": "A19:w19", "long": False}, ft())
+    assert s.handle_http("POST", "/api/v1/ack", h, b)[0] == 200
+    s.speech_step(100)
+
+
+def _text(parts):
+    return "".join(p.decode() if isinstance(p, bytes) else p for p in parts)
+
+
+def _steady(st):
+    # The two figures that move between two calls by themselves.
+    st["device"].pop("heap_free", None)
+    st["device"].pop("uptime_s", None)
+    return st
+
+
+async def test_status_in_pieces_is_the_whole_document():
+    import sys
+    s, ft, c = _client()
+    _fill(s, ft)
+    now = ft()
+    whole = json.dumps(s.status(now))
+    parts = list(s.status_parts(now))
+    # One piece per active alarm at least: the board never holds the whole page.
+    assert len(s.terminal.active) == 16 and len(parts) > 16, (len(s.terminal.active), len(parts))
+    assert max(len(p) for p in parts) < 1024, max(len(p) for p in parts)
+    streamed = _text(parts)
+    assert _steady(json.loads(streamed)) == _steady(json.loads(whole))
+    if sys.implementation.name == "cpython":
+        # Same key order, so the same text up to the device's moving figures.
+        assert streamed.split(', "device": ')[0] == whole.split(', "device": ')[0]
+    # microdot writes the pieces as they come: no Content-Length, the body read to the end.
+    r = await c.get("/api/v1/status")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/json", r.headers
+    assert _steady(r.json) == _steady(json.loads(json.dumps(s.status(now)))), r.text
+    r = await c.post("/api/v1/status", body=b"")
+    assert r.status_code == 405 and r.json["error"] == "method_not_allowed", r.text
+
+
+def _metrics_from_status(s, now):
+    # The page as it was computed from the status document before it was read straight from the terminal.
+    levels = ("NORMAL", "P1", "P0")
+    st = s.status(now)
+    dev = st["device"]
+    out = []
+
+    def fam(name, kind, text, *samples):
+        out.append("# HELP %s %s" % (name, text))
+        out.append("# TYPE %s %s" % (name, kind))
+        for labels, v in samples:
+            out.append("%s{%s} %s" % (name, labels, v) if labels else "%s %s" % (name, v))
+    fam("sentinel_requests_total", "counter", "Signed API requests by outcome.",
+        ('outcome="accepted"', s.requests - s.refused), ('outcome="refused"', s.refused))
+    fam("sentinel_alarms_total", "counter", "Accepted alarms by level.",
+        *[('level="%s"' % levels[i], s.alarms[i]) for i in range(3)])
+    fam("sentinel_button_presses_total", "counter", "ACK button presses by kind.",
+        ('kind="short"', s.presses["short"]), ('kind="long"', s.presses["long"]))
+    fam("sentinel_frames_total", "counter", "Frames sent to the LED matrix.", ("", dev["matrix"]["frames"]))
+    fam("sentinel_active_alarms", "gauge", "Alarms currently active, by level.",
+        *[('level="%s"' % lv, sum(1 for a in st["active"] if a["level"] == lv)) for lv in levels])
+    lv = st["shown"]["level"]
+    fam("sentinel_shown_level", "gauge", "Level owning the display: 2 P0, 1 P1, 0 NORMAL, -1 none.",
+        ("", levels.index(lv) if lv in levels else -1))
+    mute = st["mute"]
+    fam("sentinel_mute_remaining_seconds", "gauge", "Seconds left in the ACK mute (0: not muted).",
+        ("", int(mute["remaining_s"] or 0) if mute["active"] else 0))
+    fam("sentinel_quiet_hours", "gauge", "1 inside quiet hours (no speech below P0).",
+        ("", 1 if st["quiet"]["active"] else 0))
+    fam("sentinel_speaking", "gauge", "1 while an utterance is being spoken.",
+        ("", 0 if st["speech"]["speaking"] is None else 1))
+    fam("sentinel_health", "gauge", "1 when the named health check is fine.",
+        *[('check="%s"' % n, 1 if st["health"][n] else 0) for n in ("clock", "network", "speech", "config")])
+    fam("sentinel_watchdog_feeds_total", "counter", "Hardware watchdog feeds.", ("", dev["watchdog"]["feeds"]))
+    fam("sentinel_flash_writes_total", "counter", "State writes to flash.",
+        ("", dev["flash"]["writes"] if dev["flash"] else 0))
+    if "heap_free" in dev:
+        fam("sentinel_heap_free_bytes", "gauge", "Free MicroPython heap.", ("", dev["heap_free"]))
+    fam("sentinel_uptime_seconds", "gauge", "Seconds since boot.", ("", dev["uptime_s"]))
+    return out
+
+
+def _steady_lines(lines):
+    return [x for x in lines if not x.startswith("sentinel_heap_free_bytes ") and
+            not x.startswith("sentinel_uptime_seconds ")]
+
+
+async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says():
+    from sentinel_fw import metrics
+    s, ft, c = _client()
+    for fill in (False, True):
+        if fill:
+            _fill(s, ft)
+            s.button_step(0)
+            h, b = signed({"key": None, "long": False}, ft())  # a remote short press: everything muted
+            assert s.handle_http("POST", "/api/v1/ack", h, b)[0] == 200
+        now = ft()
+        parts = list(metrics.parts(s, now))
+        assert len(parts) > 10
+        text = _text(parts)
+        assert text.endswith("\n")
+        lines = text.split("\n")[:-1]
+        assert _steady_lines(lines) == _steady_lines(_metrics_from_status(s, now)), text
+        st, body = s.handle_http("GET", "/metrics", {}, b"")
+        assert st == 200 and _steady_lines(body.decode().split("\n")[:-1]) == _steady_lines(lines)
+        r = await c.get("/metrics")
+        assert r.status_code == 200 and _steady_lines(r.text.split("\n")[:-1]) == _steady_lines(lines), r.text

@@ -504,48 +504,58 @@ class Terminal:
         return out
 
     def snapshot(self, now):
+        d = {}
+        for k, v in self.snapshot_items(now):
+            d[k] = list(self.active_rows(now)) if k == "active" else v
+        return d
+
+    def snapshot_items(self, now):
+        """The snapshot's top-level entries in order, as (key, value), each built only when the next is asked for:
+        the board streams its status page and so holds one entry at a time. "active" comes as None: its rows are
+        active_rows(now)."""
         self.tick(now)
-        inow = int(now)
-        active = []
-        for a in self.ordered():
-            al = a.alarm
-            until = self.acked.get(a.key)
-            active.append({
-                "key": a.key, "level": LEVEL_NAMES[al.level], "text": al.text, "color": _color_hex(al.color),
-                "light_mode": al.light_mode, "audio_mode": al.audio_mode, "id": al.id,
-                "age_s": int(now - a.since), "expires_in_s": None if a.expires is None else int(a.expires - now),
-                "acknowledged": until is not None and until > now,
-            })
+        yield "now", int(now)
+        yield "version", self.state_version
+        yield "shown", self.display(now).to_dict()
+        yield "active", None
         queued = []
         for e in self.queue.entries:
             due = e.due - now
             queued.append({"key": e.key, "level": LEVEL_NAMES[e.level], "text": e.text, "remaining": e.remaining,
                            "due_in_s": int(due) if due > 0 else 0})
+        yield "speech", {"speaking": None if self.speaking is None else self.speaking.to_dict(),
+                         "queued": queued, "capacity": self.queue.capacity, "dropped": self.queue.dropped}
+        queued = None
         muted = self.mute_until is not None and now < self.mute_until
         acked = list(self.acked.keys())
         acked.sort()
+        yield "mute", {"active": muted, "remaining_s": int(self.mute_until - now) if muted else 0,
+                       "acknowledged": acked}
+        acked = None
         h = self.health
-        hb_ok = h.heartbeat_ok(now)
+        yield "quiet", {"active": self.quiet_applies(now), "enabled": self.quiet.enabled,
+                        "start": _hhmm(self.quiet.start), "end": _hhmm(self.quiet.end),
+                        "utc_offset_min": self.quiet.utc_offset_min, "applied": h.clock,
+                        "local_time": self.quiet.local_time(now)}
         problems = h.problems(now)
-        return {
-            "now": inow,
-            "version": self.state_version,
-            "shown": self.display(now).to_dict(),
-            "active": active,
-            "speech": {"speaking": None if self.speaking is None else self.speaking.to_dict(),
-                       "queued": queued, "capacity": self.queue.capacity, "dropped": self.queue.dropped},
-            "mute": {"active": muted, "remaining_s": int(self.mute_until - now) if muted else 0,
-                     "acknowledged": acked},
-            "quiet": {"active": self.quiet_applies(now), "enabled": self.quiet.enabled,
-                      "start": _hhmm(self.quiet.start), "end": _hhmm(self.quiet.end),
-                      "utc_offset_min": self.quiet.utc_offset_min, "applied": h.clock,
-                      "local_time": self.quiet.local_time(now)},
-            "health": {"ok": not problems, "problems": problems, "clock": h.clock, "network": h.network,
-                       "speech": h.speech, "config": h.config, "config_detail": h.config_detail,
-                       "heartbeat": {"armed": h.interval is not None, "ok": hb_ok, "interval_s": h.interval,
-                                     "last_age_s": None if h.last_beat is None else int(now - h.last_beat)}},
-            "counters": {"alarms": self.alarms_seen, "evicted": self.evicted},
-        }
+        yield "health", {"ok": not problems, "problems": problems, "clock": h.clock, "network": h.network,
+                         "speech": h.speech, "config": h.config, "config_detail": h.config_detail,
+                         "heartbeat": {"armed": h.interval is not None, "ok": h.heartbeat_ok(now),
+                                       "interval_s": h.interval,
+                                       "last_age_s": None if h.last_beat is None else int(now - h.last_beat)}}
+        yield "counters", {"alarms": self.alarms_seen, "evicted": self.evicted}
+
+    def active_rows(self, now):
+        """The snapshot's "active" list one row at a time: a dict per active alarm, in display order."""
+        for a in self.ordered():
+            al = a.alarm
+            until = self.acked.get(a.key)
+            yield {
+                "key": a.key, "level": LEVEL_NAMES[al.level], "text": al.text, "color": _color_hex(al.color),
+                "light_mode": al.light_mode, "audio_mode": al.audio_mode, "id": al.id,
+                "age_s": int(now - a.since), "expires_in_s": None if a.expires is None else int(a.expires - now),
+                "acknowledged": until is not None and until > now,
+            }
 
     # ---- persistence ------------------------------------------------------------------------------------------
 

@@ -1,60 +1,67 @@
 # GET /metrics in Prometheus text format, with the emulator's metric names where they mean the same thing.
-# Imported on the first scrape only: a box nobody scrapes does not pay its bytecode in heap.
+# Imported on the first scrape only: a box nobody scrapes does not pay its bytecode in heap. Read straight from the
+# terminal, one family at a time (the server writes each as it comes): no status document is built for a scrape.
+import gc
+
+from sentinel_fw import ticks
 
 LEVELS = ("NORMAL", "P1", "P0")
 
 
-def _line(out, name, value, labels=None):
-    if labels:
-        out.append("%s{%s} %s" % (name, ",".join('%s="%s"' % kv for kv in labels), value))
-    else:
-        out.append("%s %s" % (name, value))
+def _family(name, kind, text, *samples):
+    # samples: (labels, value); labels is "" or the text between the braces.
+    out = "# HELP %s %s\n# TYPE %s %s\n" % (name, text, name, kind)
+    for labels, value in samples:
+        if labels:
+            out += "%s{%s} %s\n" % (name, labels, value)
+        else:
+            out += "%s %s\n" % (name, value)
+    return out
 
 
-def _family(out, name, kind, text):
-    out.append("# HELP %s %s" % (name, text))
-    out.append("# TYPE %s %s" % (name, kind))
-
-
-def render(sentinel, now):
-    st = sentinel.status(now)
-    dev = st["device"]
-    out = []
-    _family(out, "sentinel_requests_total", "counter", "Signed API requests by outcome.")
-    _line(out, "sentinel_requests_total", sentinel.requests - sentinel.refused, (("outcome", "accepted"),))
-    _line(out, "sentinel_requests_total", sentinel.refused, (("outcome", "refused"),))
-    _family(out, "sentinel_alarms_total", "counter", "Accepted alarms by level.")
-    for i in range(3):
-        _line(out, "sentinel_alarms_total", sentinel.alarms[i], (("level", LEVELS[i]),))
-    _family(out, "sentinel_button_presses_total", "counter", "ACK button presses by kind.")
-    _line(out, "sentinel_button_presses_total", sentinel.presses["short"], (("kind", "short"),))
-    _line(out, "sentinel_button_presses_total", sentinel.presses["long"], (("kind", "long"),))
-    _family(out, "sentinel_frames_total", "counter", "Frames sent to the LED matrix.")
-    _line(out, "sentinel_frames_total", dev["matrix"]["frames"])
-    _family(out, "sentinel_active_alarms", "gauge", "Alarms currently active, by level.")
-    for lv in LEVELS:
-        _line(out, "sentinel_active_alarms", sum(1 for a in st["active"] if a.get("level") == lv), (("level", lv),))
-    _family(out, "sentinel_shown_level", "gauge", "Level owning the display: 2 P0, 1 P1, 0 NORMAL, -1 none.")
-    lv = st["shown"].get("level")
-    _line(out, "sentinel_shown_level", LEVELS.index(lv) if lv in LEVELS else -1)
-    mute = st["mute"]
-    _family(out, "sentinel_mute_remaining_seconds", "gauge", "Seconds left in the ACK mute (0: not muted).")
-    _line(out, "sentinel_mute_remaining_seconds", int(mute.get("remaining_s") or 0) if mute.get("active") else 0)
-    _family(out, "sentinel_quiet_hours", "gauge", "1 inside quiet hours (no speech below P0).")
-    _line(out, "sentinel_quiet_hours", 1 if st["quiet"].get("active") else 0)
-    _family(out, "sentinel_speaking", "gauge", "1 while an utterance is being spoken.")
-    _line(out, "sentinel_speaking", 0 if st["speech"].get("speaking") is None else 1)
-    _family(out, "sentinel_health", "gauge", "1 when the named health check is fine.")
-    for name in ("clock", "network", "speech", "config"):
-        _line(out, "sentinel_health", 1 if st["health"].get(name) else 0, (("check", name),))
-    _family(out, "sentinel_watchdog_feeds_total", "counter", "Hardware watchdog feeds.")
-    _line(out, "sentinel_watchdog_feeds_total", dev["watchdog"]["feeds"])
-    _family(out, "sentinel_flash_writes_total", "counter", "State writes to flash.")
-    _line(out, "sentinel_flash_writes_total", dev["flash"]["writes"] if dev["flash"] else 0)
-    if "heap_free" in dev:
-        _family(out, "sentinel_heap_free_bytes", "gauge", "Free MicroPython heap.")
-        _line(out, "sentinel_heap_free_bytes", dev["heap_free"])
-    _family(out, "sentinel_uptime_seconds", "gauge", "Seconds since boot.")
-    _line(out, "sentinel_uptime_seconds", dev["uptime_s"])
-    out.append("")
-    return "\n".join(out).encode()
+def parts(sentinel, now):
+    """The page in pieces, one metric family each."""
+    t = sentinel.terminal
+    t.tick(now)
+    yield _family("sentinel_requests_total", "counter", "Signed API requests by outcome.",
+                  ('outcome="accepted"', sentinel.requests - sentinel.refused),
+                  ('outcome="refused"', sentinel.refused))
+    a = sentinel.alarms
+    yield _family("sentinel_alarms_total", "counter", "Accepted alarms by level.",
+                  ('level="NORMAL"', a[0]), ('level="P1"', a[1]), ('level="P0"', a[2]))
+    p = sentinel.presses
+    yield _family("sentinel_button_presses_total", "counter", "ACK button presses by kind.",
+                  ('kind="short"', p["short"]), ('kind="long"', p["long"]))
+    yield _family("sentinel_frames_total", "counter", "Frames sent to the LED matrix.", ("", sentinel.pixels.frames))
+    n = [0, 0, 0]
+    for x in t.active.values():
+        n[x.alarm.level] += 1
+    yield _family("sentinel_active_alarms", "gauge", "Alarms currently active, by level.",
+                  ('level="NORMAL"', n[0]), ('level="P1"', n[1]), ('level="P0"', n[2]))
+    lv = t.display(now).level
+    yield _family("sentinel_shown_level", "gauge", "Level owning the display: 2 P0, 1 P1, 0 NORMAL, -1 none.",
+                  ("", -1 if lv is None else lv))
+    muted = t.mute_until is not None and now < t.mute_until
+    yield _family("sentinel_mute_remaining_seconds", "gauge", "Seconds left in the ACK mute (0: not muted).",
+                  ("", int(t.mute_until - now) if muted else 0))
+    yield _family("sentinel_quiet_hours", "gauge", "1 inside quiet hours (no speech below P0).",
+                  ("", 1 if t.quiet_applies(now) else 0))
+    yield _family("sentinel_speaking", "gauge", "1 while an utterance is being spoken.",
+                  ("", 0 if t.speaking is None else 1))
+    h = t.health
+    yield _family("sentinel_health", "gauge", "1 when the named health check is fine.",
+                  ('check="clock"', 1 if h.clock else 0), ('check="network"', 1 if h.network else 0),
+                  ('check="speech"', 1 if h.speech else 0), ('check="config"', 1 if h.config else 0))
+    yield _family("sentinel_watchdog_feeds_total", "counter", "Hardware watchdog feeds.",
+                  ("", sentinel.watchdog.feeds))
+    st = sentinel.store
+    yield _family("sentinel_flash_writes_total", "counter", "State writes to flash.",
+                  ("", 0 if st is None else st.writes))
+    try:
+        free = gc.mem_free()
+    except AttributeError:
+        free = None
+    if free is not None:
+        yield _family("sentinel_heap_free_bytes", "gauge", "Free MicroPython heap.", ("", free))
+    yield _family("sentinel_uptime_seconds", "gauge", "Seconds since boot.",
+                  ("", ticks.diff(ticks.ms(), sentinel.started_ms) // 1000))

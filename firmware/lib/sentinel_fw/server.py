@@ -20,14 +20,19 @@ async def _signed(request):
     return Response(body, status, JSON)
 
 
+# The status and metrics pages are generators of text pieces: microdot writes each piece as it comes (a response
+# without Content-Length, over HTTP/1.0 and closed at the end, as every microdot response is), so the board never
+# holds a whole page. handle_http answers the same documents in one piece.
 async def _status(request):
-    status, body = _sentinel.handle_http("GET", "/api/v1/status", request.headers, b"")
-    return Response(body, status, JSON)
+    if request.method != "GET":
+        status, body = _sentinel.handle_http(request.method, "/api/v1/status", request.headers, b"")
+        return Response(body, status, JSON)
+    return Response(_sentinel.status_parts(_sentinel.clock.now()), 200, JSON)  # pyright: ignore[reportArgumentType]
 
 
 async def _metrics(request):
-    status, body = _sentinel.handle_http("GET", "/metrics", request.headers, b"")
-    return Response(body, status, TEXT if status == 200 else JSON)
+    from sentinel_fw import metrics
+    return Response(metrics.parts(_sentinel, _sentinel.clock.now()), 200, TEXT)  # pyright: ignore[reportArgumentType]
 
 
 async def _not_found(request):
