@@ -1,6 +1,7 @@
 # The frame both speech chips share: FD | lenH | lenL | cmd | [param] | data... | [XOR]. The SYN6288 ends every
 # frame with the XOR of all bytes before it and counts that byte in the length; the XFS5152CE has no checksum.
-# The chip modules hold what differs (byte order, tags, commands); this holds how a frame is laid out and read.
+# The chip modules hold what differs (byte order, tags, commands); this holds how a frame is laid out.
+# Reading a frame back is tts_decode's (tests and tools only: the board never loads it).
 from sentinel_core import tts_text
 from sentinel_core.compat import const
 
@@ -76,26 +77,3 @@ def speak(cmd, param, tags_text, text, raw, max_text, limit, big_endian, checksu
             buf[-1] = xor(buf, n + 5)
         out.append(bytes(buf))
     return out
-
-
-def parse(data, checksum, name, param_cmds):
-    """A frame -> (cmd, param or None, body bytes). ValueError for anything that is not one well-formed frame.
-    param_cmds: the commands whose first data byte is a parameter."""
-    n = len(data)
-    least = 5 if checksum else 4
-    if n < least or data[0] != _HEADER:
-        raise ValueError("not a %s frame: it must start with FD and be at least %d bytes" % (name, least))
-    length = (data[1] << 8) | data[2]
-    if length != n - 3:
-        raise ValueError("length field says %d, the frame has %d bytes after the header" % (length, n - 3))
-    if checksum and xor(data, n - 1) != data[n - 1]:
-        raise ValueError("checksum %02X does not match %02X" % (data[n - 1], xor(data, n - 1)))
-    cmd = data[3]
-    param = None
-    body = bytes(data[4:n - 1] if checksum else data[4:])
-    if cmd in param_cmds:
-        if not body:
-            raise ValueError("command %02X needs a parameter byte" % cmd)
-        param = body[0]
-        body = body[1:]
-    return cmd, param, body

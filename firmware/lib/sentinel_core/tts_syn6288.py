@@ -77,11 +77,8 @@ def synthesize(text, volume=None, speed=None, music=0, music_volume=None, raw=Fa
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length, checksum)."""
-    cmd, param, body = tts_frame.parse(data, True, "SYN6288", (_SYNTHESIZE, _BAUD_CMD))
-    text = None
-    if cmd == _SYNTHESIZE and param & 7 == _UNICODE:
-        text = tts_text.decode(body, True)
-    return {"cmd": cmd, "param": param, "data": body, "text": text}
+    from sentinel_core import tts_decode
+    return tts_decode.decode(data, True, "SYN6288", (_SYNTHESIZE, _BAUD_CMD), 7, _UNICODE, True)
 
 
 class Encoder:

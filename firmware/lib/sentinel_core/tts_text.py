@@ -66,30 +66,6 @@ def unit_at(data, i, big):
     return (data[i + 1] << 8) | data[i]
 
 
-def decode(data, big):
-    """UTF-16 bytes back to text. ValueError for an odd length or a broken surrogate pair."""
-    n = len(data)
-    if n & 1:
-        raise ValueError("UTF-16 text has an odd number of bytes (%d)" % n)
-    out = []
-    i = 0
-    while i < n:
-        u = unit_at(data, i, big)
-        i += 2
-        if 0xD800 <= u <= 0xDBFF:
-            if i >= n:
-                raise ValueError("UTF-16 text ends inside a surrogate pair")
-            lo = unit_at(data, i, big)
-            if not 0xDC00 <= lo <= 0xDFFF:
-                raise ValueError("high surrogate at byte %d is not followed by a low one" % (i - 2))
-            i += 2
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)
-        elif 0xDC00 <= u <= 0xDFFF:
-            raise ValueError("low surrogate without a high one at byte %d" % (i - 2))
-        out.append(chr(u))
-    return "".join(out)
-
-
 def plain(text):
     """Text from the wire with its square brackets turned into parentheses: the chips read "[...]" as a command
     (volume, speed, reading mode), and an alarm's text must be spoken, not obeyed."""

@@ -70,11 +70,8 @@ def synthesize(text, volume=None, speed=None, tone=None, raw=False, max_text=MAX
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length)."""
-    cmd, param, body = tts_frame.parse(data, False, "XFS5152CE", (_SYNTHESIZE,))
-    text = None
-    if cmd == _SYNTHESIZE and param == _UNICODE:
-        text = tts_text.decode(body, False)
-    return {"cmd": cmd, "param": param, "data": body, "text": text}
+    from sentinel_core import tts_decode
+    return tts_decode.decode(data, False, "XFS5152CE", (_SYNTHESIZE,), 0xFF, _UNICODE, False)
 
 
 class Encoder:
