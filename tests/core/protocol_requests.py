@@ -5,9 +5,9 @@ from binascii import unhexlify
 from _vectors import load
 
 from sentinel_core.alarm import LEVEL_NAMES, color_hex
-from sentinel_core.errors import CODES
 from sentinel_core.keyring import KeyRing
 from sentinel_core.receiver import Receiver
+from sentinel_core.refusal_codes import CODES
 
 VECTORS = "requests.json"
 _keys = None

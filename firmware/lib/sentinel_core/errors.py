@@ -1,4 +1,5 @@
 # Every refusal the terminal can answer with: an HTTP status, a machine-readable code and words for a human.
+# The table of every code and its status is refusal_codes.CODES, which the board does not load.
 
 
 class ProtocolError(Exception):
@@ -19,21 +20,3 @@ def invalid(field, message):
 
 def unauthorized(code, message):
     return ProtocolError(401, code, message)
-
-
-# code -> status, the whole table (docs/PROTOCOL.md lists the same).
-CODES = {
-    "bad_json": 400,
-    "bad_encoding": 400,
-    "invalid_field": 422,
-    "missing_auth": 401,
-    "bad_timestamp": 401,
-    "unknown_key": 401,
-    "bad_signature": 401,
-    "stale_timestamp": 401,
-    "too_large": 413,
-    "method_not_allowed": 405,
-    "unsupported_media_type": 415,
-    "not_found": 404,
-    "internal": 500,
-}
