@@ -37,7 +37,6 @@ class Sentinel:
         from sentinel_core.render import Renderer
         from sentinel_core.terminal import Terminal
         from sentinel_fw.buttonpoll import ButtonPoller
-        from sentinel_fw.config import secrets_of
         from sentinel_fw.pixels import Pixels
         from sentinel_fw.watchdog import Watchdog
 
@@ -58,7 +57,13 @@ class Sentinel:
             self.terminal = Terminal()
         if config_error:
             self.terminal.set_health("config", False, now, config_error)
-        self.receiver = Receiver(KeyRing(secrets_of(cfg)), window=cfg["http"]["window_s"],
+        # The key ring's input, {key id: secret bytes}, made here: the config module is boot-only (dropped once the
+        # terminal runs), and a terminal built later (a test, a rebuilt one) must not load it back into the heap.
+        keys = cfg["keys"]
+        secrets = {}
+        for kid in keys:
+            secrets[kid] = keys[kid].encode()
+        self.receiver = Receiver(KeyRing(secrets), window=cfg["http"]["window_s"],
                                  max_body=cfg["http"]["max_body"])
         m = cfg["matrix"]
         light = cfg["light"]
