@@ -55,7 +55,8 @@ class Layout:
         self.r_off = order.index("R")
         self.g_off = order.index("G")
         self.b_off = order.index("B")
-        leds = array("H", range(self.n))
+        # One byte per entry while every index fits (up to 16x16, the usual box): half the heap of 16-bit ones.
+        leds = array("B" if self.n <= 256 else "H", range(self.n))
         for y in range(self.rows):
             for x in range(self.cols):
                 leds[y * self.cols + x] = self.index(x, y)

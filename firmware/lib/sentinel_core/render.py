@@ -38,7 +38,7 @@ _MAX_TEXT_COLS = const(400)       # label columns kept (about 64 characters); th
 _STRIP_HEALTH_EVERY = const(4)    # no icon room: health lights every 4th LED, sparse is "the box", not "an alarm"
 
 _TICKS_MASK = const(0x3FFFFFFF)   # time.ticks_ms() period on MicroPython ports: 2**30
-_INK = const(3)                  # mask values are byte offsets into the 2-entry palette: field 0, ink 3
+_INK = const(3)                   # mask values are byte offsets into the 2-entry palette: field 0, ink 3
 
 
 def _level(name, v, lo, hi):

@@ -5,10 +5,10 @@ from sentinel_core.compat import const
 from sentinel_fw import ticks
 
 GRACE_MS = const(300)         # BUSY rises a few ms after a frame is accepted; the status reply lags similarly
-_POLL_MS = const(250)          # status query period while speaking without a BUSY pin
-_ANSWER_MS = const(600)        # a query not answered within this: the chip is not answering
-_HEALTH_MS = const(15000)      # idle status query period: notices a chip that was unplugged or lost power
-_MS_PER_UNIT = const(280)      # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
+_POLL_MS = const(250)         # status query period while speaking without a BUSY pin
+_ANSWER_MS = const(600)       # a query not answered within this: the chip is not answering
+_HEALTH_MS = const(15000)     # idle status query period: notices a chip that was unplugged or lost power
+_MS_PER_UNIT = const(280)     # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
 
 
 class TtsUart:
