@@ -4,7 +4,7 @@ import asyncio
 
 from _fw import boot, config_text, fresh_fakes, scratch
 
-from sentinel_fw import app, startup
+from sentinel_fw import app, config_error, startup
 
 
 def _write(path, text):
@@ -24,7 +24,7 @@ def test_missing_config_shows_config_error_on_the_leds():
     from neopixel import NeoPixel
     fresh_fakes()
     t = startup.build("/no/such/config.json")
-    assert isinstance(t, startup.ConfigErrorTerminal)
+    assert isinstance(t, config_error.ConfigErrorTerminal)
     assert "not found" in t.message
     # The default pin of the board, whatever the file would have said.
     assert NeoPixel.instances[-1].pin.id == 13
@@ -47,7 +47,7 @@ def test_invalid_config_message_names_the_field_and_hides_the_secret():
     fresh_fakes()
     _write(scratch("cfg_bad.json"), config_text(keys={"gw": "short"}, light={"fps": 999}))
     t = startup.build(scratch("cfg_bad.json"))
-    assert isinstance(t, startup.ConfigErrorTerminal)
+    assert isinstance(t, config_error.ConfigErrorTerminal)
     assert "light.fps" in t.message and "keys.gw" in t.message and "short\"" not in t.message
     lines = []
     app.quiet = False
