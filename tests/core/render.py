@@ -221,3 +221,15 @@ def test_label_keeps_scrolling_across_the_tick_wrap():
     fb = bytes(b.render(d, 1240))
     assert fa == fb
     assert fb != bytes(b.render(d, 0))
+
+
+def test_tables_keyed_by_the_display_patterns_cover_them_exactly():
+    # render and glyphs build their tables from display.PATTERNS by position: a pattern added there must land right.
+    from sentinel_core import display, glyphs, render
+    health = ("health_clock", "health_network", "health_speech", "health_heartbeat", "config_error")
+    assert PATTERNS is display.PATTERNS
+    assert render.BLINKS == {"health_clock": 1, "health_network": 2, "health_speech": 3, "health_heartbeat": 4,
+                             "config_error": 0}
+    assert sorted(glyphs.PATTERN) == sorted(("idle",) + health)
+    assert glyphs.PATTERN["idle"] is glyphs.IDLE and glyphs.PATTERN["config_error"] is glyphs.CONFIG
+    assert glyphs.PATTERN["health_heartbeat"] is glyphs.HEARTBEAT

@@ -1,6 +1,7 @@
 # The 8x8 icons of the matrix: one per alarm level and one per health state. 8 column bytes each, bit 0 = the
 # top row. The rows after each name below are the source of truth ('#' lit); tests/test_render_props.py checks
 # the bytes against them. IDLE is a heartbeat trace that tiles horizontally: the idle pattern scrolls it.
+from sentinel_core.display import PATTERNS
 
 # p0 ...##... ...##... ...##... ...##... ...##... ........ ...##... ...##...
 P0 = b"\x00\x00\x00\xdf\xdf\x00\x00\x00"
@@ -31,12 +32,6 @@ CONFIG = b"\x00\x02\x03\xb1\xb9\x0f\x06\x00"
 
 # Display.level -> icon (NORMAL=0, P1=1, P0=2).
 LEVEL = (NORMAL, P1, P0)
-# Display.pattern -> icon for the patterns that are not alarms.
-PATTERN = {
-    "idle": IDLE,
-    "health_clock": CLOCK,
-    "health_network": NETWORK,
-    "health_speech": SPEECH,
-    "health_heartbeat": HEARTBEAT,
-    "config_error": CONFIG,
-}
+# Display.pattern -> icon for the patterns that are not alarms: idle, health_clock, health_network, health_speech,
+# health_heartbeat, config_error (keyed by display.PATTERNS' own strings: see render.py for why).
+PATTERN = dict(zip(PATTERNS[4:], (IDLE, CLOCK, NETWORK, SPEECH, HEARTBEAT, CONFIG)))  # noqa: B905 (MicroPython has no strict=)

@@ -9,9 +9,11 @@
 
 from sentinel_core import curves, font, glyphs, power
 from sentinel_core.compat import const
+from sentinel_core.display import PATTERNS
 
-PATTERNS = ("off", "solid", "flash", "breath", "idle", "health_clock", "health_network", "health_speech",
-            "health_heartbeat", "config_error")
+# The tables below are keyed by display.PATTERNS' own strings, in its order (off, solid, flash, breath, idle, then
+# the five health patterns): a name longer than 10 characters is a separate string object in every .mpy that
+# spells it, so spelling them once saves the board's heap a copy per module.
 
 _OFF = const(0)
 _SOLID = const(1)
@@ -19,11 +21,10 @@ _FLASH = const(2)
 _BREATH = const(3)
 _IDLE = const(4)
 _HEALTH = const(5)
-_CODE = {"off": _OFF, "solid": _SOLID, "flash": _FLASH, "breath": _BREATH, "idle": _IDLE,
-         "health_clock": _HEALTH, "health_network": _HEALTH, "health_speech": _HEALTH,
-         "health_heartbeat": _HEALTH, "config_error": _HEALTH}
+_CODE = dict(zip(PATTERNS, (_OFF, _SOLID, _FLASH, _BREATH, _IDLE, _HEALTH, _HEALTH, _HEALTH, _HEALTH, _HEALTH)))  # noqa: B905
 # Health patterns blink a code, like a car's fault light: n blinks, then a pause. 0: a steady 1 Hz blink.
-BLINKS = {"health_clock": 1, "health_network": 2, "health_speech": 3, "health_heartbeat": 4, "config_error": 0}
+# health_clock 1, health_network 2, health_speech 3, health_heartbeat 4, config_error 0.
+BLINKS = dict(zip(PATTERNS[5:], (1, 2, 3, 4, 0)))  # noqa: B905 (MicroPython has no strict=)
 _BLINK_MS = const(250)
 _BLINK_PAUSE_MS = const(1000)
 
