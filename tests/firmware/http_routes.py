@@ -218,3 +218,18 @@ async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says
         assert st == 200 and _steady_lines(body.decode().split("\n")[:-1]) == _steady_lines(lines)
         r = await c.get("/metrics")
         assert r.status_code == 200 and _steady_lines(r.text.split("\n")[:-1]) == _steady_lines(lines), r.text
+
+
+async def test_one_route_answers_every_path_and_method_in_json():
+    s, ft, c = _client()
+    for path in ("/", "/nope", "/api/v1/status/x", "/api/v2/send_msg"):
+        r = await c.get(path)
+        assert r.status_code == 404 and r.json == {"ok": False, "error": "not_found",
+                                                   "message": "no such endpoint"}, (path, r.text)
+    r = await c.post("/metrics", body=b"")
+    assert r.status_code == 405 and r.json["error"] == "method_not_allowed", r.text
+    for m in ("PUT", "DELETE", "PATCH"):
+        r = await c.request(m, "/api/v1/ack", body=b"{}")
+        assert r.status_code == 405 and r.json["error"] == "method_not_allowed", (m, r.text)
+    r = await c.request("HEAD", "/metrics")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
