@@ -15,9 +15,9 @@ DUPLICATE = const(1)
 # this ~30): the first 16 bytes of the request's HMAC (a replay has the same one; 128 bits make a false match
 # impossible in practice), a flag, and 8 bytes of SHA-256 of the sender's message id (same reasoning, 64 bits
 # among at most a few thousand remembered ids).
-_MAC = 16
-_ID = 8
-_ENTRY = _MAC + 1 + _ID
+_MAC = const(16)
+_ID = const(8)
+_ENTRY = const(_MAC + 1 + _ID)
 
 
 def _id_digest(msg_id):

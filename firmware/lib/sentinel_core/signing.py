@@ -3,7 +3,9 @@
 import hashlib
 from binascii import hexlify
 
-_BLOCK = 64
+from sentinel_core.compat import const
+
+_BLOCK = const(64)
 
 
 class Signer:
