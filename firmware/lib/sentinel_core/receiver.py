@@ -40,9 +40,13 @@ def refusal(status, code, message):
 
 def _header(headers, name):
     """Case-insensitive header lookup; None when absent or not text."""
+    n = len(name)
     for k in headers:
+        # The length first: lower() makes a new string, and this runs for every header of every request.
+        if not (isinstance(k, str) or isinstance(k, bytes)) or len(k) != n:
+            continue
         kk = k.decode() if isinstance(k, bytes) else k
-        if isinstance(kk, str) and kk.lower() == name:
+        if kk.lower() == name:
             v = headers[k]
             if isinstance(v, bytes):
                 try:
@@ -83,19 +87,22 @@ class Receiver:
             return refusal(404, "not_found", "no such endpoint")
         if method != "POST":
             return refusal(405, "method_not_allowed", "use POST")
-        if not isinstance(body, (bytes, bytearray)):
+        if not (isinstance(body, bytes) or isinstance(body, bytearray)):
             raise bad_json("body must be bytes")
         if len(body) > self.max_body:
             return refusal(413, "too_large", "body is %d bytes, at most %d" % (len(body), self.max_body))
         ctype = _header(headers, "content-type")
-        if ctype is None or ctype.split(";")[0].strip().lower() != "application/json":
+        if ctype is None or (ctype != "application/json" and
+                             ctype.split(";")[0].strip().lower() != "application/json"):
             return refusal(415, "unsupported_media_type", "Content-Type must be application/json")
         key_id = _header(headers, "x-api-key")
         ts_text = _header(headers, "x-timestamp")
         sig_text = _header(headers, "x-signature")
-        for name, v in (("X-API-Key", key_id), ("X-Timestamp", ts_text), ("X-Signature", sig_text)):
-            if not v:
-                raise unauthorized("missing_auth", "missing header %s" % name)
+        # Not a loop over (name, value) pairs: those tuples would be built on every request.
+        missing = "X-API-Key" if not key_id else "X-Timestamp" if not ts_text else "X-Signature" if not sig_text \
+            else None
+        if missing is not None:
+            raise unauthorized("missing_auth", "missing header %s" % missing)
         ts_text = ts_text.strip()
         if not ts_text.isdigit() or len(ts_text) > _TS_MAX_DIGITS:
             raise unauthorized("bad_timestamp", "X-Timestamp must be Unix seconds in decimal")
