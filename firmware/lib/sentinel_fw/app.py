@@ -25,21 +25,19 @@ async def _sleep_ms(ms):
         await asyncio.sleep(ms / 1000)
 
 
+def _forget(package, name):
+    # A boot-only module: once neither sys.modules nor its package refers to it, its bytecode leaves the heap.
+    sys.modules.pop(package + "." + name, None)
+    pkg = sys.modules.get(package)
+    if pkg is not None and hasattr(pkg, name):
+        delattr(pkg, name)
+
+
 class Sentinel:
     """The running terminal. cfg: a validated config (sentinel_fw.config). clock: a sentinel_fw.clock.Clock.
     wlan: a network.WLAN (None: no Wi-Fi, e.g. tests of the HTTP path). store: a sentinel_fw.store.Store."""
 
     def __init__(self, cfg, clock, store=None, wlan=None, wdt_factory=None, config_error=None):
-        from sentinel_core.button import Button
-        from sentinel_core.keyring import KeyRing
-        from sentinel_core.layout import Layout
-        from sentinel_core.receiver import Receiver
-        from sentinel_core.render import Renderer
-        from sentinel_core.terminal import Terminal
-        from sentinel_fw.buttonpoll import ButtonPoller
-        from sentinel_fw.pixels import Pixels
-        from sentinel_fw.watchdog import Watchdog
-
         self.cfg = cfg
         self.clock = clock
         self.store = store
@@ -49,103 +47,20 @@ class Sentinel:
         self.presses = {"short": 0, "long": 0}
         self.errors = []  # (what, message) shown in the status: a missing chip, a bad restore...
         self.started_ms = ticks.ms()
-        now = clock.now()
+        # Building the parts is boot-only code, in its own module so that its bytecode leaves the heap once built.
+        from sentinel_fw.build import build
         try:
-            self.terminal = Terminal(cfg["terminal"])
-        except ValueError as e:
-            config_error = str(e)
-            self.terminal = Terminal()
-        if config_error:
-            self.terminal.set_health("config", False, now, config_error)
-        # The key ring's input, {key id: secret bytes}, made here: the config module is boot-only (dropped once the
-        # terminal runs), and a terminal built later (a test, a rebuilt one) must not load it back into the heap.
-        keys = cfg["keys"]
-        secrets = {}
-        for kid in keys:
-            secrets[kid] = keys[kid].encode()
-        self.receiver = Receiver(KeyRing(secrets), window=cfg["http"]["window_s"],
-                                 max_body=cfg["http"]["max_body"])
-        m = cfg["matrix"]
-        light = cfg["light"]
-        self.renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
-                                 brightness=light["brightness"], night_brightness=light["night_brightness"],
-                                 budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
-        self.frame_ms = 1000 // light["fps"]
-        pins = cfg["pins"]
-        self.pixels = Pixels(pins["pixels"], m["width"] * m["height"])
-        if not self.pixels.ok:
-            self._problem("matrix", "LED output not available: %s" % self.pixels.error)
-        self.button = self._make_button(Button, ButtonPoller)
-        self.tts = self._make_tts()
-        self.wifi = None
-        if wlan is not None:
-            from sentinel_fw.wifi import WiFi
-            w = cfg["wifi"]
-            self.wifi = WiFi(wlan, w["ssid"], w["password"], w["hostname"])
-        self.watchdog = Watchdog(cfg["watchdog"]["timeout_ms"], wdt_factory=wdt_factory)
-        self.restore(now)
-        self.terminal.set_health("clock", clock.synced, now)
-        if self.tts is None and cfg["tts"]["chip"] != "none":
-            self.terminal.set_health("speech", False, now, "no speech chip")
+            (self.terminal, self.receiver, self.renderer, self.frame_ms, self.pixels, self.button, self.tts,
+             self.wifi, self.watchdog) = build(self, wlan, wdt_factory, config_error)
+        finally:
+            _forget("sentinel_fw", "build")
 
-    # ---- construction helpers: a missing part is reported, the rest keeps working
-
+    # A part that is missing at boot or a state that cannot be restored: shown in the status, the rest works.
     def _problem(self, what, message):
         self.errors.append((what, message))
         log("%s: %s" % (what, message))
 
-    def _make_button(self, Button, ButtonPoller):
-        from machine import Pin
-        b = self.cfg["button"]
-        pins = self.cfg["pins"]
-        try:
-            pull = Pin.PULL_UP if b["active_low"] else Pin.PULL_DOWN
-            pin = Pin(pins["button"], Pin.IN, pull)
-            lamp = None
-            if pins.get("button_led") is not None:
-                lamp = Pin(pins["button_led"], Pin.OUT, value=0)
-            return ButtonPoller(pin, Button(b["debounce_ms"], b["long_ms"]), b["active_low"], lamp)
-        except Exception as e:
-            self._problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
-            return None
-
-    def _make_tts(self):
-        t = self.cfg["tts"]
-        if t["chip"] == "none":
-            return None
-        from machine import UART, Pin
-
-        from sentinel_fw.tts_uart import TtsUart, make_encoder
-        pins = self.cfg["pins"]
-        try:
-            enc = make_encoder(t["chip"], t["volume"], t["speed"])
-            uart = UART(t["uart"], baudrate=t["baud"], tx=pins["tts_tx"], rx=pins["tts_rx"], timeout=0)
-            busy = None
-            if pins.get("tts_busy") is not None:
-                busy = Pin(pins["tts_busy"], Pin.IN)
-            return TtsUart(uart, enc, busy, t["busy_active_high"])
-        except Exception as e:
-            self._problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
-            return None
-
     # ---- persistence
-
-    def restore(self, now):
-        if self.store is None:
-            return
-        d = self.store.load()
-        if self.store.last_error:
-            self._problem("state", self.store.last_error)
-        if d is None:
-            return
-        # The replay floor first: after a reboot nothing accepted before it may be accepted again.
-        self.receiver.replay.restore(d)
-        try:
-            self.terminal.restore(d, now)
-            self.terminal.mark_saved(d.get("version"))
-            log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
-        except ValueError as e:
-            self._problem("state", "saved state ignored: %s" % e)
 
     def persist(self):
         """Write the state to flash when it changed; True when written."""

@@ -1,0 +1,111 @@
+# Building the running terminal's parts (sentinel_fw.app.Sentinel) from a validated config: the state machine, the
+# receiver, the drivers, and the state restored from flash. Boot-only code: Sentinel.__init__ drops this module from
+# the heap once the terminal is built. A part that is missing is reported (Sentinel._problem), the rest keeps working.
+from sentinel_fw import app
+
+
+def build(s, wlan, wdt_factory, config_error):
+    """The parts of the Sentinel s (its cfg, clock and store set): (terminal, receiver, renderer, frame_ms, pixels,
+    button, tts, wifi, watchdog)."""
+    from sentinel_core.button import Button
+    from sentinel_core.keyring import KeyRing
+    from sentinel_core.layout import Layout
+    from sentinel_core.receiver import Receiver
+    from sentinel_core.render import Renderer
+    from sentinel_core.terminal import Terminal
+    from sentinel_fw.buttonpoll import ButtonPoller
+    from sentinel_fw.pixels import Pixels
+    from sentinel_fw.watchdog import Watchdog
+
+    cfg = s.cfg
+    now = s.clock.now()
+    try:
+        terminal = Terminal(cfg["terminal"])
+    except ValueError as e:
+        config_error = str(e)
+        terminal = Terminal()
+    if config_error:
+        terminal.set_health("config", False, now, config_error)
+    # The key ring's input, {key id: secret bytes}, made here: the config module is boot-only (dropped once the
+    # terminal runs), and a terminal built later (a test, a rebuilt one) must not load it back into the heap.
+    keys = cfg["keys"]
+    secrets = {}
+    for kid in keys:
+        secrets[kid] = keys[kid].encode()
+    receiver = Receiver(KeyRing(secrets), window=cfg["http"]["window_s"], max_body=cfg["http"]["max_body"])
+    m = cfg["matrix"]
+    light = cfg["light"]
+    renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
+                        brightness=light["brightness"], night_brightness=light["night_brightness"],
+                        budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
+    pixels = Pixels(cfg["pins"]["pixels"], m["width"] * m["height"])
+    if not pixels.ok:
+        s._problem("matrix", "LED output not available: %s" % pixels.error)
+    button = _make_button(s, Button, ButtonPoller)
+    tts = _make_tts(s)
+    wifi = None
+    if wlan is not None:
+        from sentinel_fw.wifi import WiFi
+        w = cfg["wifi"]
+        wifi = WiFi(wlan, w["ssid"], w["password"], w["hostname"])
+    watchdog = Watchdog(cfg["watchdog"]["timeout_ms"], wdt_factory=wdt_factory)
+    _restore(s, terminal, receiver, now)
+    terminal.set_health("clock", s.clock.synced, now)
+    if tts is None and cfg["tts"]["chip"] != "none":
+        terminal.set_health("speech", False, now, "no speech chip")
+    return terminal, receiver, renderer, 1000 // light["fps"], pixels, button, tts, wifi, watchdog
+
+
+def _make_button(s, Button, ButtonPoller):
+    from machine import Pin
+    b = s.cfg["button"]
+    pins = s.cfg["pins"]
+    try:
+        pull = Pin.PULL_UP if b["active_low"] else Pin.PULL_DOWN
+        pin = Pin(pins["button"], Pin.IN, pull)
+        lamp = None
+        if pins.get("button_led") is not None:
+            lamp = Pin(pins["button_led"], Pin.OUT, value=0)
+        return ButtonPoller(pin, Button(b["debounce_ms"], b["long_ms"]), b["active_low"], lamp)
+    except Exception as e:
+        s._problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
+        return None
+
+
+def _make_tts(s):
+    t = s.cfg["tts"]
+    if t["chip"] == "none":
+        return None
+    from machine import UART, Pin
+
+    from sentinel_fw.tts_uart import TtsUart, make_encoder
+    pins = s.cfg["pins"]
+    try:
+        enc = make_encoder(t["chip"], t["volume"], t["speed"])
+        uart = UART(t["uart"], baudrate=t["baud"], tx=pins["tts_tx"], rx=pins["tts_rx"], timeout=0)
+        busy = None
+        if pins.get("tts_busy") is not None:
+            busy = Pin(pins["tts_busy"], Pin.IN)
+        return TtsUart(uart, enc, busy, t["busy_active_high"])
+    except Exception as e:
+        s._problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
+        return None
+
+
+def _restore(s, terminal, receiver, now):
+    store = s.store
+    if store is None:
+        return
+    d = store.load()
+    if store.last_error:
+        s._problem("state", store.last_error)
+    if d is None:
+        return
+    # The replay floor first: after a reboot nothing accepted before it may be accepted again.
+    receiver.replay.restore(d)
+    try:
+        terminal.restore(d, now)
+        terminal.mark_saved(d.get("version"))
+        app.log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
+    except ValueError as e:
+        s._problem("state", "saved state ignored: %s" % e)
