@@ -218,6 +218,9 @@ async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says
         assert st == 200 and _steady_lines(body.decode().split("\n")[:-1]) == _steady_lines(lines)
         r = await c.get("/metrics")
         assert r.status_code == 200 and _steady_lines(r.text.split("\n")[:-1]) == _steady_lines(lines), r.text
+        # Loaded for the scrape, dropped after it: not held between scrapes.
+        import sys
+        assert "sentinel_fw.metrics" not in sys.modules
 
 
 async def test_one_route_answers_every_path_and_method_in_json():

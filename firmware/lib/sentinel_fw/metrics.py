@@ -1,6 +1,7 @@
 # GET /metrics in Prometheus text format, with the emulator's metric names where they mean the same thing.
-# Imported on the first scrape only: a box nobody scrapes does not pay its bytecode in heap. Read straight from the
-# terminal, one family at a time (the server writes each as it comes): no status document is built for a scrape.
+# Loaded for each scrape and dropped after it (Sentinel.metrics_parts): its bytecode is not held between scrapes.
+# Read straight from the terminal, one family at a time (the server writes each as it comes): no status document is
+# built for a scrape.
 import gc
 
 from sentinel_fw import ticks

@@ -29,8 +29,7 @@ async def _any(request, path=None):
         if p == "/api/v1/status":
             return Response(s.status_parts(s.clock.now()), 200, JSON)  # pyright: ignore[reportArgumentType]
         if p == "/metrics":
-            from sentinel_fw import metrics
-            return Response(metrics.parts(s, s.clock.now()), 200, TEXT)  # pyright: ignore[reportArgumentType]
+            return Response(s.metrics_parts(s.clock.now()), 200, TEXT)  # pyright: ignore[reportArgumentType]
     status, body = s.handle_http(request.method, p, request.headers, request.body or b"")
     return Response(body, status, JSON)
 
