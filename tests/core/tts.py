@@ -184,20 +184,22 @@ def test_lone_surrogate_is_spoken_as_replacement():
         assert mod.decode(frames[0])["text"] == "a\ufffdb"
 
 
-def test_the_board_never_loads_the_frame_reader():
-    # Encoding, chip replies and the UART driver's imports must not pull tts_decode into the board's heap. The
-    # modules are imported afresh, then the originals are put back for the other tests.
+def test_the_board_never_loads_the_frame_reader_nor_the_command_builder():
+    # Encoding, chip replies and the UART driver's imports must not pull tts_decode or tts_command into the board's
+    # heap. The modules are imported afresh, then the originals are put back for the other tests.
     import sys
-    names = ("sentinel_core.tts_decode", "sentinel_core.tts_syn6288", "sentinel_core.tts_xfs5152",
-             "sentinel_core.tts_frame", "sentinel_core.tts_text", "sentinel_core.tts_reply")
+    names = ("sentinel_core.tts_decode", "sentinel_core.tts_command", "sentinel_core.tts_syn6288",
+             "sentinel_core.tts_xfs5152", "sentinel_core.tts_frame", "sentinel_core.tts_text",
+             "sentinel_core.tts_reply")
     saved = {}
     for name in names:
         if name in sys.modules:
             saved[name] = sys.modules.pop(name)
     try:
-        for name in names[1:]:
+        for name in names[2:]:
             __import__(name)
         assert "sentinel_core.tts_decode" not in sys.modules
+        assert "sentinel_core.tts_command" not in sys.modules
     finally:
         for name in names:
             sys.modules.pop(name, None)

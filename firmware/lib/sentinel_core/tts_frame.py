@@ -1,7 +1,7 @@
 # The frame both speech chips share: FD | lenH | lenL | cmd | [param] | data... | [XOR]. The SYN6288 ends every
 # frame with the XOR of all bytes before it and counts that byte in the length; the XFS5152CE has no checksum.
-# The chip modules hold what differs (byte order, tags, commands); this holds how a frame is laid out.
-# Reading a frame back is tts_decode's (tests and tools only: the board never loads it).
+# The chip modules hold what differs (byte order, tags, commands); this holds how a synthesis frame is laid out.
+# Any other command frame is built by tts_command, reading one back by tts_decode: the board loads neither.
 from sentinel_core import tts_text
 from sentinel_core.compat import const
 
@@ -18,26 +18,6 @@ def xor(buf, n):
 def check_int(value, low, high, what):
     if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
         raise ValueError("%s must be an int %d..%d, got %r" % (what, low, high, value))
-
-
-def build(cmd, param, data, checksum):
-    """One frame: header, length, cmd, the optional param byte, data, and the XOR byte when checksum."""
-    extra = 0 if param is None else 1
-    tail = 1 if checksum else 0
-    length = len(data) + extra + 1 + tail
-    if length > 0xFFFF:
-        raise ValueError("frame data of %d bytes does not fit the length field" % len(data))
-    buf = bytearray(length + 3)
-    buf[0] = _HEADER
-    buf[1] = length >> 8
-    buf[2] = length & 0xFF
-    buf[3] = cmd
-    if param is not None:
-        buf[4] = param
-    buf[4 + extra:4 + extra + len(data)] = data
-    if checksum:
-        buf[-1] = xor(buf, len(buf) - 1)
-    return bytes(buf)
 
 
 def speak(cmd, param, tags_text, text, raw, max_text, limit, big_endian, checksum):

@@ -43,15 +43,14 @@ parse_reply = tts_reply.parse_reply
 
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data, checksum."""
-    return tts_frame.build(cmd, param, data, True)
+    from sentinel_core import tts_command
+    return tts_command.build(cmd, param, data, True)
 
 
 def set_baud(rate):
     """The frame that moves the chip's UART to rate (it answers at the old rate, then switches)."""
-    for i in range(len(BAUD_RATES)):
-        if BAUD_RATES[i] == rate:
-            return frame(_BAUD_CMD, i)
-    raise ValueError("baud rate must be one of %s, got %r" % (", ".join(str(r) for r in BAUD_RATES), rate))
+    from sentinel_core import tts_command
+    return tts_command.choice(_BAUD_CMD, BAUD_RATES, rate, "baud rate", True)
 
 
 def tags(volume=None, speed=None, music_volume=None):

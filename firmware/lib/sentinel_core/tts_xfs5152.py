@@ -42,7 +42,8 @@ parse_reply = tts_reply.parse_reply
 
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data."""
-    return tts_frame.build(cmd, param, data, False)
+    from sentinel_core import tts_command
+    return tts_command.build(cmd, param, data, False)
 
 
 def tags(volume=None, speed=None, tone=None):
