@@ -174,7 +174,7 @@ def test_restore_refuses_malformed_state_and_keeps_its_own():
     t.on_alarm(preset("p1", "optics", key="o"), NOON)
     before = t.export_state()
     bad = (
-        None, [], {"v": 2}, {"v": 1, "alarms": "x"}, {"v": 1, "alarms": [1]},
+        None, [], {"v": 3}, {"v": 0}, {"v": 1, "alarms": "x"}, {"v": 1, "alarms": [1]},
         {"v": 1, "alarms": [{"key": "a", "text": "a", "level": 2, "color": [255, 0, 0], "light_mode": "flash",
                              "audio_mode": "cycle", "repeat_times": 3, "since": "yesterday", "expires": None}]},
         {"v": 1, "alarms": [{"key": "a", "text": "a", "level": 0, "color": [0, 255, 0], "light_mode": "solid",

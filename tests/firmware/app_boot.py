@@ -206,7 +206,7 @@ def test_state_written_to_flash_and_restored_at_boot():
     assert s.store.writes == 1
     with open(STATE_PATH) as f:
         saved = json.load(f)
-    assert saved["alarms"][0]["key"] == P0_KEY and saved["alarms"][0]["level"] == 2
+    assert saved["alarms"][0][0] == P0_KEY and saved["alarms"][0][2] == 2   # [key, text, level, ...]
     # Nothing changed: nothing written (flash wear).
     s.net_step(1000)
     s.frame_step(1000)
