@@ -83,6 +83,8 @@ def test_pixels_hand_the_frame_itself_to_neopixel():
     fresh_fakes()
     p = Pixels(13, 4)
     assert p.ok and machine.Pin.registry[13].mode == machine.Pin.OUT
+    # No buffer of the driver's own sits in the heap until the first frame brings the renderer's.
+    assert len(NeoPixel.instances[-1].buf) == 0 and len(NeoPixel.instances[-1]) == 4
     frame = bytearray(b"\x01\x02\x03" * 4)
     p.show(frame)
     np = NeoPixel.instances[-1]

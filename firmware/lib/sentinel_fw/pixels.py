@@ -1,6 +1,8 @@
-# The LED matrix output. The renderer already produces bytes in the wire order (GRB), so the NeoPixel object is
-# given the renderer's own buffer: no copy per frame. A WS2812 chain sends nothing back, so "missing" here means the
-# driver could not be set up (bad pin, no neopixel module); a disconnected matrix is found on the bench checklist.
+# The LED matrix output. The renderer already produces bytes in the wire order (GRB), so the NeoPixel object is given
+# the renderer's own buffer: no copy per frame. It is built with no buffer of its own (0 LEDs, then told the real
+# count): one of n * 3 bytes would only sit in the heap during boot, the busiest moment, until the first frame. A
+# WS2812 chain sends nothing back, so "missing" here means the driver could not be set up (bad pin, no neopixel
+# module); a disconnected matrix is found on the bench checklist.
 
 
 class Pixels:
@@ -15,7 +17,8 @@ class Pixels:
                 import neopixel as neopixel_mod
             if pin_factory is None:
                 from machine import Pin as pin_factory
-            self._np = neopixel_mod.NeoPixel(pin_factory(pin_no, pin_factory.OUT), n)
+            self._np = neopixel_mod.NeoPixel(pin_factory(pin_no, pin_factory.OUT), 0)
+            self._np.n = n
             self.ok = True
         except Exception as e:
             self.error = "%s: %s" % (type(e).__name__, e)
@@ -26,8 +29,8 @@ class Pixels:
             return False
         np = self._np
         if np.buf is not frame:
-            if len(frame) != len(np.buf):
-                raise ValueError("frame has %d bytes, the chain %d" % (len(frame), len(np.buf)))
+            if len(frame) != 3 * self.n:
+                raise ValueError("frame has %d bytes, the chain %d" % (len(frame), 3 * self.n))
             np.buf = frame
         self._transmit()
         self.frames += 1
