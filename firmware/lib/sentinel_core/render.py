@@ -1,7 +1,8 @@
 # LED frames from the state machine's Display: the pattern, its rate, the level's icon and the scrolling label,
 # scaled to the brightness cap and kept under the current budget. One frame buffer, in the driver's byte order,
-# is filled again on every call; nothing is allocated per frame in steady state (tables and buffers are built
-# once in the constructor, the label's columns once per new label).
+# is filled again on every call; nothing is allocated per frame in steady state (tables are built once in the
+# constructor, the label's columns once per new label). The buffers are made by the first frame, not by the
+# constructor: on the board that runs after boot, so they never sit in the heap beside boot's own peak.
 #
 # A frame has two inks at most, both in the display's colour: "ink" (icon and label) and "field" (everything
 # else). Each pattern sets the two intensities for the moment t_ms; the brightness cap and the limiter scale both;
@@ -64,10 +65,10 @@ class Renderer:
         self.breath_ms = _level("breath_ms", breath_ms, 256, 60000)
         self.scroll_ms = _level("scroll_ms", scroll_ms, 1, 10000)
         self._umax = power.units_max(budget_ma, ma_per_led)
-        self.buf = bytearray(layout.nbytes)
-        self._mask = bytearray(layout.n)
+        self.buf = None  # the frame, once the first one is rendered
+        self._mask = None
         self._pal = bytearray(6)
-        self._cols = bytearray(_MAX_TEXT_COLS)
+        self._cols = None
         self._tlen = 0
         self._text = None
         self._sglyph = None
@@ -109,6 +110,10 @@ class Renderer:
 
     def render(self, display, t_ms):
         """Fill and return the frame buffer (the same bytearray every call) for display at t_ms."""
+        if self.buf is None:
+            self.buf = bytearray(self.layout.nbytes)
+            self._mask = bytearray(self.layout.n)
+            self._cols = bytearray(_MAX_TEXT_COLS)
         code = _CODE.get(display.pattern)
         if code is None:
             raise ValueError("unknown display pattern %r" % (display.pattern,))
@@ -206,14 +211,16 @@ class Renderer:
         return (buf[i + lay.r_off], buf[i + lay.g_off], buf[i + lay.b_off])
 
     def estimate_ma(self, buf=None):
-        """WLED's current estimate of a frame (default: the last one), mA rounded up."""
-        return power.estimate_ma(self.buf if buf is None else buf, self.ma_per_led)
+        """WLED's current estimate of a frame (default: the last one; 0 before the first), mA rounded up."""
+        if buf is None:
+            buf = self.buf or b""
+        return power.estimate_ma(buf, self.ma_per_led)
 
     # -- one frame's parts ----------------------------------------------------------------------------------
 
     def _fill(self, c0, c1, c2):
         buf = self.buf
-        for o in range(0, len(buf), 3):
+        for o in range(0, self.layout.nbytes, 3):
             buf[o] = c0
             buf[o + 1] = c1
             buf[o + 2] = c2
@@ -224,7 +231,7 @@ class Renderer:
         mask = self._mask
         pal = self._pal
         o = 0
-        for j in range(len(mask)):
+        for j in range(self.layout.n):
             p = mask[j]
             if p:
                 mask[j] = 0
