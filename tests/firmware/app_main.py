@@ -18,6 +18,10 @@ def test_build_from_a_valid_file_gives_a_running_terminal():
     s = startup.build(scratch("cfg_ok.json"), scratch("cfg_ok_state.json"))
     assert isinstance(s, app.Sentinel) and s.cfg["name"] == "room-a"
     assert s.wifi is not None and s.wifi.ssid == "lab"
+    # The config module and pins were dropped once the file was checked, before the terminal was built, and
+    # building it did not load them back: they are not in the heap at boot's peak.
+    import sys
+    assert "sentinel_fw.config" not in sys.modules and "sentinel_fw.pins" not in sys.modules
 
 
 def test_missing_config_shows_config_error_on_the_leds():

@@ -17,6 +17,10 @@ def build(config_path="/config.json", state_path="/state.json"):
         # Loaded only on this path: a board with a good config never holds it, not even during boot.
         from sentinel_fw.config_error import ConfigErrorTerminal
         return ConfigErrorTerminal(str(e))
+    # The file is read and checked: the config module and pins (which it imports) go before the terminal's modules
+    # load, so their bytecode is not in the heap at boot's peak, building the terminal.
+    config = None
+    _drop(("config", "pins"))
     for w in cfg["warnings"]:
         log(w)
     import network
@@ -33,13 +37,17 @@ def build(config_path="/config.json", state_path="/state.json"):
 BOOT_ONLY = ("config", "pins", "startup")
 
 
-def drop_boot_modules():
+def _drop(names):
     import sentinel_fw
-    for name in BOOT_ONLY:
+    for name in names:
         sys.modules.pop("sentinel_fw." + name, None)
         if hasattr(sentinel_fw, name):
             delattr(sentinel_fw, name)
     gc.collect()
+
+
+def drop_boot_modules():
+    _drop(BOOT_ONLY)
 
 
 def boot(config_path="/config.json", state_path="/state.json"):
