@@ -34,7 +34,7 @@ TOP_FILES = ("boot.py", "main.py")
 # microdot: the two modules the server imports (its __init__ and microdot.py), pinned by pyproject (2.7.0).
 MICRODOT_FILES = ("__init__.py", "microdot.py")
 # A .mpy's bytecode is loaded into the heap: without the line-number tables it is 3.3 KB smaller on a plain ESP32
-# (tracebacks still name the file and the function). deploy.py --line-numbers keeps them for a debugging session.
+# (tracebacks still name the module and the function). deploy.py --line-numbers keeps them for a debugging session.
 NO_LINES = ["-X", "no-source-lines"]
 # USB-serial bridges found on ESP32 boards: Silicon Labs CP210x, WCH CH34x, FTDI, Espressif's native USB.
 USB_VIDS = {0x10C4: "CP210x", 0x1A86: "CH34x", 0x0403: "FTDI", 0x303A: "Espressif USB"}
