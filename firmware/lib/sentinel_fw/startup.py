@@ -10,17 +10,28 @@ from sentinel_fw.app import Sentinel, log
 def build(config_path="/config.json", state_path="/state.json"):
     """Load the config and build the terminal from the real modules: a Sentinel, or a
     config_error.ConfigErrorTerminal."""
+    cfg = load_config(config_path)
+    if not isinstance(cfg, dict):
+        return cfg
+    # The file is read and checked: the config module and pins (which it imports) go before the terminal's modules
+    # load, so their bytecode and the checking's garbage are not in the heap at boot's peak, building the terminal.
+    _drop(("config", "pins"))
+    return make_terminal(cfg, state_path)
+
+
+def load_config(config_path):
+    """The checked config (a dict), or the ConfigErrorTerminal that shows why it cannot be used."""
     from sentinel_fw import config
     try:
-        cfg = config.load(config_path)
+        return config.load(config_path)
     except config.ConfigError as e:
         # Loaded only on this path: a board with a good config never holds it, not even during boot.
         from sentinel_fw.config_error import ConfigErrorTerminal
         return ConfigErrorTerminal(str(e))
-    # The file is read and checked: the config module and pins (which it imports) go before the terminal's modules
-    # load, so their bytecode is not in the heap at boot's peak, building the terminal.
-    config = None
-    _drop(("config", "pins"))
+
+
+def make_terminal(cfg, state_path):
+    """The Sentinel for a checked config, its state restored from state_path."""
     for w in cfg["warnings"]:
         log(w)
     import network
