@@ -5,7 +5,6 @@
 from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1
 from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
 from sentinel_core.health import Health
-from sentinel_core.quiet import QuietHours, parse_hhmm
 from sentinel_core.speech import SpeechQueue, Utterance
 
 # "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
@@ -40,13 +39,6 @@ def _is_num(v):
 
 def _color_hex(c):
     return "#%02X%02X%02X" % (c[0], c[1], c[2])
-
-
-def _int_range(cfg, name, lo, hi):
-    v = cfg[name]
-    if not _is_int(v) or v < lo or v > hi:
-        raise ValueError("config %s: expected an int in %d..%d, got %r" % (name, lo, hi, v))
-    return v
 
 
 def incident_key(alarm):
@@ -100,35 +92,10 @@ class Active:
 
 class Terminal:
     def __init__(self, config=None):
-        cfg = dict(DEFAULTS)
-        if config is not None:
-            if not isinstance(config, dict):
-                raise ValueError("config must be a dict")
-            for k in DEFAULTS:
-                if k in config:
-                    cfg[k] = config[k]
-        self.mute_s = _int_range(cfg, "mute_s", 1, 86400)
-        self.speech_gap_s = cfg["speech_gap_s"]
-        if not _is_num(self.speech_gap_s) or self.speech_gap_s < 0 or self.speech_gap_s > 600:
-            raise ValueError("config speech_gap_s: expected seconds in 0..600, got %r" % (self.speech_gap_s,))
-        queue_cap = _int_range(cfg, "speech_queue", 1, 64)
-        self.max_active = _int_range(cfg, "max_active", 1, 64)
-        self.label_max = _int_range(cfg, "label_max", 4, 128)
-        misses = cfg["heartbeat_misses"]
-        if not _is_num(misses) or misses < 1 or misses > 10:
-            raise ValueError("config heartbeat_misses: expected a number in 1..10, got %r" % (misses,))
-        if cfg["idle_pattern"] not in ("idle", "off"):
-            raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))
-        self.idle_pattern = cfg["idle_pattern"]
-        for name in ("quiet_start", "quiet_end"):
-            try:
-                parse_hhmm(cfg[name])
-            except ValueError as e:
-                raise ValueError("config %s: %s" % (name, e))
-        _int_range(cfg, "utc_offset_min", -720, 840)
-        if not isinstance(cfg["quiet_enabled"], bool):
-            raise ValueError("config quiet_enabled: expected true or false, got %r" % (cfg["quiet_enabled"],))
-        self.quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"], cfg["quiet_enabled"])
+        # Checking the config is boot-only code, in its own module so that the board can drop it once built.
+        from sentinel_core.terminal_config import settings
+        (self.mute_s, self.speech_gap_s, queue_cap, self.max_active, self.label_max, misses, self.idle_pattern,
+         self.quiet) = settings(config)
         self.health = Health(misses)
         self.queue = SpeechQueue(queue_cap)
         self.active = {}          # incident key -> Active

@@ -24,6 +24,7 @@ def build(s, wlan, wdt_factory, config_error):
     except ValueError as e:
         config_error = str(e)
         terminal = Terminal()
+    app._forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
     if config_error:
         terminal.set_health("config", False, now, config_error)
     # The key ring's input, {key id: secret bytes}, made here: the config module is boot-only (dropped once the

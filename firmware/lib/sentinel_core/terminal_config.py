@@ -1,0 +1,47 @@
+# The terminal's settings from a config dict, checked: every bad value is refused with a message naming it. Only
+# building a Terminal needs this, so it is its own module: the board drops it from the heap once built.
+
+from sentinel_core.quiet import QuietHours, parse_hhmm
+from sentinel_core.terminal import DEFAULTS, _is_int, _is_num
+
+
+def _int_range(cfg, name, lo, hi):
+    v = cfg[name]
+    if not _is_int(v) or v < lo or v > hi:
+        raise ValueError("config %s: expected an int in %d..%d, got %r" % (name, lo, hi, v))
+    return v
+
+
+def settings(config):
+    """(mute_s, speech_gap_s, speech_queue, max_active, label_max, heartbeat_misses, idle_pattern, QuietHours) from
+    config (None: the defaults; keys it does not know are ignored); ValueError naming the first bad value."""
+    cfg = dict(DEFAULTS)
+    if config is not None:
+        if not isinstance(config, dict):
+            raise ValueError("config must be a dict")
+        for k in DEFAULTS:
+            if k in config:
+                cfg[k] = config[k]
+    mute_s = _int_range(cfg, "mute_s", 1, 86400)
+    gap = cfg["speech_gap_s"]
+    if not _is_num(gap) or gap < 0 or gap > 600:
+        raise ValueError("config speech_gap_s: expected seconds in 0..600, got %r" % (gap,))
+    queue_cap = _int_range(cfg, "speech_queue", 1, 64)
+    max_active = _int_range(cfg, "max_active", 1, 64)
+    label_max = _int_range(cfg, "label_max", 4, 128)
+    misses = cfg["heartbeat_misses"]
+    if not _is_num(misses) or misses < 1 or misses > 10:
+        raise ValueError("config heartbeat_misses: expected a number in 1..10, got %r" % (misses,))
+    if cfg["idle_pattern"] not in ("idle", "off"):
+        raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))
+    idle = cfg["idle_pattern"]
+    for name in ("quiet_start", "quiet_end"):
+        try:
+            parse_hhmm(cfg[name])
+        except ValueError as e:
+            raise ValueError("config %s: %s" % (name, e))
+    _int_range(cfg, "utc_offset_min", -720, 840)
+    if not isinstance(cfg["quiet_enabled"], bool):
+        raise ValueError("config quiet_enabled: expected true or false, got %r" % (cfg["quiet_enabled"],))
+    quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"], cfg["quiet_enabled"])
+    return mute_s, gap, queue_cap, max_active, label_max, misses, idle, quiet
