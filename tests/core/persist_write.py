@@ -4,8 +4,9 @@
 import io
 import json
 
+from sentinel_core import restore
 from sentinel_core.alarm import Alarm, preset
-from sentinel_core.persist import ROW, write_state
+from sentinel_core.persist import FORMAT, ROW, write_state
 from sentinel_core.terminal import Terminal
 
 NOON = 1764504000
@@ -98,3 +99,7 @@ def test_a_damaged_row_is_refused_and_nothing_changes():
         else:
             raise AssertionError("accepted %r" % (bad,))
         assert t.export_state() == before
+
+
+def test_the_reader_knows_what_the_writer_writes():
+    assert restore.FORMAT == FORMAT and restore.ROW_LEN == len(ROW)

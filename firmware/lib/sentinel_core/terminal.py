@@ -543,28 +543,9 @@ class Terminal:
 
     def restore(self, d, now):
         """Load an export_state() dict; ValueError, with the state untouched, when it is malformed."""
-        _check_now(now)
-        from sentinel_core import persist
-        restored, mute_until, acked, hb, version = persist.parse_state(self, d, now)
-        for k in list(self.active.keys()):
-            if self.active[k].alarm.level != NORMAL:
-                self._drop_active(k)
-        restored.reverse()
-        for a in restored:
-            # export_state wrote them in display order; give the first the newest order so it is shown again.
-            self._order += 1
-            a.order = self._order
-            self.active[a.key] = a
-        self.mute_until = mute_until
-        self.acked = {}
-        for k in acked:
-            self._ack(k, acked[k])
-        if hb is not None:
-            self.health.interval = hb
-            self.health.last_beat = now
-        self.state_version = version if version > self.state_version else self.state_version + 1
-        self._saved_version = self.state_version
-        self.tick(now)
+        # Boot-only code (sentinel_core.restore): the board drops it once the state is restored.
+        from sentinel_core.restore import restore
+        restore(self, d, now)
 
 
 def _hhmm(minutes):

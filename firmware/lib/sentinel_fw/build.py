@@ -110,3 +110,4 @@ def _restore(s, terminal, receiver, now):
         app.log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
     except ValueError as e:
         s._problem("state", "saved state ignored: %s" % e)
+    app._forget("sentinel_core", "restore")  # boot-only: reading the state back
