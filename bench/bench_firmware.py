@@ -32,10 +32,19 @@ import machine, neopixel, network, ntptime
 # The board's files as the board gets them: the .mpy files deploy.py builds, loaded from /mpy first.
 sys.path.insert(0, "/mpy/lib")
 import asyncio as _aio
-async def held():
-    # The WebAssembly port only reclaims garbage once control has gone back to JavaScript: yield first.
+import js
+async def settle():
+    # The WebAssembly port only reclaims garbage once control has gone back to JavaScript, and each return to
+    # JavaScript keeps a proxy in the Python heap until JavaScript's own collector has run: yield, run it (node runs
+    # with --expose-gc), let its finalizers release the proxies, then collect. Without this every yield kept ~40 B
+    # and the figures drifted from run to run.
+    await _aio.sleep(0)
+    js.gc()
+    await _aio.sleep(0)
     await _aio.sleep(0)
     gc.collect()
+async def held():
+    await settle()
     return gc.mem_alloc()
 import micropython
 micropython.qstr_info()
@@ -135,8 +144,7 @@ async def _wait():
     # request holds there, and the heap seen just before (all allocated since the previous collection on top of what
     # survived it) bounds the live heap in between from above. On the board a collection can run at any allocation.
     PEAK[0] = max(PEAK[0], gc.mem_alloc())
-    await _aio.sleep(0)
-    gc.collect()
+    await settle()
 class Conn:
     WAIT = False
     def __init__(self, data):
@@ -266,9 +274,7 @@ async def peak_of(items):
     while items:
         t, c = items.pop()
         NOW[0] = t
-        await _aio.sleep(0)
-        gc.collect()
-        h0 = gc.mem_alloc()
+        h0 = await held()
         PEAK[0] = 0
         await web.handle_request(c, c)
         await _wait()
@@ -342,9 +348,19 @@ import gc, sys, json
 import machine, neopixel, network, ntptime
 sys.path.insert(0, "/mpy/lib")
 import asyncio as _aio
-async def held():
+import js
+async def settle():
+    # The WebAssembly port only reclaims garbage once control has gone back to JavaScript, and each return to
+    # JavaScript keeps a proxy in the Python heap until JavaScript's own collector has run: yield, run it (node runs
+    # with --expose-gc), let its finalizers release the proxies, then collect. Without this every yield kept ~40 B
+    # and the figures drifted from run to run.
+    await _aio.sleep(0)
+    js.gc()
+    await _aio.sleep(0)
     await _aio.sleep(0)
     gc.collect()
+async def held():
+    await settle()
     return gc.mem_alloc()
 BASE = await held()
 from sentinel_fw import startup
