@@ -13,13 +13,13 @@ class Store:
 
     def load(self):
         """The saved dict, or None when there is none or it is unreadable (the reason in last_error)."""
+        # Parsed from the open file: MicroPython's json.load reads the stream as it goes, so the file's whole text
+        # (~2.4 KB with 16 active alarms) never sits in the heap beside what it is parsed into, at boot's peak.
         try:
             with open(self.path) as f:
-                text = f.read()
+                d = json.load(f)
         except OSError:
             return None
-        try:
-            d = json.loads(text)
         except ValueError:
             self.last_error = "%s is not valid JSON: ignored" % self.path
             return None
