@@ -56,6 +56,7 @@ def test_boot_joins_wifi_and_syncs_clock():
     # Building is boot-only code: dropped from the heap once the terminal is built.
     import sys
     assert "sentinel_fw.build" not in sys.modules and "sentinel_core.terminal_config" not in sys.modules
+    assert "sentinel_core.wiring" not in sys.modules
 
 
 def test_p0_preset_exact_bytes_to_leds_and_uart():

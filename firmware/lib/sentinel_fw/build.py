@@ -39,6 +39,7 @@ def build(s, wlan, wdt_factory, config_error):
     renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
                         brightness=light["brightness"], night_brightness=light["night_brightness"],
                         budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
+    app._forget("sentinel_core", "wiring")  # boot-only: the LED table is built
     pixels = Pixels(cfg["pins"]["pixels"], m["width"] * m["height"])
     if not pixels.ok:
         s._problem("matrix", "LED output not available: %s" % pixels.error)
