@@ -236,3 +236,77 @@ async def test_one_route_answers_every_path_and_method_in_json():
         assert r.status_code == 405 and r.json["error"] == "method_not_allowed", (m, r.text)
     r = await c.request("HEAD", "/metrics")
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
+
+
+class _Conn:
+    # A connection as asyncio's server hands it to microdot: the request's bytes to read, what is written recorded,
+    # with the number of state writes to flash seen at each write.
+    def __init__(self, data, store):
+        self.data = data
+        self.pos = 0
+        self.store = store
+        self.out = []
+        self.closed = False
+
+    async def readline(self):
+        i = self.data.find(b"\n", self.pos) + 1 or len(self.data)
+        line = self.data[self.pos:i]
+        self.pos = i
+        return line
+
+    async def readexactly(self, n):
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    async def awrite(self, data):
+        self.out.append((bytes(data), self.store.writes))
+
+    async def aclose(self):
+        self.closed = True
+
+    def get_extra_info(self, name):
+        return ("192.168.1.10", 40000)
+
+
+async def _serve(s, method, path, headers, body):
+    head = "%s %s HTTP/1.1\r\nHost: sentinel.local\r\n" % (method, path)
+    for k in headers:
+        head += "%s: %s\r\n" % (k, headers[k])
+    if body:
+        head += "Content-Length: %d\r\n" % len(body)
+    c = _Conn(head.encode() + b"\r\n" + body, s.store)
+    await make_app(s, s.cfg["http"]["max_body"]).handle_request(c, c)
+    assert c.closed
+    return c
+
+
+async def test_answer_on_the_wire_then_the_state_written():
+    import sys
+    s, ft, _ = _client()
+    h, b = signed(preset_body("p0", "A03 gpu-worker-08 NCCL timeout", key="A03:w8:NCCL", id="m-9"), ft())
+    w0 = s.store.writes
+    c = await _serve(s, "POST", "/api/v1/send_msg", h, b)
+    wire = b"".join(x for x, _ in c.out)
+    head, body = wire.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "HTTP/1.0 200 OK", lines
+    assert sorted(lines[1:]) == ["Content-Length: %d" % len(body), "Content-Type: application/json"], lines
+    assert json.loads(body) == {"ok": True, "kind": "alarm", "duplicate": False, "level": "P0", "key": "A03:w8:NCCL",
+                                "id": "m-9"}, body
+    # The answer went out before the state was written to flash, and the state was written once it had.
+    assert all(n == w0 for _, n in c.out) and s.store.writes == w0 + 1, (w0, c.out, s.store.writes)
+    # A refusal: its status line, nothing written.
+    h["X-Signature"] = "f" * 64
+    c = await _serve(s, "POST", "/api/v1/send_msg", h, b)
+    assert c.out[0][0] == b"HTTP/1.0 401 N/A\r\n" and s.store.writes == w0 + 1, c.out
+    # A streamed page: no Content-Length, the pieces as they come, the metrics module dropped at the end.
+    c = await _serve(s, "GET", "/metrics", {}, b"")
+    wire = b"".join(x for x, _ in c.out)
+    head, body = wire.split(b"\r\n\r\n", 1)
+    assert head.decode().split("\r\n")[1:] == ["Content-Type: text/plain; version=0.0.4; charset=utf-8"], head
+    assert b"sentinel_alarms_total{level=\"P0\"} 1\n" in body, body
+    assert "sentinel_fw.metrics" not in sys.modules
+    # OPTIONS is the core's to answer, as in the emulator.
+    c = await _serve(s, "OPTIONS", "/api/v1/send_msg", {}, b"")
+    assert c.out[0][0] == b"HTTP/1.0 405 N/A\r\n", c.out

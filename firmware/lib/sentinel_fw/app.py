@@ -78,8 +78,9 @@ class Sentinel:
 
     # ---- HTTP
 
-    def handle_http(self, method, path, headers, body):
-        """The handler microdot calls: (status, body bytes)."""
+    def handle_http(self, method, path, headers, body, persist=True):
+        """The handler microdot calls: (status, body bytes). persist=False: the caller writes the state once the
+        answer is sent (the server does, so that the write is not part of the request's peak)."""
         now = self.clock.now()
         if path == "/api/v1/status":
             if method != "GET":
@@ -102,7 +103,8 @@ class Sentinel:
                 t.on_ack(r.ack["key"], r.ack["long"], now)
             elif r.kind == "heartbeat":
                 t.on_heartbeat(r.heartbeat["interval"], now)
-            self.persist()
+            if persist:
+                self.persist()
         return r.status, r.body_bytes()
 
     def status(self, now):

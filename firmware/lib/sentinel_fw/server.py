@@ -12,6 +12,8 @@
 # So the running Sentinel is held in a module global (there is one terminal per board).
 from microdot import Microdot, Request, Response
 
+from sentinel_fw.app import log
+
 JSON = "application/json"
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 TOO_LARGE = b'{"ok": false, "error": "too_large", "message": "body too large"}'
@@ -62,6 +64,13 @@ class _Answer(Response):
         finally:
             if not isinstance(body, bytes):
                 body.close()  # its cleanup runs now (the metrics module is dropped), not whenever it is collected
+            # What the request changed goes to flash once its answer is out (_any told handle_http to leave it): the
+            # open file and the state's pieces no longer sit beside the request in its largest step. A failure is
+            # logged and the connection still closed; the net task writes a dirty state again within half a second.
+            try:
+                _sentinel.persist()
+            except Exception as e:  # noqa: BLE001
+                log("writing the state failed: %s: %s" % (type(e).__name__, e))
 
 
 # The status and metrics pages are generators of text pieces: microdot writes each piece as it comes (a response
@@ -75,7 +84,7 @@ async def _any(request, path=None):
             return _Answer(s.status_parts(s.clock.now()), 200, JSON)
         if p == "/metrics":
             return _Answer(s.metrics_parts(s.clock.now()), 200, TEXT)
-    status, body = s.handle_http(request.method, p, request.headers, request.body or b"")
+    status, body = s.handle_http(request.method, p, request.headers, request.body or b"", False)
     return _Answer(body, status, JSON)
 
 
