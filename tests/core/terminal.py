@@ -4,7 +4,8 @@ import json
 
 from sentinel_core.alarm import NORMAL, P0, P1, Alarm, preset
 from sentinel_core.display import Display
-from sentinel_core.terminal import ACK_CAP, DEFAULTS, Terminal
+from sentinel_core.terminal import ACK_CAP, Terminal
+from sentinel_core.terminal_config import DEFAULTS
 
 NOON = 1764504000
 

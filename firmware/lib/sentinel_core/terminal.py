@@ -5,6 +5,7 @@
 from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1
 from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
 from sentinel_core.health import Health
+from sentinel_core.quiet import format_hhmm
 from sentinel_core.speech import SpeechQueue, Utterance
 
 # "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
@@ -13,21 +14,6 @@ MAX_REPEATS = 10
 CLOCK_STEP_S = 3600
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
-
-DEFAULTS = {
-    "mute_s": 900,
-    "speech_gap_s": 2,
-    "speech_queue": 8,
-    "max_active": 16,
-    "quiet_start": "22:00",
-    "quiet_end": "08:00",
-    "quiet_enabled": True,
-    "utc_offset_min": 0,
-    "heartbeat_misses": 2.5,
-    "label_max": 32,
-    "idle_pattern": "idle",
-}
-
 
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
@@ -511,7 +497,7 @@ class Terminal:
         acked = None
         h = self.health
         yield "quiet", {"active": self.quiet_applies(now), "enabled": self.quiet.enabled,
-                        "start": _hhmm(self.quiet.start), "end": _hhmm(self.quiet.end),
+                        "start": format_hhmm(self.quiet.start), "end": format_hhmm(self.quiet.end),
                         "utc_offset_min": self.quiet.utc_offset_min, "applied": h.clock,
                         "local_time": self.quiet.local_time(now)}
         problems = h.problems(now)
@@ -547,6 +533,3 @@ class Terminal:
         from sentinel_core.restore import restore
         restore(self, d, now)
 
-
-def _hhmm(minutes):
-    return "%02d:%02d" % (minutes // 60, minutes % 60)

@@ -2,7 +2,22 @@
 # building a Terminal needs this, so it is its own module: the board drops it from the heap once built.
 
 from sentinel_core.quiet import QuietHours, parse_hhmm
-from sentinel_core.terminal import DEFAULTS, _is_int, _is_num
+from sentinel_core.terminal import _is_int, _is_num
+
+# The settings a config may give, and their values when it does not.
+DEFAULTS = {
+    "mute_s": 900,
+    "speech_gap_s": 2,
+    "speech_queue": 8,
+    "max_active": 16,
+    "quiet_start": "22:00",
+    "quiet_end": "08:00",
+    "quiet_enabled": True,
+    "utc_offset_min": 0,
+    "heartbeat_misses": 2.5,
+    "label_max": 32,
+    "idle_pattern": "idle",
+}
 
 
 def _int_range(cfg, name, lo, hi):

@@ -35,7 +35,7 @@ def defaults(board="esp32"):
 
 # (section, key, kind, low, high): the checks every value goes through. kind: "int", "bool", "str", "password",
 # "opt_int" (int or null), "choice:<a>|<b>". The "terminal" section is the state machine's own config
-# (quiet hours, UTC offset, mute length...): sentinel_core.terminal.Terminal checks it.
+# (quiet hours, UTC offset, mute length...): sentinel_core.terminal_config checks it.
 FIELDS = (
     ("", "name", "str", 1, 32),
     ("wifi", "ssid", "str", 1, 32),
@@ -131,7 +131,7 @@ def validate(raw, source="config.json"):
             continue
         if sec == "terminal":
             # The state machine ignores keys it does not know; a typo in quiet hours must not pass silently.
-            from sentinel_core.terminal import DEFAULTS as TERMINAL_KEYS
+            from sentinel_core.terminal_config import DEFAULTS as TERMINAL_KEYS
             for k in v:
                 if k not in TERMINAL_KEYS and not k.startswith("_"):
                     problems.append("terminal.%s: unknown setting (known: %s)" % (k, ", ".join(sorted(TERMINAL_KEYS))))
