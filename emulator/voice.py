@@ -85,10 +85,12 @@ class _Pyttsx3Synth:
 
     def __init__(self, rate, voice_ids):
         import pyttsx3  # noqa: PLC0415  (optional dependency: imported where it is needed)
+        self._espeak_busy = None
         try:
             import pyttsx3.drivers.espeak as espeak_driver  # noqa: PLC0415
             # The espeak driver prints "Audio saved to ..." for every file; the emulator logs that itself.
             espeak_driver.print = lambda *a, **k: None
+            self._espeak_busy = espeak_driver._espeak.IsPlaying
         except Exception:  # noqa: BLE001  (other platforms have other drivers)
             pass
         self.engine = pyttsx3.init()
@@ -117,15 +119,29 @@ class _Pyttsx3Synth:
     def synth(self, text, lang, path, voices=None, rate=None):
         voice = (voices or self.voices).get(lang)
         with self.lock:
-            if rate:
-                self.engine.setProperty("rate", rate)
-            if voice is not None:
-                self.engine.setProperty("voice", voice)
-            self.engine.save_to_file(text, path)
-            self.engine.runAndWait()
-        if not os.path.exists(path) or os.path.getsize(path) <= 44:
-            raise RuntimeError("the speech engine wrote no audio")
-        return voice
+            for _attempt in range(2):
+                # pyttsx3's runAndWait begins by stopping espeak if it is still busy, and that stop can land on the
+                # new utterance: start only once the engine is idle.
+                self._wait_engine_idle(2.0)
+                if rate:
+                    self.engine.setProperty("rate", rate)
+                if voice is not None:
+                    self.engine.setProperty("voice", voice)
+                self.engine.save_to_file(text, path)
+                self.engine.runAndWait()
+                # espeak synthesises in its own thread, and pyttsx3's espeak driver can return from runAndWait
+                # before it is done (seen: 12 ms, no file yet): the file is written when the utterance ends.
+                self._wait_engine_idle(30.0)
+                if os.path.exists(path) and os.path.getsize(path) > 44:
+                    return voice
+        raise RuntimeError("the speech engine wrote no audio")
+
+    def _wait_engine_idle(self, timeout):
+        if self._espeak_busy is None:
+            return
+        deadline = time.monotonic() + timeout
+        while self._espeak_busy() and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 def _audio_device_likely():

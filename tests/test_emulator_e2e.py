@@ -98,8 +98,10 @@ def test_rfc_story_status_frames_and_voice(emu_voice):
     h = emu_voice
     c = h.client()
     # P1: NVLink slow-down -> orange breath, spoken once in English.
-    t_ms = h.engine.t_ms()
     ack = c.send(preset("p1", "NVLink slow down on rack A03 node gpu worker 11", key=P1_KEY))
+    # The 200 came after the engine applied it: every frame from now on shows it (frames stamped between the send
+    # and the apply rightly show the previous state, and under load there can be several).
+    t_ms = h.engine.t_ms()
     assert ack.status == 200 and not ack.duplicate
     st = h.status()  # 200 means applied: no polling needed
     assert st["shown"]["level"] == "P1" and st["shown"]["pattern"] == "breath" and st["shown"]["color"] == "#FFA500"
@@ -110,8 +112,8 @@ def test_rfc_story_status_frames_and_voice(emu_voice):
     assert 1.0 < length < 8 and rms > 0.02
 
     # P0: NCCL deadlock (Chinese) -> red flash owns the display, spoken in Mandarin, 3 times planned.
-    t_ms = h.engine.t_ms()
     c.send(preset("p0", "机架 A03 节点 gpu-worker-08 通信死锁", key=P0_KEY))
+    t_ms = h.engine.t_ms()
     st = h.status()
     assert st["shown"]["level"] == "P0" and st["shown"]["pattern"] == "flash" and st["shown"]["color"] == "#FF0000"
     assert [a["level"] for a in st["active"]] == ["P0", "P1"]
@@ -139,8 +141,8 @@ def test_rfc_story_status_frames_and_voice(emu_voice):
     c.send(preset("normal", key=P0_KEY))
     st = h.status()
     assert [a["level"] for a in st["active"] if a["level"] != "NORMAL"] == ["P1"]
-    t_ms = h.engine.t_ms()
     c.send(preset("normal"))
+    t_ms = h.engine.t_ms()
     st = h.status()
     assert st["shown"]["level"] == "NORMAL" and st["shown"]["pattern"] == "solid"
     assert not [a for a in st["active"] if a["level"] in ("P0", "P1")]
