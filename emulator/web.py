@@ -104,6 +104,7 @@ class Server:
         self.host = host
         self.port = int(self.server.effective_port)
         self._thread = None
+        self._stopped = False
 
     @property
     def url(self):
@@ -130,9 +131,15 @@ class Server:
                 except OSError:
                     pass
 
+        if self._stopped:
+            return
+        self._stopped = True
+        # The requests in progress finish first: a waitress worker wakes the loop through the trigger when its task
+        # ends, and a trigger closed under it is a write to a closed (or, worse, reused) file descriptor (seen as
+        # an EBADF in a test's teardown).
+        srv.task_dispatcher.shutdown(timeout=2)
         if self._thread is not None and self._thread.is_alive():
             srv.trigger.pull_trigger(close_all)
             self._thread.join(2.0)
         else:
             close_all()
-        srv.task_dispatcher.shutdown(timeout=2)
