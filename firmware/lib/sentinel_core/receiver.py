@@ -133,7 +133,7 @@ class Receiver:
         else:
             hb = parse_heartbeat(obj)
             msg_id = hb["id"]
-        mid = None if msg_id is None else key_id + "/" + msg_id
+        mid = None if msg_id is None else "%s/%s" % (key_id, msg_id)  # one string, not an intermediate too
         if self.replay.check(ts, mac, mid, now, synced) == DUPLICATE:
             return Result(200, {"ok": True, "kind": kind, "duplicate": True}, kind, duplicate=True)
         self.replay.accept(ts, mac, mid, now, synced)

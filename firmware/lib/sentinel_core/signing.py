@@ -75,7 +75,8 @@ def equal(a, b):
 
 
 def unhex_signature(s):
-    """64 lowercase hex digits -> 32 bytes; None for anything else (the header is then refused)."""
+    """64 lowercase hex digits -> 32 bytes (a bytearray: a copy into bytes would only be garbage in the request's
+    step; equal() reads either); None for anything else (the header is then refused)."""
     if len(s) != 64:
         return None
     out = bytearray(32)
@@ -85,7 +86,7 @@ def unhex_signature(s):
         if hi < 0 or lo < 0:
             return None
         out[i] = (hi << 4) | lo
-    return bytes(out)
+    return out
 
 
 def _nibble(c):

@@ -42,11 +42,11 @@ class _Answer(Response):
         self.is_head = False
 
     async def write(self, stream):
-        self.complete()
         body = self.body
         try:
             await stream.awrite(b"HTTP/1.0 200 OK\r\n" if self.status_code == 200 else
                                 ("HTTP/1.0 %d N/A\r\n" % self.status_code).encode())
+            self.complete()  # after the status line: its Content-Length is not part of the handler's step
             h = self.headers
             for k in h:
                 await stream.awrite(("%s: %s\r\n" % (k, h[k])).encode())
