@@ -461,15 +461,23 @@ def kb(n):
     return "%.1f KB" % (n / 1024)
 
 
-def main():
-    m = measure()
+def budget(m):
+    """(boot, running, worst request's name, its peak, the requests' peaks) from measure()'s figures: boot is the
+    worst phase of a first boot and of a reboot with state; running is what is held plus the worst request's live
+    peak bound. The firmware fits a plain ESP32 when both are under ESP32_HEAP."""
     # What a request needs on top of what is held: the bound of its live peak at the server's network waits.
     peaks = (("an accepted alarm", m["peak_accepted"]), ("a refused request", m["peak_refused"]),
              ("GET /api/v1/status", m["peak_status"]), ("GET /metrics", m["peak_metrics"]))
     worst_name, worst = max(peaks, key=lambda x: x[1])
-    running = m["running"] + worst
     b1, b2 = m["boot_first"], m["boot_reboot"]
     boot = max(b1["p_config"], b1["p_build"], b1["p_serve"], b2["p_config"], b2["p_build"], b2["p_serve"])
+    return boot, m["running"] + worst, worst_name, worst, peaks
+
+
+def main():
+    m = measure()
+    boot, running, worst_name, worst, peaks = budget(m)
+    b1, b2 = m["boot_first"], m["boot_reboot"]
     total = max(running, boot)
     # The older, looser measure: all the garbage of the worst request, as if nothing were collected during it.
     loose_extra = max(m["per_server"], m["per_server_status"], m["per_req"], m["per_status"])
