@@ -25,11 +25,11 @@ ESP32_HEAP = 110 * 1024
 REQUESTS = 40
 FRAMES = 100
 
-CODE = r"""
-import gc, sys, os
-# The hardware modules are C or frozen on the board: the fakes are imported before the baseline, not counted.
+# Both runs start alike: the fakes of the hardware (C or frozen modules on the board, imported before any
+# baseline, so not counted), the board's .mpy files first on the path, and a collection that measures.
+PRELUDE = r"""
+import gc, sys, os, json
 import machine, neopixel, network, ntptime
-# The board's files as the board gets them: the .mpy files deploy.py builds, loaded from /mpy first.
 sys.path.insert(0, "/mpy/lib")
 import asyncio as _aio
 import js
@@ -46,6 +46,9 @@ async def settle():
 async def held():
     await settle()
     return gc.mem_alloc()
+"""
+
+CODE = PRELUDE + r"""
 import micropython
 micropython.qstr_info()
 MODS = []
@@ -343,25 +346,7 @@ print(json.dumps({"imports": IMPORTS, "built": BUILT, "running": RUNNING, "per_r
 # one), drops the boot-only modules (collecting), then app.main's run() builds the microdot app. Between two of the
 # firmware's own collections nothing is collected here either, so the heap at a phase's end (garbage included)
 # bounds that phase's peak; the bench collects where the firmware does.
-BOOT_CODE = r"""
-import gc, sys, json
-import machine, neopixel, network, ntptime
-sys.path.insert(0, "/mpy/lib")
-import asyncio as _aio
-import js
-async def settle():
-    # The WebAssembly port only reclaims garbage once control has gone back to JavaScript, and each return to
-    # JavaScript keeps a proxy in the Python heap until JavaScript's own collector has run: yield, run it (node runs
-    # with --expose-gc), let its finalizers release the proxies, then collect. Without this every yield kept ~40 B
-    # and the figures drifted from run to run.
-    await _aio.sleep(0)
-    js.gc()
-    await _aio.sleep(0)
-    await _aio.sleep(0)
-    gc.collect()
-async def held():
-    await settle()
-    return gc.mem_alloc()
+BOOT_CODE = PRELUDE + r"""
 BASE = await held()
 from sentinel_fw import startup
 cfg = startup.load_config("/config.json")
