@@ -217,3 +217,27 @@ def test_normal_level_constant():
     t = _synced()
     t.on_alarm(preset("normal"), NOON)
     assert t.display(NOON).level == NORMAL
+
+
+def test_alarm_fields_left_at_their_defaults_read_back():
+    # Fields equal to the constructor's defaults are answered by the class (not stored per alarm): they read back
+    # the same, can be assigned, and a look-alike of another type is still kept, so the check still refuses it.
+    a = Alarm("x", (255, 0, 0), "flash", "cycle", 3, P0)
+    assert (a.color, a.light_mode, a.audio_mode, a.repeat_times, a.key, a.id, a.duration) == \
+        ((255, 0, 0), "flash", "cycle", 3, None, None, None)
+    a.duration = 60
+    assert a.duration == 60 and Alarm("y").duration is None
+    assert Alarm("n", level=NORMAL).duration == 10
+    t = Terminal()
+    for bad in (Alarm("x", (255.0, 0, 0)), Alarm("x", (255, 0, 0.0)), Alarm("x", repeat_times=3.0)):
+        assert _refused(t.on_alarm, bad, NOON) is not None
+    assert t.active == {}
+    assert Alarm("x", [255, 0, 0]).color == [255, 0, 0]
+
+
+def test_preset_colours_are_one_tuple_per_colour():
+    a = Alarm("a", (255, 165, 0), "breath", "once", 1, P1)
+    b = Alarm("b", (255, 165, 0), "breath", "once", 1, P1)
+    assert a.color is b.color and a.color is preset("p1", "c").color
+    assert Alarm("c", (255, 0, 0)).color is Alarm("d").color
+    assert Alarm("e", (1, 2, 3)).color == (1, 2, 3)

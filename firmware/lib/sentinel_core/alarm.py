@@ -27,6 +27,20 @@ def level_name(level):
     return LEVEL_NAMES[level]
 
 
+# The presets' colours, by level. An alarm of one of these colours holds this very tuple (shared_color).
+_COLORS = ((0, 255, 0), (255, 165, 0), (255, 0, 0))
+
+
+def shared_color(c):
+    """c, or the preset's own tuple when c is equal to one (as ints): most alarms wear a preset's colour, and the
+    board then holds one tuple for all of them instead of one each (32 B per alarm)."""
+    if type(c) is tuple and len(c) == 3 and type(c[0]) is int and type(c[1]) is int and type(c[2]) is int:
+        for p in _COLORS:
+            if p == c:
+                return p
+    return c
+
+
 def color_hex(rgb):
     return "#%02X%02X%02X" % rgb
 
@@ -39,19 +53,38 @@ class Alarm:
     green shows (default 10), for P0/P1 an optional expiry (None: until cleared).
     """
 
+    # The constructor's defaults (the RFC's P0) answer as class attributes: a field left at its default is not
+    # stored in the instance, whose member table then stays a size class or two smaller (16 B per two fields on the
+    # board, which holds up to max_active alarms). Reading and assigning the fields work as for any attribute.
+    color = _COLORS[P0]
+    light_mode = "flash"
+    audio_mode = "cycle"
+    repeat_times = 3
+    key = None
+    id = None
+    duration = None
+
     def __init__(self, text, color=(255, 0, 0), light_mode="flash", audio_mode="cycle", repeat_times=3,
                  level=None, key=None, id=None, duration=None):
         self.text = text
-        self.color = color
-        self.light_mode = light_mode
-        self.audio_mode = audio_mode
-        self.repeat_times = repeat_times
+        color = shared_color(color)
+        if color is not _COLORS[P0]:
+            self.color = color
+        if light_mode != "flash":
+            self.light_mode = light_mode
+        if audio_mode != "cycle":
+            self.audio_mode = audio_mode
+        if repeat_times != 3 or type(repeat_times) is not int:
+            self.repeat_times = repeat_times
         self.level = LEVEL_OF_LIGHT.get(light_mode, NORMAL) if level is None else level
-        self.key = key
-        self.id = id
+        if key is not None:
+            self.key = key
+        if id is not None:
+            self.id = id
         if duration is None and self.level == NORMAL:
             duration = NORMAL_DURATION_S
-        self.duration = duration
+        if duration is not None:
+            self.duration = duration
 
     def to_wire(self, v1_only=False):
         """The JSON object a sender puts on the wire. v1_only: exactly the RFC's five fields."""
@@ -81,9 +114,9 @@ class Alarm:
 
 # The RFC's table (section 4.1). text=None: the caller supplies the words.
 PRESETS = {
-    "p0": {"color": (255, 0, 0), "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3, "level": P0},
-    "p1": {"color": (255, 165, 0), "light_mode": "breath", "audio_mode": "once", "repeat_times": 1, "level": P1},
-    "normal": {"color": (0, 255, 0), "light_mode": "solid", "audio_mode": "once", "repeat_times": 1,
+    "p0": {"color": _COLORS[P0], "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3, "level": P0},
+    "p1": {"color": _COLORS[P1], "light_mode": "breath", "audio_mode": "once", "repeat_times": 1, "level": P1},
+    "normal": {"color": _COLORS[NORMAL], "light_mode": "solid", "audio_mode": "once", "repeat_times": 1,
                "level": NORMAL, "duration": NORMAL_DURATION_S},
 }
 RECOVERED_TEXT = "训练集群已恢复正常"
