@@ -33,6 +33,25 @@ def _forget(package, name):
         delattr(pkg, name)
 
 
+def _json_parts(v, depth):
+    # v's JSON text (json.dumps's own spacing) in pieces, down to depth levels of dicts and lists: a value holding a
+    # list of dicts (the speech queue's ~16 entries) then never sits beside the whole of its text.
+    if depth and isinstance(v, (dict, list)):
+        d = isinstance(v, dict)
+        sep = "{" if d else "["
+        for x in v:
+            if d:
+                yield '%s"%s": ' % (sep, x)
+                x = v[x]
+            else:
+                yield sep
+            yield from _json_parts(x, depth - 1)
+            sep = ", "
+        yield ("{}" if d else "[]") if sep != ", " else ("}" if d else "]")
+    else:
+        yield json.dumps(v)
+
+
 class Sentinel:
     """The running terminal. cfg: a validated config (sentinel_fw.config). clock: a sentinel_fw.clock.Clock.
     wlan: a network.WLAN (None: no Wi-Fi, e.g. tests of the HTTP path). store: a sentinel_fw.store.Store."""
@@ -126,9 +145,16 @@ class Sentinel:
                     s = ", "
                 yield "]"
             else:
-                yield '%s"%s": %s' % (sep, k, json.dumps(v))
+                yield '%s"%s": ' % (sep, k)
+                yield from _json_parts(v, 2)
+            v = None
             sep = ", "
-        yield ', "device": %s}' % json.dumps(self.device_status())
+        sep = ', "device": {'
+        for k, v in self.device_items():
+            yield '%s"%s": ' % (sep, k)
+            yield from _json_parts(v, 1)
+            sep = ", "
+        yield "}}"
 
     def metrics_parts(self, now):
         """GET /metrics in pieces (sentinel_fw.metrics). The module is loaded for the scrape and dropped after it:
@@ -141,26 +167,31 @@ class Sentinel:
             _forget("sentinel_fw", "metrics")
 
     def device_status(self):
+        return dict(self.device_items())
+
+    def device_items(self):
+        """The status page's "device" entry, one (key, value) at a time: status_parts writes each as it comes, since
+        the whole dict and its JSON text at once were the status page's largest step (~2 KB above the rest)."""
         tts = self.tts
-        dev = {
-            "board": self.cfg["board"], "name": self.cfg["name"], "firmware": VERSION,
-            "uptime_s": ticks.diff(ticks.ms(), self.started_ms) // 1000,
-            "matrix": {"ok": self.pixels.ok, "leds": self.pixels.n, "frames": self.pixels.frames},
-            "speech": {"chip": self.cfg["tts"]["chip"], "present": tts is not None,
-                       "answering": None if tts is None else tts.answering},
-            "clock": {"synced": self.clock.synced, "syncs": self.clock.syncs, "error": self.clock.last_error},
-            "wifi": None if self.wifi is None else {"connected": self.wifi.connected, "ip": self.wifi.address(),
-                                                     "attempts": self.wifi.attempts},
-            "watchdog": {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())},
-            "http": {"requests": self.requests, "refused": self.refused},
-            "flash": None if self.store is None else {"writes": self.store.writes, "error": self.store.last_error},
-            "problems": ["%s: %s" % p for p in self.errors],
-        }
+        yield "board", self.cfg["board"]
+        yield "name", self.cfg["name"]
+        yield "firmware", VERSION
+        yield "uptime_s", ticks.diff(ticks.ms(), self.started_ms) // 1000
+        yield "matrix", {"ok": self.pixels.ok, "leds": self.pixels.n, "frames": self.pixels.frames}
+        yield "speech", {"chip": self.cfg["tts"]["chip"], "present": tts is not None,
+                         "answering": None if tts is None else tts.answering}
+        yield "clock", {"synced": self.clock.synced, "syncs": self.clock.syncs, "error": self.clock.last_error}
+        yield "wifi", None if self.wifi is None else {"connected": self.wifi.connected, "ip": self.wifi.address(),
+                                                      "attempts": self.wifi.attempts}
+        yield "watchdog", {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())}
+        yield "http", {"requests": self.requests, "refused": self.refused}
+        yield "flash", None if self.store is None else {"writes": self.store.writes, "error": self.store.last_error}
+        yield "problems", ["%s: %s" % p for p in self.errors]
         try:
-            dev["heap_free"] = gc.mem_free()
+            free = gc.mem_free()
         except AttributeError:
-            pass
-        return dev
+            return
+        yield "heap_free", free
 
     # ---- the steps, one per task
 
