@@ -2,7 +2,7 @@
 # changes. Only a boot needs it, so it is its own module: the board drops it once the state is restored.
 
 from sentinel_core.alarm import NORMAL, Alarm
-from sentinel_core.terminal import Active, _check_now, check_alarm, incident_key
+from sentinel_core.terminal import Active, _check_now, check_alarm
 
 # What persist writes (its FORMAT, rows of len(persist.ROW) fields; a test holds them equal): not imported from it,
 # so that restoring does not load the writer. Format 1, an object per alarm, is read too.
@@ -94,7 +94,7 @@ def parse_state(term, d, now):
             al, since, expires = _alarm(alarms[i], v)
         except (ValueError, TypeError, KeyError) as e:
             raise ValueError("state alarm %d: %s" % (i, e))
-        restored.append(Active(incident_key(al), al, since + delta, None if expires is None else expires + delta, 0))
+        restored.append(Active(al, since + delta, None if expires is None else expires + delta, 0))
     mute_until = d.get("mute_until")
     if mute_until is not None and not _is_num(mute_until):
         raise ValueError("state mute_until must be a number or null")

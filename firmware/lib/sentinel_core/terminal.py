@@ -67,13 +67,18 @@ def _check_now(now):
 class Active:
     """An alarm the terminal holds: when it came, when it goes (None: until cleared), its arrival order."""
 
-    def __init__(self, key, alarm, since, expires, order):
-        self.key = key
+    # Four attributes keep an instance's member table at four slots (48 B on the board, which holds up to
+    # max_active of these): the incident key is read off the alarm, and the label is the terminal's, for the
+    # shown alarm only.
+    def __init__(self, alarm, since, expires, order):
         self.alarm = alarm
         self.since = since
         self.expires = expires
         self.order = order
-        self.label = None         # the ASCII label, computed once ("" when there is none)
+
+    @property
+    def key(self):
+        return incident_key(self.alarm)
 
 
 class Terminal:
@@ -99,6 +104,8 @@ class Terminal:
         self.alarms_seen = 0
         self.evicted = 0
         self._last_display = None
+        self._labelled = None     # the Active whose ASCII label _label is ("": it has none)
+        self._label = None
 
     # ---- time -------------------------------------------------------------------------------------------------
 
@@ -221,10 +228,10 @@ class Terminal:
                 if self._drop_active(key).alarm.level != NORMAL:
                     self._changed()
             duration = alarm.duration if alarm.duration is not None else NORMAL_DURATION_S
-            self.active[key] = Active(key, alarm, now, now + duration, self._order)
+            self.active[key] = Active(alarm, now, now + duration, self._order)
         else:
             expires = None if alarm.duration is None else now + alarm.duration
-            self.active[key] = Active(key, alarm, now, expires, self._order)
+            self.active[key] = Active(alarm, now, expires, self._order)
             self._changed()
         if len(self.active) > self.max_active:
             # The lowest level goes, the oldest among equals; the newcomer only when it is below everything else
@@ -344,12 +351,14 @@ class Terminal:
         return best
 
     def label(self, a):
-        if a.label is None:
+        # Computed once per shown alarm (display() asks every frame), and kept for that one alone.
+        if a is not self._labelled:
             t = ascii_label(a.alarm.text, self.label_max)
             if t is None:
                 t = ascii_label(a.key.replace(":", " "), self.label_max)
-            a.label = t if t is not None else ""
-        return a.label if a.label else None
+            self._label = t if t is not None else ""
+            self._labelled = a
+        return self._label if self._label else None
 
     def display(self, now):
         """What the LEDs show now. While nothing changes the same Display object comes back (shells call this
@@ -360,6 +369,9 @@ class Terminal:
         if a is not None:
             al = a.alarm
             return self._display(al.light_mode, al.color, al.level, self.label(a), night, a.key)
+        # Nothing shown: the last label's alarm, perhaps dropped since, is not kept alive for it.
+        self._labelled = None
+        self._label = None
         h = self.health
         hb_ok = h.heartbeat_ok(now)
         for name, pattern, color, text in HEALTH_PATTERNS:
