@@ -24,19 +24,19 @@ class Utterance:
 
 
 class Entry:
-    def __init__(self, key, level, text, id, count, due, order):
+    """An incident's pending speech: its alarm (what to say, at which level, under which id), `remaining` of `of`
+    repetitions (those said: of - remaining), when the next is due. order is new at every add, a repeat of the
+    incident included: the terminal tells by it that the entry was replaced while it was being spoken, so the
+    utterance in flight does not use up a repetition of the new alarm."""
+
+    # Six attributes: a member table of six slots (64 B on the board, for each of up to `capacity` entries).
+    def __init__(self, key, alarm, count, due, order):
         self.key = key
-        self.level = level
-        self.text = text
-        self.id = id
+        self.alarm = alarm
         self.remaining = count
         self.of = count
-        self.spoken = 0
         self.due = due
         self.order = order
-        # Bumped when a repeat of the incident replaces the entry while it is being spoken, so the utterance in
-        # flight does not use up a repetition of the new alarm.
-        self.gen = 0
 
 
 class SpeechQueue:
@@ -57,35 +57,34 @@ class SpeechQueue:
                 return e
         return None
 
-    def add(self, key, level, text, id, count, now, busy_key=None):
-        """Queue count repetitions for an incident. Returns the entry, or None when it was dropped (queue full of
-        more urgent things). busy_key: the incident being spoken, never chosen as the victim."""
+    def add(self, key, alarm, count, now, busy_key=None):
+        """Queue count repetitions of an incident's alarm (its text, level and id). Returns the entry, or None when
+        it was dropped (queue full of more urgent things). busy_key: the incident being spoken, never chosen as the
+        victim."""
         self._order += 1
+        level = alarm.level
         e = self.find(key)
         if e is not None:
-            e.level = level
-            e.text = text
-            e.id = id
+            e.alarm = alarm
             e.remaining = count
             e.of = count
-            e.spoken = 0
             e.due = now
             e.order = self._order
-            e.gen += 1
             return e
         if len(self.entries) >= self.capacity:
             victim = None
             for x in self.entries:
                 if x.key == busy_key:
                     continue
-                if victim is None or x.level < victim.level or (x.level == victim.level and x.order < victim.order):
+                lx = x.alarm.level
+                if victim is None or lx < victim.alarm.level or (lx == victim.alarm.level and x.order < victim.order):
                     victim = x
-            if victim is None or victim.level > level:
+            if victim is None or victim.alarm.level > level:
                 self.dropped += 1
                 return None
             self.entries.remove(victim)
             self.dropped += 1
-        e = Entry(key, level, text, id, count, now, self._order)
+        e = Entry(key, alarm, count, now, self._order)
         self.entries.append(e)
         return e
 
@@ -110,4 +109,4 @@ class SpeechQueue:
 
 
 def _urgency(e):
-    return (-e.level, e.due, e.order)
+    return (-e.alarm.level, e.due, e.order)

@@ -94,7 +94,7 @@ class Terminal:
         self.acked = {}           # incident key -> acknowledged until
         self.speaking = None
         self._speaking_entry = None
-        self._speaking_gen = 0
+        self._speaking_order = 0
         self._cut = False
         self._seq = 0
         self._order = 0
@@ -262,7 +262,7 @@ class Terminal:
             self._drop_speech(key)
             return
         busy = self._speaking_entry.key if self._speaking_entry is not None and self.speaking is not None else None
-        e = self.queue.add(key, alarm.level, alarm.text, alarm.id, count, now, busy)
+        e = self.queue.add(key, alarm, count, now, busy)
         if e is not None and alarm.level == P0 and self.speaking is not None and self.speaking.level < P0:
             self._cut = True
 
@@ -401,22 +401,23 @@ class Terminal:
             return None
         top = -1
         for e in self.queue.due(now):
-            if not self.permitted(e.level, e.key, now):
+            if not self.permitted(e.alarm.level, e.key, now):
                 # Held speech would go off hours later, out of context: drop it, the light still shows.
                 self.queue.remove(e.key)
         for e in self.queue.entries:
-            if e.level > top:
-                top = e.level
+            if e.alarm.level > top:
+                top = e.alarm.level
         for e in self.queue.due(now):
-            if e.level < top:
+            if e.alarm.level < top:
                 # The voice stays with the most urgent level through its gaps: a P1 never slips between the
                 # repetitions of a P0.
                 return None
             self._seq += 1
-            u = Utterance(e.text, e.level, e.key, e.id, self._seq, e.spoken + 1, e.of)
+            al = e.alarm
+            u = Utterance(al.text, al.level, e.key, al.id, self._seq, e.of - e.remaining + 1, e.of)
             self.speaking = u
             self._speaking_entry = e
-            self._speaking_gen = e.gen
+            self._speaking_order = e.order
             self._cut = False
             return u
         return None
@@ -430,7 +431,7 @@ class Terminal:
         e = self._speaking_entry
         if e not in self.queue.entries:
             return True
-        return not self.permitted(e.level, e.key, now)
+        return not self.permitted(e.alarm.level, e.key, now)
 
     def speech_finished(self, now, seq=None):
         _check_now(now)
@@ -444,16 +445,15 @@ class Terminal:
         self._cut = False
         if e not in self.queue.entries:
             return
-        if e.gen != self._speaking_gen:
+        if e.order != self._speaking_order:
             # A repeat of the incident replaced the entry mid-sentence: its repetitions start now.
             return
         if cut:
-            if self.permitted(e.level, e.key, now):
+            if self.permitted(e.alarm.level, e.key, now):
                 e.due = now      # pre-empted by a P0: say it again later, in full
             else:
                 self.queue.remove(e.key)
             return
-        e.spoken += 1
         e.remaining -= 1
         if e.remaining <= 0:
             self.queue.remove(e.key)
@@ -496,8 +496,8 @@ class Terminal:
         queued = []
         for e in self.queue.entries:
             due = e.due - now
-            queued.append({"key": e.key, "level": LEVEL_NAMES[e.level], "text": e.text, "remaining": e.remaining,
-                           "due_in_s": int(due) if due > 0 else 0})
+            queued.append({"key": e.key, "level": LEVEL_NAMES[e.alarm.level], "text": e.alarm.text,
+                           "remaining": e.remaining, "due_in_s": int(due) if due > 0 else 0})
         yield "speech", {"speaking": None if self.speaking is None else self.speaking.to_dict(),
                          "queued": queued, "capacity": self.queue.capacity, "dropped": self.queue.dropped}
         queued = None
