@@ -18,29 +18,6 @@ TOO_LARGE = b'{"ok": false, "error": "too_large", "message": "body too large"}'
 _sentinel = None
 
 
-class _Pieces:
-    """A generator of a page's text pieces as the async iterator microdot streams a body from (its documented
-    streaming body, written piece by piece as it comes). Given the plain generator, microdot's Response wraps it in
-    an iterator class it defines anew for every answer, which sat beside every piece of the page (~270 B); this one
-    class serves the whole run. The generator is closed at the end (metrics_parts then drops its module)."""
-
-    def __init__(self, parts):
-        self.parts = parts
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        try:
-            return next(self.parts)
-        except StopIteration:
-            pass
-        raise StopAsyncIteration
-
-    async def aclose(self):
-        self.parts.close()
-
-
 class _Answer(Response):
     """microdot's Response, and once it has been written, what the request changed goes to flash: the open file and
     the state's pieces then no longer sit beside the request in its largest step. A failure is logged and the
@@ -64,10 +41,9 @@ async def _endpoint(request):
     p = request.path
     if request.method == "GET" or request.method == "HEAD":  # microdot sends no body for a HEAD
         if p == "/api/v1/status":
-            # microdot's stub types the body as str | bytes; its docs and code take an async iterator too.
-            return Response(_Pieces(s.status_parts(s.clock.now())), 200, JSON)  # pyright: ignore[reportArgumentType]
+            return Response(s.status_parts(s.clock.now()), 200, JSON)
         if p == "/metrics":
-            return Response(_Pieces(s.metrics_parts(s.clock.now())), 200, TEXT)  # pyright: ignore[reportArgumentType]
+            return Response(s.metrics_parts(s.clock.now()), 200, TEXT)
     status, body = s.handle_http(request.method, p, request.headers, request.body or b"", False)
     return _Answer(body, status, JSON)
 
