@@ -206,7 +206,7 @@ def test_retry_until_the_terminal_answers_then_deliver_once():
         app.test_client().post("/api/v1/gpu_event", json=EV)
         wait(lambda: clients["room"].sent)
         g = gateway_of(app)
-        assert g.lanes["room"].stats["retries"] == 3 and len(clients["room"].sent) == 1
+        assert g.lanes["room"].stats.alarms.retries == 3 and len(clients["room"].sent) == 1
     finally:
         gateway_of(app).stop()
 
@@ -217,9 +217,9 @@ def test_refused_is_not_retried_and_counted():
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
         g = gateway_of(app)
-        wait(lambda: g.lanes["room"].stats["refused"] == 1)
+        wait(lambda: g.lanes["room"].stats.alarms.refused == 1)
         time.sleep(0.1)
-        assert clients["room"].sent == [] and g.lanes["room"].stats["incidents_refused"] == 1
+        assert clients["room"].sent == [] and g.lanes["room"].stats.incidents.refused == 1
     finally:
         gateway_of(app).stop()
 
@@ -230,7 +230,7 @@ def test_deadline_counts_undeliverable():
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
         g = gateway_of(app)
-        wait(lambda: g.lanes["room"].stats["expired"] == 1, 5)
+        wait(lambda: g.lanes["room"].stats.alarms.expired == 1, 5)
         m = app.test_client().get("/metrics").get_data(as_text=True)
         assert 'sentinel_gateway_alarms_total{terminal="room",outcome="expired"} 1' in m
         assert 'sentinel_gateway_terminal_up{terminal="room"} 0' in m

@@ -145,7 +145,7 @@ def test_outage_every_p0_incident_arrives_once_in_order(tmp_path):
                 time.sleep(0.05)
             time.sleep(0.5)                                   # retries keep failing meanwhile
             lane = g.gw.lanes["emu"]
-            assert lane.up is False and lane.stats["retries"] >= 1
+            assert lane.up is False and lane.stats.alarms.retries >= 1
             h.server = Server(emulator_app(h.cfg, h.engine), "127.0.0.1", port).start()   # back
             wait(lambda: lane.depth() == 0, 15)
             with lock:

@@ -18,8 +18,9 @@ from sentinel_core.validate import parse_alarm
 
 def inc(rack, host, kind="NCCL_TIMEOUT", level=P0, recovery=False):
     key = "%s:%s:%s" % (rack, host, kind)
-    return Incident(key, level, rack, host, kind, "text %s" % key, {"rack": rack, "event_type": kind},
-                    recovery=recovery, phrase_zh=phrase(kind, "zh"), phrase_en=phrase(kind, "en"))
+    return Incident(key, level, rack=rack, host=host, kind=kind, text="text %s" % key,
+                    labels={"rack": rack, "event_type": kind}, recovery=recovery, phrase_zh=phrase(kind, "zh"),
+                    phrase_en=phrase(kind, "en"))
 
 
 def drain(lane, now):
@@ -129,7 +130,7 @@ def test_full_queue_drops_lowest_level_first_and_says_so():
     lane.submit(inc("A", "3", "NCCL_TIMEOUT", P0), 0.0)
     assert lane.submit(inc("A", "4", "NCCL_TIMEOUT", P0), 0.0) == "alone"     # evicts the newest P1
     assert lane.submit(inc("A", "5", "THERMAL", P1), 0.0) == "dropped"        # lowest itself: refused
-    assert lane.stats["dropped_full"] == 2
+    assert lane.stats.alarms.dropped_full == 2
     assert [e for e, _ in logs] == ["alarm_dropped", "alarm_dropped"]
     assert "queue full" in logs[0][1]["reason"]
     assert [x.carried[0].split(":")[1] for x in drain(lane, 0.0)] == ["3", "4", "1"]
@@ -142,7 +143,7 @@ def test_deadline_expires_undeliverable_alarms_with_a_count():
     lane.submit(inc("A", "2", "NCCL_TIMEOUT", P0), 0.0)
     assert lane.next_item(9.9).level == P0
     lane.next_item(10.0)
-    assert lane.stats["expired"] == 1 and lane.stats["incidents_expired"] == 1
+    assert lane.stats.alarms.expired == 1 and lane.stats.incidents.expired == 1
     assert logs == ["alarm_undeliverable"]
     assert len(lane.items) == 1
 
@@ -214,7 +215,7 @@ def test_wire_form_is_accepted_by_the_terminal_schema():
     lane = Lane("t")
     long_rack = "R" * 60
     ev = parse_event({"cluster_rack": long_rack, "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"})
-    lane.submit(Incident(ev.key, P0, ev.rack, ev.host, "NCCL_TIMEOUT", "字" * 300), 0.0)
+    lane.submit(Incident(ev.key, P0, rack=ev.rack, host=ev.host, kind="NCCL_TIMEOUT", text="字" * 300), 0.0)
     it = lane.next_item(0.0)
     wire = to_alarm(it).to_wire()
     a = parse_alarm(wire)
@@ -256,14 +257,15 @@ def test_every_incident_is_carried_exactly_once(events, seed):
     delivered += drain(lane, t + 1)
     carried = [k for x in delivered for k in x.carried]
     assert sorted(carried) == sorted(submitted)
-    assert lane.stats["incidents_alone"] + lane.stats["incidents_folded"] == len(submitted)
+    assert lane.stats.incidents.alone + lane.stats.incidents.folded == len(submitted)
     json.dumps(lane.snapshot())
 
 
 def gpu_inc(rack, host, gpu, kind="PCIE_DOWNGRADE", recovery=False, attach=False):
     scope = "%s:%s:%s" % (rack, host, kind)
-    i = Incident("%s:gpu%d" % (scope, gpu), NORMAL if recovery else P1, rack, host, kind, "text", {"rack": rack,
-                 "event_type": kind}, recovery=recovery, phrase_zh=phrase(kind, "zh"), phrase_en=phrase(kind, "en"))
+    i = Incident("%s:gpu%d" % (scope, gpu), NORMAL if recovery else P1, rack=rack, host=host, kind=kind,
+                 text="text", labels={"rack": rack, "event_type": kind}, recovery=recovery,
+                 phrase_zh=phrase(kind, "zh"), phrase_en=phrase(kind, "en"))
     i.scope = scope
     i.attach = attach
     return i
@@ -279,7 +281,7 @@ def test_attached_gpu_keeps_the_alarm_open_until_every_gpu_recovered():
     assert lane.submit(gpu_inc("A09", "n1", 5, recovery=True), 3.0) == "recovery"
     (it,) = drain(lane, 3.0)
     assert it.level == NORMAL and it.key == "A09:n1:PCIE_DOWNGRADE:gpu3"
-    assert lane.stats["incidents_attached"] == 1 and not lane.open and not lane.carrier_of
+    assert lane.stats.incidents.attached == 1 and not lane.open and not lane.carrier_of
 
 
 def test_attached_gpu_follows_its_node_into_a_summary_and_a_cluster_fold():
@@ -307,4 +309,4 @@ def test_attach_without_a_standing_alarm_is_sent():
     lane2.submit(gpu_inc("A09", "n1", 3), 0.0)
     lane2.expire(5.0)
     assert lane2.submit(gpu_inc("A09", "n1", 5, attach=True), 5.0) in ("alone", "folded")
-    assert lane2.stats["incidents_attached"] == 0 and lane2.depth() == 1
+    assert lane2.stats.incidents.attached == 0 and lane2.depth() == 1

@@ -99,8 +99,10 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         inc_labels.update({"rack": rack, "host": host, "event_type": name})
         key = "am:" + fp
         if status == "firing":
-            out.append(Incident(key, level, rack, host, name, text, inc_labels, "alertmanager"))
+            out.append(Incident(key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels,
+                                source="alertmanager"))
         else:
             rt = {lang: tpl % text for lang, tpl in RESOLVED_TEXT.items()}
-            out.append(Incident(key, NORMAL, rack, host, name, rt, inc_labels, "alertmanager", recovery=True))
+            out.append(Incident(key, NORMAL, rack=rack, host=host, kind=name, text=rt, labels=inc_labels,
+                                source="alertmanager", recovery=True))
     return out

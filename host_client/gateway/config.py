@@ -45,7 +45,7 @@ class Secret:
 
 
 class Terminal:
-    def __init__(self, name, url, key_id, secret, heartbeat_s=None, language=None, queue_size=None,
+    def __init__(self, name, url, key_id, secret, *, heartbeat_s=None, language=None, queue_size=None,
                  rate_burst=None, rate_interval_s=None, timeout_s=None):
         self.name = name
         self.url = url
@@ -100,7 +100,7 @@ _TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def _num(d, key, where, default, lo=None, hi=None, integer=False):
+def _num(d, key, where, *, default=None, lo=None, hi=None, integer=False):
     v = d.get(key, default)
     if v is None:
         return None
@@ -113,7 +113,7 @@ def _num(d, key, where, default, lo=None, hi=None, integer=False):
     return v
 
 
-def _str(d, key, where, default=None, choices=None):
+def _str(d, key, where, *, default=None, choices=None):
     v = d.get(key, default)
     if v is None:
         return None
@@ -199,22 +199,24 @@ class Config:
                     raise ConfigError("unknown key %s.%s (known: %s)" % (sec, k, ", ".join(sorted(keys))))
 
         g = d.get("gateway", {})
-        c.host = _str(g, "host", "gateway", c.host)
-        c.port = _num(g, "port", "gateway", c.port, 0, 65535, True)
-        c.language = _str(g, "language", "gateway", c.language, ("zh", "en"))
-        c.accept_unknown = _str(g, "unknown_event_types", "gateway", "accept", ("accept", "reject")) == "accept"
-        sd = _str(g, "state_dir", "gateway", None)
+        c.host = _str(g, "host", "gateway", default=c.host)
+        c.port = _num(g, "port", "gateway", default=c.port, lo=0, hi=65535, integer=True)
+        c.language = _str(g, "language", "gateway", default=c.language, choices=("zh", "en"))
+        c.accept_unknown = _str(g, "unknown_event_types", "gateway", default="accept",
+                                choices=("accept", "reject")) == "accept"
+        sd = _str(g, "state_dir", "gateway", default=None)
         c.state_dir = os.path.join(base_dir, sd) if sd else None
-        c.max_body = _num(g, "max_body", "gateway", c.max_body, 256, 16 << 20, True)
-        c.threads = _num(g, "threads", "gateway", c.threads, 1, 256, True)
-        c.log_format = _str(g, "log_format", "gateway", c.log_format, ("json", "text"))
-        c.instance = _str(g, "instance", "gateway", c.instance)
+        c.max_body = _num(g, "max_body", "gateway", default=c.max_body, lo=256, hi=16 << 20, integer=True)
+        c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
+        c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
+        c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")
 
         db = d.get("debounce", {})
-        c.debounce_window = float(_num(db, "window_s", "debounce", c.debounce_window, 0, 86400 * 7))
-        c.debounce_max_keys = _num(db, "max_keys", "debounce", c.debounce_max_keys, 1, 10_000_000, True)
+        c.debounce_window = float(_num(db, "window_s", "debounce", default=c.debounce_window, lo=0, hi=86400 * 7))
+        c.debounce_max_keys = _num(db, "max_keys", "debounce", default=c.debounce_max_keys, lo=1, hi=10_000_000,
+                                   integer=True)
 
         gr = d.get("grouping", {})
         en = gr.get("enabled", True)
@@ -222,29 +224,32 @@ class Config:
             raise ConfigError("grouping.enabled must be true or false")
         c.grouping = en
         c.group_by = _strlist(gr, "group_by", "grouping", c.group_by)
-        c.group_window = float(_num(gr, "window_s", "grouping", c.group_window, 0, 86400))
-        c.cluster_threshold = _num(gr, "cluster_threshold", "grouping", c.cluster_threshold, 0, 100000, True)
+        c.group_window = float(_num(gr, "window_s", "grouping", default=c.group_window, lo=0, hi=86400))
+        c.cluster_threshold = _num(gr, "cluster_threshold", "grouping", default=c.cluster_threshold, lo=0,
+                                   hi=100000, integer=True)
 
         dl = d.get("delivery", {})
-        c.queue_size = _num(dl, "queue_size", "delivery", c.queue_size, 1, 1_000_000, True)
-        c.timeout_s = float(_num(dl, "timeout_s", "delivery", c.timeout_s, 0.05, 600))
-        c.backoff_initial = float(_num(dl, "backoff_initial_s", "delivery", c.backoff_initial, 0.01, 3600))
-        c.backoff_max = float(_num(dl, "backoff_max_s", "delivery", c.backoff_max, 0.01, 86400))
+        c.queue_size = _num(dl, "queue_size", "delivery", default=c.queue_size, lo=1, hi=1_000_000, integer=True)
+        c.timeout_s = float(_num(dl, "timeout_s", "delivery", default=c.timeout_s, lo=0.05, hi=600))
+        c.backoff_initial = float(_num(dl, "backoff_initial_s", "delivery", default=c.backoff_initial, lo=0.01,
+                                       hi=3600))
+        c.backoff_max = float(_num(dl, "backoff_max_s", "delivery", default=c.backoff_max, lo=0.01, hi=86400))
         if c.backoff_max < c.backoff_initial:
             raise ConfigError("delivery.backoff_max_s must be >= delivery.backoff_initial_s")
-        c.rate_burst = _num(dl, "rate_burst", "delivery", c.rate_burst, 1, 1000, True)
-        c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", c.rate_interval, 0, 3600))
-        c.max_tracked = _num(dl, "max_tracked", "delivery", c.max_tracked, 1, 10_000_000, True)
-        c.track_s = float(_num(dl, "track_s", "delivery", c.track_s, 1, 86400 * 30))
+        c.rate_burst = _num(dl, "rate_burst", "delivery", default=c.rate_burst, lo=1, hi=1000, integer=True)
+        c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", default=c.rate_interval, lo=0, hi=3600))
+        c.max_tracked = _num(dl, "max_tracked", "delivery", default=c.max_tracked, lo=1, hi=10_000_000,
+                             integer=True)
+        c.track_s = float(_num(dl, "track_s", "delivery", default=c.track_s, lo=1, hi=86400 * 30))
         ddl = dl.get("deadline_s", {})
         if not isinstance(ddl, dict):
             raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")
         for name in ddl:
             lvl = _level(name, "delivery.deadline_s key")
-            c.deadlines[lvl] = float(_num(ddl, name, "delivery.deadline_s", None, 1, 86400 * 30))
+            c.deadlines[lvl] = float(_num(ddl, name, "delivery.deadline_s", default=None, lo=1, hi=86400 * 30))
 
         am = d.get("alertmanager", {})
-        c.am_severity_label = _str(am, "severity_label", "alertmanager", c.am_severity_label)
+        c.am_severity_label = _str(am, "severity_label", "alertmanager", default=c.am_severity_label)
         if "levels" in am:
             if not isinstance(am["levels"], dict):
                 raise ConfigError("alertmanager.levels must be a table of severity = \"P0\"|\"P1\"|\"NORMAL\"")
@@ -365,12 +370,12 @@ def _terminal(name, t, env, base_dir) -> Terminal:
             raise ConfigError("%s: secret_file %s is empty" % (where, path))
         secret = Secret(raw, "file %s" % path)
     return Terminal(name, url.rstrip("/"), key_id, secret,
-                    _num(t, "heartbeat_s", where, None, 1, 86400),
-                    _str(t, "language", where, None, ("zh", "en")),
-                    _num(t, "queue_size", where, None, 1, 1_000_000, True),
-                    _num(t, "rate_burst", where, None, 1, 1000, True),
-                    _num(t, "rate_interval_s", where, None, 0, 3600),
-                    _num(t, "timeout_s", where, None, 0.05, 600))
+                    heartbeat_s=_num(t, "heartbeat_s", where, lo=1, hi=86400),
+                    language=_str(t, "language", where, choices=("zh", "en")),
+                    queue_size=_num(t, "queue_size", where, lo=1, hi=1_000_000, integer=True),
+                    rate_burst=_num(t, "rate_burst", where, lo=1, hi=1000, integer=True),
+                    rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
+                    timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600))
 
 
 def load_config(path: str, env=None) -> Config:

@@ -129,7 +129,7 @@ class Persister:
         # so a storm of folds costs a page-cache write each, not a disk flush each.
         fsync = snap["sync_gen"] > self.synced
         try:
-            self.store.save(snap, fsync)
+            self.store.save(snap, fsync=fsync)
             if fsync:
                 self.synced = snap["sync_gen"]
         except OSError as e:
@@ -285,7 +285,7 @@ class Worker:
             self._backoff(delay)
             return
         with lane.cond:
-            lane.delivered(item, self.clock(), bool(getattr(ack, "duplicate", False)))
+            lane.delivered(item, self.clock(), duplicate=bool(getattr(ack, "duplicate", False)))
             was_up = lane.up
             lane.up = True
             self._failures = 0
@@ -304,10 +304,10 @@ class Worker:
             self.client.heartbeat(int(min(3600, max(1, round(self.heartbeat_s)))))
         except SentinelError as e:
             with lane.cond:
-                lane.stats["heartbeats_failed"] += 1
+                lane.stats.heartbeats_failed += 1
                 lane.up = False
             self.log("heartbeat_failed", terminal=lane.name, error=str(e))
             return
         with lane.cond:
-            lane.stats["heartbeats_ok"] += 1
+            lane.stats.heartbeats_ok += 1
             lane.up = True

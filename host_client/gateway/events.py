@@ -141,7 +141,7 @@ class Event:
     __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
                  "xid", "known", "pci")
 
-    def __init__(self, rack, raw_host, event_type, gpu_index=None, gpu_util=None, recovers=None, detail=None,
+    def __init__(self, rack, raw_host, event_type, *, gpu_index=None, gpu_util=None, recovers=None, detail=None,
                  xid=None, pci=None):
         self.rack = rack
         self.raw_host = raw_host
@@ -250,7 +250,7 @@ def phrase(event_type: str, language: str = "zh") -> str:
     return spec[language + "_phrase"]
 
 
-def _string(body: dict, name: str, limit: int, required: bool = True) -> str | None:
+def _string(body: dict, name: str, limit: int, *, required: bool = True) -> str | None:
     v = body.get(name)
     if v is None:
         if required:
@@ -271,7 +271,7 @@ def _needs(spec_fields: str, letter: str) -> bool:
     return letter in spec_fields
 
 
-def parse_event(body, accept_unknown: bool = True) -> Event:
+def parse_event(body, *, accept_unknown: bool = True) -> Event:
     """Validate a decoded JSON body into an Event, or raise EventError naming the field and the rule it broke."""
     if not isinstance(body, dict):
         raise EventError("bad_body", "the body must be a JSON object", 400)
@@ -321,7 +321,8 @@ def parse_event(body, accept_unknown: bool = True) -> Event:
     m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
     pci = m.group(1) if m else None
 
-    ev = Event(rack, host, etype, gpu_index, gpu_util, recovers, detail, xid, pci)
+    ev = Event(rack, host, etype, gpu_index=gpu_index, gpu_util=gpu_util, recovers=recovers, detail=detail, xid=xid,
+               pci=pci)
     if recovers is None:
         fields = ev.spec["fields"]
         if _needs(fields, "g") and gpu_index is None:

@@ -13,7 +13,7 @@ class Incident:
     __slots__ = ("key", "level", "rack", "host", "kind", "text", "labels", "source", "recovery", "phrase_zh",
                  "phrase_en", "scope", "attach")
 
-    def __init__(self, key, level, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
+    def __init__(self, key, level, *, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
                  phrase_zh=None, phrase_en=None):
         self.key = key              # names the incident; a recovery carries the key of what it clears
         self.level = level          # P0 / P1 / NORMAL
@@ -42,5 +42,6 @@ class Incident:
         return "Incident(%s %s%s)" % (self.key, self.level, " recovery" if self.recovery else "")
 
 
-def recovery_of(key, rack, host, kind, text, labels=None, source="gpu_event", phrase_zh=None, phrase_en=None):
-    return Incident(key, NORMAL, rack, host, kind, text, labels, source, True, phrase_zh, phrase_en)
+def recovery_of(key, *, rack, host, kind, text, labels=None, source="gpu_event", phrase_zh=None, phrase_en=None):
+    return Incident(key, NORMAL, rack=rack, host=host, kind=kind, text=text, labels=labels, source=source,
+                    recovery=True, phrase_zh=phrase_zh, phrase_en=phrase_en)

@@ -20,7 +20,8 @@ from .debounce import Debouncer
 from .delivery import PendingStore, Persister, Worker
 from .events import EventError, parse_event, phrase
 from .incident import Incident
-from .lane import LATENCY_BUCKETS, Lane
+from .lane import Lane
+from .stats import LATENCY_BUCKETS
 
 logger = logging.getLogger("sentinel.gateway")
 MAX_BATCH = 1000
@@ -169,7 +170,7 @@ class Gateway:
 
     def _event(self, body):
         try:
-            ev = parse_event(body, self.cfg.accept_unknown)
+            ev = parse_event(body, accept_unknown=self.cfg.accept_unknown)
         except EventError as e:
             status, answer = self.reject("gpu_event", e)
             return status, answer, None
@@ -194,8 +195,9 @@ class Gateway:
         kind = ev.fault_type
         # both languages: each terminal speaks its own (terminals.<name>.language, else gateway.language)
         text = {"zh": ev.text("zh", self.cfg.templates), "en": ev.text("en", self.cfg.templates)}
-        inc = Incident(key, level, ev.rack, ev.host, kind, text, ev.labels(),
-                       "gpu_event", recovery, phrase(kind, "zh"), phrase(kind, "en"))
+        inc = Incident(key, level, rack=ev.rack, host=ev.host, kind=kind, text=text, labels=ev.labels(),
+                       source="gpu_event", recovery=recovery, phrase_zh=phrase(kind, "zh"),
+                       phrase_en=phrase(kind, "en"))
         if scoped:
             inc.scope = ev.rfc_key
         if not fire:
@@ -313,44 +315,42 @@ class Gateway:
         per = {}
         for name, lane in self.lanes.items():
             with lane.cond:
-                per[name] = (dict(lane.stats), len(lane.items), lane.up, list(lane.latency_buckets),
-                             lane.latency_sum, lane.latency_count)
+                per[name] = (lane.stats.copy(), len(lane.items), lane.up)
         fam("sentinel_gateway_alarms_total", "counter", "Alarms by terminal and outcome.")
-        for name, (st, *_rest) in per.items():
-            for outcome in ("delivered", "duplicate", "expired", "dropped_full", "refused", "retries", "replaced"):
-                lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome),
-                                                                     st[outcome]))
+        for name, (st, _d, _up) in per.items():
+            for outcome, n in st.alarms.items():
+                lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome), n))
         fam("sentinel_gateway_incidents_total", "counter", "Incidents by terminal and fate (alone, folded into a "
             "summary, attached to the alarm already standing for that node's fault, delivered, expired, dropped, "
-            "refused).")
-        for name, (st, *_rest) in per.items():
-            for k in ("alone", "folded", "attached", "delivered", "expired", "dropped", "refused"):
-                lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=k),
-                                                                        st["incidents_" + k]))
+            "refused, dead-lettered, stale: a firing after its resolve).")
+        for name, (st, _d, _up) in per.items():
+            for fate, n in st.incidents.items():
+                lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=fate), n))
         fam("sentinel_gateway_heartbeats_total", "counter", "Heartbeats sent, by terminal and outcome.")
-        for name, (st, *_rest) in per.items():
+        for name, (st, _d, _up) in per.items():
             lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="ok"),
-                                                                     st["heartbeats_ok"]))
+                                                                     st.heartbeats_ok))
             lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="failed"),
-                                                                     st["heartbeats_failed"]))
+                                                                     st.heartbeats_failed))
         fam("sentinel_gateway_queue_depth", "gauge", "Alarms waiting per terminal.")
-        for name, (_st, depth, *_rest) in per.items():
+        for name, (_st, depth, _up) in per.items():
             lines.append("sentinel_gateway_queue_depth%s %d" % (lab(terminal=name), depth))
         fam("sentinel_gateway_terminal_up", "gauge", "1 if the last request to the terminal got an answer.")
-        for name, (_st, _d, up, *_rest) in per.items():
+        for name, (_st, _d, up) in per.items():
             lines.append("sentinel_gateway_terminal_up%s %d" % (lab(terminal=name), 1 if up else 0))
         fam("sentinel_gateway_delivery_latency_seconds", "histogram", "From alarm queued to terminal's 200.")
-        for name, (_st, _d, _up, buckets, lsum, lcount) in per.items():
+        for name, (st, _d, _up) in per.items():
+            lat = st.latency
             acc = 0
             for i, b in enumerate(LATENCY_BUCKETS):
-                acc += buckets[i]
+                acc += lat.buckets[i]
                 lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d"
                              % (lab(terminal=name, le=repr(float(b))), acc))
-            acc += buckets[-1]
+            acc += lat.buckets[-1]
             lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"),
                                                                                     acc))
-            lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lsum))
-            lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lcount))
+            lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
+            lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
         return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,117 @@
+"""Recovery tracking: which queued or delivered alarm stands for each open incident, so a recovery clears the
+alarm the terminal knows (a summary's key, or the first GPU's incident key) once every incident it carried has
+recovered, and says how many nodes it stood for.
+
+Bounded: entries older than `track_s` fall off the front (a recovery after that goes out under the incident's own
+key), and at most `max_tracked` incidents are held (the oldest is forgotten first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class RecoveryTracker:
+    def __init__(self, *, max_tracked: int = 100_000, track_s: float = 6 * 3600.0):
+        self.max_tracked = int(max_tracked)
+        self.track_s = float(track_s)
+        self.carrier_of: OrderedDict = OrderedDict()   # incident key -> (alarm key that told the terminal, since)
+        self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
+        self.carried_size: dict = {}             # alarm key -> how many incidents (nodes) it stood for
+        self.scope_head: dict = {}               # scope (rack:host:type) -> incident key that fired for it
+        self._high = 0
+
+    def __len__(self) -> int:
+        return len(self.carrier_of)
+
+    def carrier(self, incident_key):
+        """The alarm key standing for an open incident, or None."""
+        e = self.carrier_of.get(incident_key)
+        return None if e is None else e[0]
+
+    def standing_for(self, scope):
+        """The alarm key still open for a scope's first incident (a debounced GPU attaches to it), or None."""
+        e = self.carrier_of.get(self.scope_head.get(scope))
+        if e is not None and e[0] in self.open:
+            return e[0]
+        return None
+
+    def head(self, inc) -> None:
+        """Remember which incident's alarm stands for its scope: later GPUs of that scope attach to it."""
+        if inc.scope is None:
+            return
+        self.scope_head[inc.scope] = inc.key
+        if len(self.scope_head) > 2 * len(self.carrier_of) + 1024:
+            self.scope_head = {s: k for s, k in self.scope_head.items() if k in self.carrier_of}
+
+    def track(self, incident_key: str, alarm_key: str, now: float, *, count: bool = True) -> None:
+        """count=False: an attached GPU adds no node to the alarm's recovery wording."""
+        old = self.carrier_of.pop(incident_key, None)
+        if old is not None and old[0] != alarm_key:
+            self._release(incident_key, old[0])
+        self.carrier_of[incident_key] = (alarm_key, now)
+        s = self.open.setdefault(alarm_key, set())
+        if incident_key not in s:
+            s.add(incident_key)
+            if count:
+                self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
+        if len(self.carrier_of) > self._high:
+            self._high = len(self.carrier_of)
+        while len(self.carrier_of) > self.max_tracked:
+            k, e = self.carrier_of.popitem(last=False)
+            self._release(k, e[0])
+        self.prune(now)
+
+    def recovered(self, incident_key: str):
+        """An incident recovered. Returns (carrier, cleared, size): the alarm key that stood for it (None if not
+        tracked), whether that alarm now stands for nothing open (send its recovery), and how many nodes it
+        stood for."""
+        e = self.carrier_of.pop(incident_key, None)
+        if e is None:
+            return None, False, 0
+        carrier = e[0]
+        keys = self.open.get(carrier)
+        if keys is not None:
+            keys.discard(incident_key)
+            if keys:
+                return carrier, False, 0    # the alarm still stands for other incidents
+            del self.open[carrier]
+        return carrier, True, self.carried_size.pop(carrier, 1)
+
+    def untrack(self, alarm_key: str) -> None:
+        """An alarm the terminal will never show (dropped, expired, refused, dead): forget what it stood for."""
+        s = self.open.pop(alarm_key, None)
+        self.carried_size.pop(alarm_key, None)
+        if s:
+            for k in s:
+                e = self.carrier_of.get(k)
+                if e is not None and e[0] == alarm_key:
+                    del self.carrier_of[k]
+
+    def _release(self, incident_key, alarm_key) -> None:
+        s = self.open.get(alarm_key)
+        if s is not None:
+            s.discard(incident_key)
+            if not s:
+                del self.open[alarm_key]
+                self.carried_size.pop(alarm_key, None)
+
+    def prune(self, now) -> None:
+        """Forget incidents older than track_s: a recovery after that is sent under the incident's own key."""
+        d = self.carrier_of
+        limit = now - self.track_s
+        n = 0
+        while d:
+            k = next(iter(d))
+            e = d[k]
+            if e[1] > limit:
+                break
+            del d[k]
+            self._release(k, e[0])
+            n += 1
+        if n and self._high > 1024 and len(d) < self._high // 4:
+            # dicts keep their table after deletions: rebuild so the memory really returns
+            self.carrier_of = OrderedDict(d)
+            self.open = {k: set(v) for k, v in self.open.items()}
+            self.scope_head = {s: k for s, k in self.scope_head.items() if k in d}
+            self._high = len(d)
