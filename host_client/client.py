@@ -12,7 +12,7 @@ from host_client.transport import HTTPTransport
 from sentinel_core.alarm import Alarm
 from sentinel_core.errors import ProtocolError
 from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT
-from sentinel_core.signing import Signer
+from sentinel_core.signing import Signer, scope
 from sentinel_core.validate import parse_alarm
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
@@ -84,7 +84,7 @@ class AlarmClient:
         body = encode_body(obj)
         ts = str(int(self._clock() if now is None else now))
         headers = {"Content-Type": "application/json", "X-API-Key": self.target.key_id, "X-Timestamp": ts,
-                   "X-Signature": self._signer.sign(ts, body)}
+                   "X-Signature": self._signer.sign(ts, body, scope("POST", path))}
         return SignedRequest(self.target.url + path, headers, body)
 
     def send(self, alarm):

@@ -18,7 +18,7 @@ from emulator.harness import Harness
 from host_client import AuthError, RefusedError, preset
 from sentinel_core.keyring import KeyRing
 from sentinel_core.receiver import Receiver
-from sentinel_core.signing import sign
+from sentinel_core.signing import scope, sign
 
 HAVE_VOICE = shutil.which("espeak-ng") is not None and shutil.which("sox") is not None
 needs_voice = pytest.mark.skipif(not HAVE_VOICE, reason="espeak-ng and sox come from tools/install-system-deps.sh")
@@ -236,11 +236,12 @@ def test_heartbeat_arms_the_dead_mans_switch(emu):
 
 # -- refusals ----------------------------------------------------------------------------------------------------------
 
-def _signed(cfg, obj=None, raw=None, ts=None, secret=None, key_id=None, ctype="application/json"):
+def _signed(cfg, obj=None, raw=None, ts=None, secret=None, key_id=None, ctype="application/json",
+            path="/api/v1/send_msg"):
     body = raw if raw is not None else json.dumps(obj).encode()
     ts = str(int(time.time())) if ts is None else ts
     headers = {"X-API-Key": key_id or cfg["key_id"], "X-Timestamp": ts,
-               "X-Signature": sign((secret or cfg["secret"]).encode(), ts, body)}
+               "X-Signature": sign((secret or cfg["secret"]).encode(), ts, body, scope("POST", path))}
     if ctype:
         headers["Content-Type"] = ctype
     return headers, body
@@ -270,8 +271,8 @@ def _refusal_cases(cfg):
     add("bad colour", "POST", "/api/v1/send_msg", *_signed(cfg, dict(ok, color="red")), 422)
     add("bad light mode", "POST", "/api/v1/send_msg", *_signed(cfg, dict(ok, light_mode="disco")), 422)
     add("missing text", "POST", "/api/v1/send_msg", *_signed(cfg, {"color": "#FF0000"}), 422)
-    add("bad ack", "POST", "/api/v1/ack", *_signed(cfg, {"long": "yes"}), 422)
-    add("bad heartbeat", "POST", "/api/v1/heartbeat", *_signed(cfg, {"interval": -5}), 422)
+    add("bad ack", "POST", "/api/v1/ack", *_signed(cfg, {"long": "yes"}, path="/api/v1/ack"), 422)
+    add("bad heartbeat", "POST", "/api/v1/heartbeat", *_signed(cfg, {"interval": -5}, path="/api/v1/heartbeat"), 422)
     add("GET on send_msg", "GET", "/api/v1/send_msg", {}, b"", 405)
     add("no such endpoint", "POST", "/api/v1/send_message", *_signed(cfg, ok), 404)
     return cases

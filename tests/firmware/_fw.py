@@ -48,16 +48,16 @@ class FakeTime:
         return self.t
 
 
-def signed(body, now, key_id=KEY_ID, secret=SECRET):
-    """Headers and body of a signed request, as the gateway sends it."""
-    from sentinel_core.signing import sign
+def signed(body, now, key_id=KEY_ID, secret=SECRET, path="/api/v1/send_msg"):
+    """Headers and body of a signed request for path, as the gateway sends it."""
+    from sentinel_core.signing import scope, sign
     if isinstance(body, dict):
         body = json.dumps(body)
     if isinstance(body, str):
         body = body.encode()
     ts = str(now)
     return {"Content-Type": "application/json", "X-API-Key": key_id, "X-Timestamp": ts,
-            "X-Signature": sign(secret.encode(), ts, body)}, body
+            "X-Signature": sign(secret.encode(), ts, body, scope("POST", path))}, body
 
 
 def preset_body(name, text=None, key=None, id=None):

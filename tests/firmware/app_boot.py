@@ -27,7 +27,7 @@ def _online(s, ft):
 
 
 def _post(s, body, now, path="/api/v1/send_msg"):
-    h, b = signed(body, now)
+    h, b = signed(body, now, path=path)
     status, out = s.handle_http("POST", path, h, b)
     return status, json.loads(out)
 

@@ -50,11 +50,11 @@ async def test_ack_and_heartbeat_routes():
     s, ft, c = _client()
     h, b = signed(preset_body("p0", "fire", key="k1"), ft())
     await c.post("/api/v1/send_msg", headers=h, body=b)
-    h, b = signed({"key": "k1", "long": True}, ft())
+    h, b = signed({"key": "k1", "long": True}, ft(), path="/api/v1/ack")
     r = await c.post("/api/v1/ack", headers=h, body=b)
     assert r.status_code == 200 and r.json["kind"] == "ack", r.text
     assert s.status(ft())["active"] == []
-    h, b = signed({"interval": 60}, ft())
+    h, b = signed({"interval": 60}, ft(), path="/api/v1/heartbeat")
     r = await c.post("/api/v1/heartbeat", headers=h, body=b)
     assert r.status_code == 200 and r.json["kind"] == "heartbeat", r.text
     assert s.status(ft())["health"]["heartbeat"]["interval_s"] == 60
@@ -112,7 +112,7 @@ def _fill(s, ft, n=20):
                                   id="m-%d" % i), ft())
         assert s.handle_http("POST", "/api/v1/send_msg", h, b)[0] == 200
         ft.t += 1
-    h, b = signed({"key": "A19:w19", "long": False}, ft())
+    h, b = signed({"key": "A19:w19", "long": False}, ft(), path="/api/v1/ack")
     assert s.handle_http("POST", "/api/v1/ack", h, b)[0] == 200
     s.speech_step(100)
 
@@ -205,7 +205,8 @@ async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says
         if fill:
             _fill(s, ft)
             s.button_step(0)
-            h, b = signed({"key": None, "long": False}, ft())  # a remote short press: everything muted
+            # A remote short press: everything muted.
+            h, b = signed({"key": None, "long": False}, ft(), path="/api/v1/ack")
             assert s.handle_http("POST", "/api/v1/ack", h, b)[0] == 200
         now = ft()
         parts = list(metrics.parts(s, now))

@@ -11,8 +11,11 @@ RFC_SECRET = "AI#TrainSecureHMACSecretKey2026"  # the RFC's published example se
 NOW = 1787000000
 
 
-def sig(secret, ts, body):
-    return hmac.new(secret.encode(), ts.encode() + b"\n" + body, hashlib.sha256).hexdigest()
+def sig(secret, ts, body, path="/api/v1/send_msg", method="POST"):
+    """v1 (the RFC) for send_msg: HMAC(ts LF body); v1.1 for every other endpoint: HMAC(METHOD SP path LF ts LF
+    body), written out here independently of the core's signing.scope."""
+    prefix = b"" if path == "/api/v1/send_msg" else ("%s %s\n" % (method, path)).encode()
+    return hmac.new(secret.encode(), prefix + ts.encode() + b"\n" + body, hashlib.sha256).hexdigest()
 
 
 def go_marshal(text, color, light, audio, repeat):
@@ -67,6 +70,17 @@ def signing_cases():
         except UnicodeDecodeError:
             c["body_hex"] = body.hex()
         cases.append(c)
+    # v1.1: every signed endpoint but send_msg signs its method and path too. The same body and timestamp give a
+    # different signature on each endpoint.
+    same = b'{"id":"m-1"}'
+    for path in ("/api/v1/ack", "/api/v1/heartbeat", "/api/v1/unmute", "/api/v1/send_msg"):
+        cases.append({"name": "v1_1_" + path.rsplit("/", 1)[1], "secret": RFC_SECRET, "timestamp": str(NOW),
+                      "method": "POST", "path": path, "body": same.decode(),
+                      "signature": sig(RFC_SECRET, str(NOW), same, path)})
+    rfc = rfc_body(RFC_TEXTS[0][1], True)
+    cases.append({"name": "v1_1_rfc_body_on_ack", "secret": RFC_SECRET, "timestamp": str(NOW), "method": "POST",
+                  "path": "/api/v1/ack", "body": rfc.decode(), "signature": sig(RFC_SECRET, str(NOW), rfc,
+                                                                                "/api/v1/ack")})
     # A spread of texts and secrets: every script the room may hear, every length class.
     words = ["训练", "NCCL", "é", "ß", "ø", "Ж", "日本語", "한국어", "عربى", " ", "🔥", "0", "\\", "\"", "/"]
     for i in range(60):
@@ -84,7 +98,7 @@ KEYS = {RFC_KEY_ID: RFC_SECRET, "rot-2026-11": "second key for rotation"}
 
 
 def req(body, now=NOW, ts=None, key_id=RFC_KEY_ID, secret=None, path="/api/v1/send_msg", method="POST",
-        ctype="application/json", synced=True, drop=None, signature=None, extra_headers=None):
+        ctype="application/json", synced=True, drop=None, signature=None, extra_headers=None, signed_for=None):
     if isinstance(body, (dict, list)):
         body = json.dumps(body, ensure_ascii=False).encode()
     elif isinstance(body, str):
@@ -92,7 +106,7 @@ def req(body, now=NOW, ts=None, key_id=RFC_KEY_ID, secret=None, path="/api/v1/se
     ts = str(now if ts is None else ts)
     secret = secret or KEYS.get(key_id, "unknown")
     headers = {"X-API-Key": key_id, "X-Timestamp": ts,
-               "X-Signature": signature if signature is not None else sig(secret, ts, body)}
+               "X-Signature": signature if signature is not None else sig(secret, ts, body, signed_for or path)}
     if ctype is not None:
         headers["Content-Type"] = ctype
     for d in drop or ():
@@ -229,6 +243,37 @@ def request_cases():
     cases.append(one("window_edge_future", expect(req(P0, ts=NOW + 300), 200)))
     cases.append(one("window_configurable", expect(req(P0, ts=NOW - 31), 401, "stale_timestamp"), window=30))
     cases.append(one("device_epoch_2000_mistake", expect(req(P0, ts=NOW - 946684800), 401, "stale_timestamp")))
+    # Endpoint binding (v1.1): a signature made for one endpoint is refused on every other, with its own code.
+    eps = {"send_msg": (P0, "alarm"), "ack": ({"key": "A03", "id": "x-1"}, "ack"),
+           "heartbeat": ({"interval": 30, "id": "x-2"}, "heartbeat")}
+    for made in eps:
+        for posted in eps:
+            if made != posted:
+                cases.append(one("cross_%s_on_%s" % (made, posted), expect(
+                    req(eps[made][0], path="/api/v1/" + posted, signed_for="/api/v1/" + made), 401,
+                    "wrong_endpoint")))
+    # The issue's attack: the RFC's own P0, withheld and re-posted as an ACK (a 15-minute global mute) or heartbeat.
+    for posted in ("ack", "heartbeat"):
+        cases.append(one("rfc_p0_reposted_on_" + posted, expect(
+            req(rfc_body(RFC_TEXTS[0][1], True), path="/api/v1/" + posted, signed_for="/api/v1/send_msg"), 401,
+            "wrong_endpoint")))
+    cases.append(one("ack_signed_for_unregistered_path", expect(
+        req({"key": "A03"}, path="/api/v1/ack", signed_for="/api/v1/acknowledge"), 401, "bad_signature")))
+    cases.append(one("ack_signed_as_get", expect(
+        {**req({"key": "A03"}, path="/api/v1/ack"), "headers": {**req({"key": "A03"}, path="/api/v1/ack")["headers"],
+                                                                "X-Signature": sig(RFC_SECRET, str(NOW),
+                                                                                   b'{"key": "A03"}',
+                                                                                   "/api/v1/ack", "GET")}},
+        401, "bad_signature")))
+    # Strict ASCII timestamps: str.isdigit() says yes to all of these.
+    for n, ts in [("superscript_2", "\u00b2"), ("superscript_in_digits", "178700000\u00b9"),
+                  ("arabic_indic", "\u0661\u0667\u0668\u0667\u0660\u0660\u0660\u0660\u0660\u0660"),
+                  ("fullwidth", "\uff11\uff17\uff18\uff17\uff10\uff10\uff10\uff10\uff10\uff10"),
+                  ("nbsp_padded", "\u00a01787000000"), ("plus_sign", "+1787000000"), ("underscore", "1_787_000_000"),
+                  ("inner_space", "1787 000000")]:
+        cases.append(one("timestamp_" + n, expect(req(P0, ts=ts), 401, "bad_timestamp")))
+    cases.append(one("timestamp_ows_padded", expect(
+        {**req(P0), "headers": {**req(P0)["headers"], "X-Timestamp": " \t%d " % NOW}}, 200)))
     # Status codes of the HTTP shape.
     cases.append(one("too_large", expect(req({**P0, "pad": "x" * 2100}), 413, "too_large")))
     cases.append(one("too_large_checked_first", expect(req("x" * 3000, drop=["X-Signature"]), 413, "too_large")))

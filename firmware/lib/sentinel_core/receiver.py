@@ -6,19 +6,35 @@ from sentinel_core import strictjson
 from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.errors import ProtocolError, bad_json, unauthorized
 from sentinel_core.replay import DUPLICATE, ReplayGuard
-from sentinel_core.signing import equal, unhex_signature
+from sentinel_core.signing import equal, scope, unhex_signature
 from sentinel_core.validate import parse_ack, parse_alarm, parse_heartbeat
 
 PATH_ALARM = "/api/v1/send_msg"
 PATH_ACK = "/api/v1/ack"
 PATH_HEARTBEAT = "/api/v1/heartbeat"
-_KINDS = {PATH_ALARM: "alarm", PATH_ACK: "ack", PATH_HEARTBEAT: "heartbeat"}
 MAX_BODY = 2048
 _TS_MAX_DIGITS = 12
 
+# The signed endpoints: path -> (kind, parse, method, scope). parse(obj) -> the payload (a dict with "id", or an
+# object with .id); scope is what the signature covers before the timestamp (signing.scope: None only for the
+# RFC's send_msg). A new endpoint gets method-and-path binding by registering; nothing else to add.
+_ENDPOINTS = {}
+
+
+def register(path, kind, parse, method="POST"):
+    """Make (method, path) a signed endpoint answered by the Receiver; its accepted requests come back as
+    Result(kind=kind, payload=parse(body's JSON))."""
+    _ENDPOINTS[path] = (kind, parse, method, scope(method, path))
+
+
+register(PATH_ALARM, "alarm", parse_alarm)
+register(PATH_ACK, "ack", parse_ack)
+register(PATH_HEARTBEAT, "heartbeat", parse_heartbeat)
+
 
 class Result:
-    def __init__(self, status, answer, kind=None, alarm=None, ack=None, heartbeat=None, duplicate=False):
+    def __init__(self, status, answer, kind=None, alarm=None, ack=None, heartbeat=None, duplicate=False,
+                 payload=None):
         self.status = status
         self.answer = answer
         self.kind = kind
@@ -26,6 +42,7 @@ class Result:
         self.ack = ack
         self.heartbeat = heartbeat
         self.duplicate = duplicate
+        self.payload = payload  # what the endpoint's parse gave (the Alarm, the ack's dict, ...)
 
     def body_bytes(self):
         return json.dumps(self.answer).encode()
@@ -57,6 +74,29 @@ def _header(headers, name):
     return None
 
 
+def _ows_strip(s):
+    """Strip HTTP's optional whitespace (SP, HTAB) only: str.strip() would also take U+00A0, U+3000 and others."""
+    i = 0
+    j = len(s)
+    while i < j and (s[i] == " " or s[i] == "\t"):
+        i += 1
+    while j > i and (s[j - 1] == " " or s[j - 1] == "\t"):
+        j -= 1
+    return s[i:j] if i or j < len(s) else s
+
+
+def _ascii_digits(s, limit):
+    """1..limit ASCII digits 0-9: str.isdigit() also says yes to superscripts, Arabic-Indic and full-width digits,
+    which int() then refuses or reads."""
+    n = len(s)
+    if n == 0 or n > limit:
+        return False
+    for ch in s:
+        if not "0" <= ch <= "9":
+            return False
+    return True
+
+
 def _printable(s, limit=40):
     # For echoing a caller's value in a message: short, and nothing that could forge a log line.
     out = ""
@@ -82,11 +122,12 @@ class Receiver:
             return refusal(500, "internal", "internal error")
 
     def _handle(self, method, path, headers, body, now, synced):
-        kind = _KINDS.get(path) if isinstance(path, str) else None
-        if kind is None:
+        ep = _ENDPOINTS.get(path) if isinstance(path, str) else None
+        if ep is None:
             return refusal(404, "not_found", "no such endpoint")
-        if method != "POST":
-            return refusal(405, "method_not_allowed", "use POST")
+        kind = ep[0]
+        if method != ep[2]:
+            return refusal(405, "method_not_allowed", "use " + ep[2])
         if not (isinstance(body, bytes) or isinstance(body, bytearray)):
             raise bad_json("body must be bytes")
         if len(body) > self.max_body:
@@ -103,18 +144,24 @@ class Receiver:
             else None
         if missing is not None:
             raise unauthorized("missing_auth", "missing header %s" % missing)
-        ts_text = ts_text.strip()
-        if not ts_text.isdigit() or len(ts_text) > _TS_MAX_DIGITS:
-            raise unauthorized("bad_timestamp", "X-Timestamp must be Unix seconds in decimal")
+        ts_text = _ows_strip(ts_text)
+        if not _ascii_digits(ts_text, _TS_MAX_DIGITS):
+            raise unauthorized("bad_timestamp", "X-Timestamp must be 1..12 ASCII digits of Unix seconds")
         ts = int(ts_text)
         signer = self.keyring.signer(key_id)
         if signer is None:
             raise unauthorized("unknown_key", "unknown key id '%s'" % _printable(key_id))
-        given = unhex_signature(sig_text.strip())
+        given = unhex_signature(_ows_strip(sig_text))
         if given is None:
             raise unauthorized("bad_signature", "X-Signature must be 64 lowercase hex digits")
-        mac = signer.digest(ts_text, body)
+        mac = signer.digest(ts_text, body, ep[3])
         if not equal(mac, given):
+            # Made for another endpoint (a withheld alarm re-posted as an ACK, a v1-signed ACK)? Said as such; the
+            # other endpoints' MACs are computed only on this failing path.
+            for p in _ENDPOINTS:
+                if p != path and equal(signer.digest(ts_text, body, _ENDPOINTS[p][3]), given):
+                    raise unauthorized("wrong_endpoint", "signed for %s, not for %s (docs/PROTOCOL.md: Signing)"
+                                       % (p, path))
             raise unauthorized("bad_signature", "signature does not match the body and timestamp")
         # Authenticated from here on: the time window, then the body, then idempotency.
         self.replay.check(ts, mac, None, now, synced)
@@ -124,27 +171,22 @@ class Receiver:
             return refusal(400, "bad_encoding", "body is not valid UTF-8")
         except ValueError as e:
             raise bad_json("malformed JSON: %s" % e)
-        if kind == "alarm":
-            alarm = parse_alarm(obj)
-            msg_id = alarm.id
-        elif kind == "ack":
-            ack = parse_ack(obj)
-            msg_id = ack["id"]
-        else:
-            hb = parse_heartbeat(obj)
-            msg_id = hb["id"]
+        payload = ep[1](obj)
+        msg_id = payload["id"] if isinstance(payload, dict) else payload.id
         mid = None if msg_id is None else "%s/%s" % (key_id, msg_id)  # one string, not an intermediate too
         if self.replay.check(ts, mac, mid, now, synced) == DUPLICATE:
             return Result(200, {"ok": True, "kind": kind, "duplicate": True}, kind, duplicate=True)
         self.replay.accept(ts, mac, mid, now, synced)
         answer = {"ok": True, "kind": kind, "duplicate": False}
         if kind == "alarm":
-            answer["level"] = LEVEL_NAMES[alarm.level]
-            if alarm.key is not None:
-                answer["key"] = alarm.key
-            if alarm.id is not None:
-                answer["id"] = alarm.id
-            return Result(200, answer, kind, alarm=alarm)
+            answer["level"] = LEVEL_NAMES[payload.level]
+            if payload.key is not None:
+                answer["key"] = payload.key
+            if payload.id is not None:
+                answer["id"] = payload.id
+            return Result(200, answer, kind, alarm=payload, payload=payload)
         if kind == "ack":
-            return Result(200, answer, kind, ack=ack)
-        return Result(200, answer, kind, heartbeat=hb)
+            return Result(200, answer, kind, ack=payload, payload=payload)
+        if kind == "heartbeat":
+            return Result(200, answer, kind, heartbeat=payload, payload=payload)
+        return Result(200, answer, kind, payload=payload)

@@ -10,6 +10,7 @@ CODES = {
     "unknown_key": 401,
     "bad_signature": 401,
     "stale_timestamp": 401,
+    "wrong_endpoint": 401,
     "too_large": 413,
     "method_not_allowed": 405,
     "unsupported_media_type": 415,

@@ -1,11 +1,26 @@
 # HMAC-SHA256 for the wire protocol, on hashlib.sha256 alone: the ESP32 port has no hmac module and
 # micropython-lib's hmac has no compare_digest, so both the MAC and the constant-time compare live here.
+#
+# What is signed (docs/PROTOCOL.md, "Signing"):
+#   v1   (the RFC, /api/v1/send_msg only):  X-Timestamp LF body
+#   v1.1 (every other signed endpoint):     METHOD SP path LF X-Timestamp LF body
+# A v1 message starts with an ASCII digit (the timestamp's grammar) and a v1.1 message with a method's letter, and
+# two v1.1 messages differ in their first line: a signature made for one endpoint never verifies on another.
 import hashlib
 from binascii import hexlify
 
 from sentinel_core.compat import const
 
 _BLOCK = const(64)
+V1_PATH = "/api/v1/send_msg"  # the one endpoint signed the RFC's way, byte for byte
+
+
+def scope(method, path):
+    """What a request to (method, path) signs before its timestamp: None for the RFC's send_msg (v1), else
+    b"METHOD /path\n" (v1.1). Senders and the receiver both take it from here."""
+    if path == V1_PATH:
+        return None
+    return (method + " " + path + "\n").encode()
 
 
 class Signer:
@@ -27,11 +42,13 @@ class Signer:
         self._ipad = bytes(ipad)
         self._opad = bytes(opad)
 
-    def digest(self, timestamp, body):
-        """Raw HMAC over timestamp + "\\n" + body, fed in pieces so the body is never copied."""
+    def digest(self, timestamp, body, scope=None):
+        """Raw HMAC over [scope +] timestamp + "\\n" + body, fed in pieces so the body is never copied."""
         if isinstance(timestamp, str):
             timestamp = timestamp.encode()
         inner = hashlib.sha256(self._ipad)
+        if scope is not None:
+            inner.update(scope)
         inner.update(timestamp)
         inner.update(b"\n")
         inner.update(body)
@@ -47,17 +64,18 @@ class Signer:
         outer.update(inner.digest())
         return outer.digest()
 
-    def sign(self, timestamp, body):
-        return hexlify(self.digest(timestamp, body)).decode()
+    def sign(self, timestamp, body, scope=None):
+        return hexlify(self.digest(timestamp, body, scope)).decode()
 
 
 def hmac_sha256(key, msg):
     return Signer(key).mac(msg)
 
 
-def sign(secret, timestamp, body):
-    """Lowercase hex HMAC-SHA256(secret, timestamp + "\\n" + body): the X-Signature header."""
-    return Signer(secret).sign(timestamp, body)
+def sign(secret, timestamp, body, scope=None):
+    """Lowercase hex HMAC-SHA256(secret, [scope +] timestamp + "\\n" + body): the X-Signature header. scope: what
+    scope(method, path) gives for the request's endpoint (None: the RFC's v1 rule)."""
+    return Signer(secret).sign(timestamp, body, scope)
 
 
 def equal(a, b):
