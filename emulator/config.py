@@ -31,7 +31,7 @@ DEFAULTS = {
     # Signed requests remembered against replay. The board keeps 64 (its heap); a laptop can afford more, so a
     # burst of more than 64 alarms within one second is not refused as stale.
     "replay_capacity": 2048,
-    "voice": {"rate": 170, "en": "gmw/en-us", "zh": "sit/cmn"},
+    "voice": {"rate": 170, "en": "gmw/en-us", "zh": "auto"},
     # Passed to the core's Terminal unchanged (its keys are documented in docs/STATE_MACHINE.md).
     "terminal": {},
 }

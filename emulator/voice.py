@@ -7,6 +7,8 @@ file (tests, headless machines), and a known duration, so the light and the stat
 long as it would on the box even when no sound card is present.
 """
 
+import array
+import atexit
 import os
 import queue
 import shutil
@@ -17,25 +19,45 @@ import threading
 import time
 import wave
 
-# Code points whose presence makes an utterance Chinese: CJK ideographs, CJK punctuation, full-width forms.
-_CJK_RANGES = ((0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF),
-               (0x20000, 0x2FA1F))
+from emulator import reading
+from emulator.reading import is_chinese
 
 NO_ENGINE_HINT = ("no speech engine works (%s): alarms still light the matrix but are not spoken. "
                   "On Debian/Ubuntu: sudo apt-get install espeak-ng; then pip install pyttsx3")
+NO_DEVICE_REASON = ("no audio output device or player: nothing is heard (use --wav-dir DIR to keep each utterance "
+                    "as a WAV file)")
 
-
-def is_chinese(text):
-    for ch in text:
-        c = ord(ch)
-        for lo, hi in _CJK_RANGES:
-            if lo <= c <= hi:
-                return True
-    return False
+# Hanzi from the product's own alarm texts that espeak-ng 1.51's `cmn` voice reads as English-spelled pinyin: the
+# start-up check speaks them (to phonemes only) with each candidate Mandarin voice and keeps the first that does not
+# switch to English, which espeak-ng marks "(en)" in its phoneme output.
+PROBE_HANZI = "训练集群紧急预警节点触发通信死锁"
+# Mandarin voices in the order tried when the config says "auto" (or its choice falls back to English).
+ZH_CANDIDATES = ("cmn-latn-pinyin", "cmn", "zh", "yue")
 
 
 def language_of(text):
     return "zh" if is_chinese(text) else "en"
+
+
+def espeak_cli():
+    return shutil.which("espeak-ng") or shutil.which("espeak")
+
+
+def espeak_phonemes(voice, text, timeout=15):
+    """espeak-ng's phoneme mnemonics (-x) for text read by voice, or None without the espeak-ng command."""
+    cmd = espeak_cli()
+    if cmd is None:
+        return None
+    out = subprocess.run([cmd, "-q", "-x", "-v", voice, text], capture_output=True, timeout=timeout)
+    return out.stdout.decode("utf-8", "replace")
+
+
+def falls_back_to_english(voice, text=PROBE_HANZI):
+    """True when espeak-ng switches to English for some of text with this voice; None when it cannot be checked."""
+    ph = espeak_phonemes(voice, text)
+    if ph is None:
+        return None
+    return "(en)" in ph
 
 
 def wav_seconds(path):
@@ -52,6 +74,7 @@ class Spoken:
         self.text = text
         self.lang = lang
         self.voice = voice
+        self.runs = []          # [(lang, voice id, words)] as spoken, in order
         self.path = None
         self.seconds = 0.0
         self.started = None
@@ -61,6 +84,7 @@ class Spoken:
 
     def as_dict(self):
         return {"id": self.job_id, "text": self.text, "lang": self.lang, "voice": self.voice, "path": self.path,
+                "runs": [{"lang": lang, "voice": v, "text": t} for lang, v, t in self.runs],
                 "seconds": round(self.seconds, 3), "completed": self.completed, "error": self.error}
 
 
@@ -77,6 +101,7 @@ def shared_synth(rate, voice_ids):
         if synth is None:
             synth = _Pyttsx3Synth(rate, voice_ids)
             _SHARED["synth"] = synth
+            atexit.register(synth.close)
         return synth
 
 
@@ -99,42 +124,135 @@ class _Pyttsx3Synth:
         for v in self.engine.getProperty("voices") or []:
             self.available[str(v.id).lower()] = v
         self.warnings = []
+        self.notes = []
+        self._checked = {}
         self.voices = self.pick_voices(voice_ids)
+
+    def close(self):
+        """At exit, while the modules still exist: pyttsx3's DriverProxy.__del__ would otherwise run during the
+        interpreter's teardown and print "Exception ignored in DriverProxy.__del__"."""
+        with self.lock:
+            proxy = getattr(self.engine, "proxy", None)
+            driver = getattr(proxy, "_driver", None)
+            if driver is None:
+                return
+            try:
+                driver.destroy()
+            except Exception:  # noqa: BLE001  (best effort at exit)
+                pass
+            proxy._driver = None
 
     def pick_voices(self, voice_ids):
         return {lang: self._pick(self.available, lang, wanted) for lang, wanted in voice_ids.items()}
 
+    def _tail(self, vid):
+        return str(vid).lower().rsplit("/", 1)[-1]
+
+    def _reads_hanzi(self, vid):
+        """None when it cannot be checked (no espeak-ng command, another platform's engine)."""
+        if vid not in self._checked:
+            try:
+                bad = falls_back_to_english(vid)
+            except (OSError, subprocess.SubprocessError):
+                bad = None
+            self._checked[vid] = None if bad is None else not bad
+        return self._checked[vid]
+
     def _pick(self, available, lang, wanted):
-        if wanted and wanted.lower() in available:
+        if lang == "zh":
+            return self._pick_zh(available, wanted)
+        if wanted and wanted != "auto" and wanted.lower() in available:
             return available[wanted.lower()].id
-        prefixes = ("cmn", "zh", "yue") if lang == "zh" else ("en-us", "en")
-        for prefix in prefixes:
+        for prefix in ("en-us", "en"):
             for vid, v in available.items():
                 langs = [str(x).lower() for x in (getattr(v, "languages", None) or [])]
-                if any(x.startswith(prefix) for x in langs) or vid.rsplit("/", 1)[-1].startswith(prefix):
+                if any(x.startswith(prefix) for x in langs) or self._tail(vid).startswith(prefix):
                     return v.id
         self.warnings.append("no %s voice found (wanted %r): using the engine's default" % (lang, wanted))
         return None
 
+    def _pick_zh(self, available, wanted):
+        candidates = []
+        if wanted and wanted != "auto" and wanted.lower() in available:
+            candidates.append(available[wanted.lower()].id)
+        for name in ZH_CANDIDATES:
+            for vid, v in available.items():
+                if self._tail(vid) == name and v.id not in candidates:
+                    candidates.append(v.id)
+        if not candidates:
+            self.warnings.append("no Mandarin voice found (wanted %r): Chinese text is not read correctly" % wanted)
+            return None
+        unknown = []
+        for vid in candidates:
+            ok = self._reads_hanzi(vid)
+            if ok:
+                if wanted and wanted != "auto" and vid.lower() != wanted.lower():
+                    self.warnings.append("Mandarin voice %r reads hanzi as English on this espeak-ng: using %s"
+                                         % (wanted, vid))
+                self.notes.append("Mandarin voice %s (checked: reads hanzi as Mandarin)" % vid)
+                return vid
+            if ok is None:
+                unknown.append(vid)
+        if unknown:
+            # Cannot check (no espeak-ng command): cmn-latn-pinyin reads hanzi as Mandarin on 1.51 and later.
+            best = next((v for v in unknown if self._tail(v) == "cmn-latn-pinyin"), unknown[0])
+            self.notes.append("Mandarin voice %s (not checked: no espeak-ng command)" % best)
+            return best
+        self.warnings.append("every Mandarin voice (%s) reads hanzi as English here: Chinese text will sound wrong"
+                             % ", ".join(candidates))
+        return candidates[0]
+
     def synth(self, text, lang, path, voices=None, rate=None):
         voice = (voices or self.voices).get(lang)
         with self.lock:
-            for _attempt in range(2):
-                # pyttsx3's runAndWait begins by stopping espeak if it is still busy, and that stop can land on the
-                # new utterance: start only once the engine is idle.
-                self._wait_engine_idle(2.0)
-                if rate:
-                    self.engine.setProperty("rate", rate)
-                if voice is not None:
-                    self.engine.setProperty("voice", voice)
-                self.engine.save_to_file(text, path)
-                self.engine.runAndWait()
-                # espeak synthesises in its own thread, and pyttsx3's espeak driver can return from runAndWait
-                # before it is done (seen: 12 ms, no file yet): the file is written when the utterance ends.
-                self._wait_engine_idle(30.0)
-                if os.path.exists(path) and os.path.getsize(path) > 44:
-                    return voice
+            self._synth_locked(text, voice, path, rate)
+        return voice
+
+    def _synth_locked(self, text, voice, path, rate):
+        for _attempt in range(2):
+            # pyttsx3's runAndWait begins by stopping espeak if it is still busy, and that stop can land on the
+            # new utterance: start only once the engine is idle.
+            self._wait_engine_idle(2.0)
+            if rate:
+                self.engine.setProperty("rate", rate)
+            if voice is not None:
+                self.engine.setProperty("voice", voice)
+            self.engine.save_to_file(text, path)
+            self.engine.runAndWait()
+            # espeak synthesises in its own thread, and pyttsx3's espeak driver can return from runAndWait
+            # before it is done (seen: 12 ms, no file yet): the file is written when the utterance ends.
+            self._wait_engine_idle(30.0)
+            if os.path.exists(path) and os.path.getsize(path) > 44:
+                return
         raise RuntimeError("the speech engine wrote no audio")
+
+    def synth_runs(self, runs, path, voices=None, rate=None):
+        """Each Run with its language's voice, joined into one WAV with the runs' pauses. Returns the
+        [(lang, voice, words)] spoken."""
+        voices = voices or self.voices
+        spoken = [(r.lang, voices.get(r.lang), r.text) for r in runs]
+        if len(runs) == 1:
+            with self.lock:
+                self._synth_locked(runs[0].text, spoken[0][1], path, rate)
+            return spoken
+        parts = []
+        with self.lock:
+            for i, r in enumerate(runs):
+                part = "%s.part%d.wav" % (path, i)
+                try:
+                    self._synth_locked(r.text, spoken[i][1], part, rate)
+                    parts.append((part, r.pause_s))
+                except RuntimeError:
+                    if os.path.exists(part):
+                        os.remove(part)
+                    raise
+        try:
+            join_wavs(parts, path)
+        finally:
+            for part, _ in parts:
+                if os.path.exists(part):
+                    os.remove(part)
+        return spoken
 
     def _wait_engine_idle(self, timeout):
         if self._espeak_busy is None:
@@ -142,6 +260,52 @@ class _Pyttsx3Synth:
         deadline = time.monotonic() + timeout
         while self._espeak_busy() and time.monotonic() < deadline:
             time.sleep(0.005)
+
+
+SILENCE_LEVEL = 300      # of 32767: below this a 16-bit sample counts as silence when trimming a run's edges
+EDGE_KEEP_S = 0.02
+
+
+def _trim(samples, rate):
+    n = len(samples)
+    first = 0
+    while first < n and abs(samples[first]) < SILENCE_LEVEL:
+        first += 1
+    last = n
+    while last > first and abs(samples[last - 1]) < SILENCE_LEVEL:
+        last -= 1
+    keep = int(rate * EDGE_KEEP_S)
+    return samples[max(0, first - keep):min(n, last + keep)]
+
+
+def join_wavs(parts, out_path, tail_s=0.25):
+    """[(wav path, pause before it in s)] -> one 16-bit WAV: each part's leading and trailing silence trimmed, the
+    pauses put in between, a short tail of silence at the end (espeak's own end pause)."""
+    params = None
+    out = array.array("h")
+    for i, (path, pause) in enumerate(parts):
+        with wave.open(path, "rb") as w:
+            p = (w.getnchannels(), w.getsampwidth(), w.getframerate())
+            if p[1] != 2 or p[0] != 1:
+                raise RuntimeError("cannot join %d-channel %d-byte audio" % (p[0], p[1]))
+            if params is not None and p != params:
+                raise RuntimeError("the voices wrote audio of different formats: %r, %r" % (params, p))
+            params = p
+            samples = array.array("h")
+            samples.frombytes(w.readframes(w.getnframes()))
+        if sys.byteorder == "big":
+            samples.byteswap()
+        if i:
+            out.extend(array.array("h", bytes(2 * int(params[2] * pause))))
+        out.extend(_trim(samples, params[2]))
+    out.extend(array.array("h", bytes(2 * int(params[2] * tail_s))))
+    if sys.byteorder == "big":
+        out.byteswap()
+    with wave.open(out_path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(params[2])
+        w.writeframes(out.tobytes())
 
 
 def _audio_device_likely():
@@ -179,8 +343,7 @@ class _Player:
                     break
         if self.kind is None:
             self.kind = "silent"
-            log("voice: no audio output device or player found: speech is timed but silent "
-                "(use --wav-dir DIR to keep each utterance as a WAV file)")
+            log("voice: " + NO_DEVICE_REASON)
 
     def play(self, path, seconds, cancel):
         """Block until the audio ends or cancel (a threading.Event) is set. Returns True if it played to the end."""
@@ -223,7 +386,7 @@ class Voice:
         self.rate = rate
         voices = voices or {}
         # Only the language entries: the config's voice section also holds the rate.
-        self.voice_ids = {"en": voices.get("en", "gmw/en-us"), "zh": voices.get("zh", "sit/cmn")}
+        self.voice_ids = {"en": voices.get("en", "gmw/en-us"), "zh": voices.get("zh", "auto")}
         self.on_done = on_done
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.keep = keep
@@ -240,6 +403,29 @@ class Voice:
         self._thread = None
         self._tmp = None
         self._voices = None
+        self.notes = []
+
+    @property
+    def audible(self):
+        """Can anyone hear (or, with --wav-dir, keep) what the voice says? The honest answer for health."""
+        return self.mode != "off" and self.available and not (self.mode == "device" and self.player_kind == "silent")
+
+    @property
+    def silent_reason(self):
+        """Why nothing is heard (None when something is)."""
+        if self.mode == "off":
+            return "voice turned off (--no-voice)"
+        if not self.available:
+            return self.error or "no speech engine"
+        if self.mode == "device" and self.player_kind == "silent":
+            return NO_DEVICE_REASON
+        return None
+
+    def describe(self):
+        """The facts the status page, the window and /metrics show."""
+        return {"mode": self.mode, "available": bool(self.available), "audible": self.audible,
+                "silent_reason": self.silent_reason, "error": self.error, "player": self.player_kind,
+                "busy": self.busy, "voices": dict(self._voices or {}), "notes": list(self.notes)}
 
     # -- control (any thread) -------------------------------------------------------------------------------------
     def start(self, wait=5.0):
@@ -291,9 +477,13 @@ class Voice:
             try:
                 synth = shared_synth(self.rate, self.voice_ids)
                 synth.warnings = []
+                synth.notes = []
                 self._voices = synth.pick_voices(self.voice_ids)
+                self.notes = list(synth.notes)
                 for w in synth.warnings:
                     self.log("voice: " + w)
+                for n in synth.notes:
+                    self.log("voice: " + n)
             except Exception as e:  # noqa: BLE001  (ImportError, RuntimeError from espeak, OSError from drivers)
                 self.available = False
                 self.error = NO_ENGINE_HINT % ("%s: %s" % (type(e).__name__, e))
@@ -337,7 +527,13 @@ class Voice:
             path = os.path.join(self.wav_dir, "%04d-%s.wav" % (self._count, rec.lang))
         else:
             path = os.path.join(self._tmp, "utterance.wav")
-        rec.voice = synth.synth(rec.text, rec.lang, path, self._voices, self.rate)
+        runs = reading.runs(rec.text) or [reading.Run(rec.lang, rec.text, 0.0, rec.text)]
+        rec.runs = synth.synth_runs(runs, path, self._voices, self.rate)
+        used = []
+        for _lang, v, _t in rec.runs:
+            if v is not None and v not in used:
+                used.append(v)
+        rec.voice = "+".join(used) or None
         rec.seconds = wav_seconds(path)
         if self.mode == "wav":
             rec.path = path

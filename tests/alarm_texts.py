@@ -1,0 +1,67 @@
+"""Every alarm text the product itself generates, collected from the code that generates it (not a hand list):
+the gateway's speech templates in each language (GPU-numbered, node-level and PCI wordings), its summaries, the
+presets' built-in text and the demo's story. Values are the RFC's and the fixtures' (rack A03, gpu-worker-08)."""
+
+import re
+
+from emulator.demo import P0_TEXT
+from host_client.gateway import alertmanager, events, lane
+from sentinel_core.alarm import RECOVERED_TEXT
+
+RACK = "A03"
+PLACES = (("A03", "gpu-worker-08"), ("B12", "gpu-node-117-5f8d9c7b"))   # the second one's pod hash is cleaned
+PCI = "0000:3b:00.0"
+ALERTNAME = "GpuXidFatal"
+
+
+def _event(place, etype, gpu_index, util=None, pci=None, recovers=None):
+    return events.Event(place[0], place[1], etype, gpu_index=gpu_index, gpu_util=util, recovers=recovers, pci=pci)
+
+
+def _fill(tpl, phrases):
+    """A summary template with its %d / %s filled: counts 2 and 5, the rack, the joined event phrases last."""
+    n = [0]
+
+    def one(m):
+        n[0] += 1
+        if m.group(0) == "%d":
+            return "2" if n[0] == 1 else "5"
+        return phrases if m.end() == len(tpl) else RACK
+
+    return re.sub(r"%[sd]", one, tpl)
+
+
+def product_alarm_texts():
+    """[(origin, language, text)] without duplicates."""
+    out = []
+    for place in PLACES:
+        for etype in events.EVENT_TYPES:
+            for lang in ("zh", "en"):
+                if etype == "RECOVERED":
+                    ev = _event(place, "XID_FATAL", 3, recovers="XID_FATAL")
+                    out.append(("gateway recovery", lang, ev.text(lang)))
+                    continue
+                out.append(("gateway %s" % etype, lang, _event(place, etype, 3, util=37.0).text(lang)))
+                if etype == "GPU_UTIL_DROP":
+                    out.append(("gateway %s critical" % etype, lang, _event(place, etype, 3, util=2.0).text(lang)))
+                spec = events.EVENT_TYPES[etype]
+                if lang + "_node" in spec:
+                    out.append(("gateway %s node" % etype, lang, _event(place, etype, -1).text(lang)))
+                if lang + "_pci" in spec:
+                    out.append(("gateway %s pci" % etype, lang, _event(place, etype, -1, pci=PCI).text(lang)))
+    for lang, tpl in alertmanager.RESOLVED_TEXT.items():
+        out.append(("alertmanager resolved", lang, tpl % ("%s %s %s" % (ALERTNAME, PLACES[0][0], PLACES[0][1]))))
+    for lang, table in lane.SUMMARY_TEXT.items():
+        phrases = table["sep"].join(events.phrase(t, lang) for t in list(events.EVENT_TYPES)[:3])
+        for name, tpl in table.items():
+            if name != "sep":
+                out.append(("gateway summary %s" % name, lang, _fill(tpl, phrases)))
+    out.append(("preset normal", "zh", RECOVERED_TEXT))
+    out.append(("demo", "zh", P0_TEXT))
+    seen = set()
+    unique = []
+    for origin, lang, text in out:
+        if text not in seen:
+            seen.add(text)
+            unique.append((origin, lang, text))
+    return unique
