@@ -5,7 +5,7 @@ presets' built-in text and the demo's story. Values are the RFC's and the fixtur
 import re
 
 from emulator.demo import P0_TEXT
-from host_client.gateway import alertmanager, events, lane
+from host_client.gateway import alertmanager, events, grouping
 from sentinel_core.alarm import RECOVERED_TEXT
 
 RACK = "A03"
@@ -51,7 +51,7 @@ def product_alarm_texts():
                     out.append(("gateway %s pci" % etype, lang, _event(place, etype, -1, pci=PCI).text(lang)))
     for lang, tpl in alertmanager.RESOLVED_TEXT.items():
         out.append(("alertmanager resolved", lang, tpl % ("%s %s %s" % (ALERTNAME, PLACES[0][0], PLACES[0][1]))))
-    for lang, table in lane.SUMMARY_TEXT.items():
+    for lang, table in grouping.SUMMARY_TEXT.items():
         phrases = table["sep"].join(events.phrase(t, lang) for t in list(events.EVENT_TYPES)[:3])
         for name, tpl in table.items():
             if name != "sep":
