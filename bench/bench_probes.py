@@ -26,11 +26,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))   # the test doubles (FakeSource) live with the tests
+
+from probe_fakes import FakeSource  # noqa: E402
 
 from host_client.beat import Beat  # noqa: E402
 from host_client.probes import config  # noqa: E402
 from host_client.probes.daemon import Daemon  # noqa: E402
-from host_client.probes.gpu_source import NVLINK_COUNTERS, FakeSource  # noqa: E402
+from host_client.probes.gpu_source import NVLINK_COUNTERS  # noqa: E402
 
 FIELD = {  # FACTS.md section 7
     "PROGRESS_STALL": "PyTorch NCCL watchdog 10-30 min; sichek hang rule 60-90 s",

@@ -2,6 +2,7 @@
 
     from host_client.beat import beat, pause
 
+    start()                             # registers now: a hang before the first step is caught too
     for step, batch in enumerate(loader):
         loss = train_step(batch)
         beat(step)                      # one datagram, a few microseconds, never raises
@@ -24,7 +25,7 @@ import threading
 
 DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
 
-__all__ = ["Beat", "beat", "pause", "end", "DEFAULT_SOCKET"]
+__all__ = ["Beat", "beat", "start", "pause", "end", "DEFAULT_SOCKET"]
 
 
 def _env_int(name):
@@ -43,7 +44,7 @@ def _default_job():
 
 
 class Beat:
-    """One sender. ``beat(step)``, ``pause(reason)`` (a context manager) and ``end()``."""
+    """One sender. ``start()``, ``beat(step)``, ``pause(reason)`` (a context manager) and ``end()``."""
 
     def __init__(self, path=None, job=None, rank=None, local_rank=None):
         self.path = path or os.environ.get("SENTINEL_PROBE_SOCKET") or DEFAULT_SOCKET
@@ -57,10 +58,13 @@ class Beat:
         self._lock = threading.Lock()
         self._ended = False
 
-    def _send(self, kind, step=None, reason=None):
+    def _send(self, kind, step=None, reason=None, **seconds):
         msg = {"v": 1, "kind": kind, "job": self.job, "pid": os.getpid()}
         if step is not None:
             msg["step"] = int(step)
+        for k, v in seconds.items():
+            if v is not None:
+                msg[k] = float(v)
         if self.rank is not None:
             msg["rank"] = self.rank
         if self.local_rank is not None:
@@ -82,10 +86,17 @@ class Beat:
                 self.dropped += 1
                 return False
 
-    def beat(self, step=None):
-        """A step finished."""
+    def start(self, first_step_s=None):
+        """The job is starting: the daemon watches it from now, with the first-step deadline (its default, or
+        ``first_step_s`` for this process), so a hang before the first step (at the first collective) is caught."""
         self._ended = False
-        return self._send("beat", step)
+        return self._send("start", first_step_s=first_step_s)
+
+    def beat(self, step=None, next_s=None):
+        """A step finished. ``next_s``: the next step is known to be long (an evaluation, a checkpoint without
+        ``pause()``): allow it up to that many seconds."""
+        self._ended = False
+        return self._send("beat", step, next_s=next_s)
 
     def end(self):
         """The job is done: forget it without an alarm (also sent at interpreter exit)."""
@@ -132,9 +143,14 @@ def _get():
     return _default
 
 
-def beat(step=None):
+def beat(step=None, next_s=None):
     """A training step finished (module-level convenience over one process-wide ``Beat``)."""
-    return _get().beat(step)
+    return _get().beat(step, next_s)
+
+
+def start(first_step_s=None):
+    """The training job starts (before its first step): see ``Beat.start``."""
+    return _get().start(first_step_s)
 
 
 def pause(reason=None):

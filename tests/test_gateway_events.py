@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from host_client.gateway.events import (
     EVENT_TYPES,
+    HANG_TYPES,
     EventError,
     clean_host,
     parse_event,
@@ -116,9 +117,11 @@ def test_gpu_faults_are_incidents_per_gpu_under_the_rfc_debounce_key():
 @pytest.mark.parametrize("etype,util,want", [
     ("NCCL_TIMEOUT", 99.0, P0), ("XID_FATAL", 99.0, P0), ("XID_FATAL", None, P0),
     ("GPU_UTIL_DROP", 4.99, P0), ("GPU_UTIL_DROP", 5.0, P1), ("GPU_UTIL_DROP", 0.0, P0),
-    ("NVLINK_ERROR", 50.0, P1), ("NVLINK_ERROR", 1.0, P0), ("NVLINK_ERROR", None, P1),
+    ("NVLINK_ERROR", 50.0, P1), ("NVLINK_ERROR", 1.0, P1), ("NVLINK_ERROR", None, P1),
     ("PCIE_DOWNGRADE", 90.0, P1), ("THERMAL", 90.0, P1), ("XID_WARNING", 90.0, P1),
-    ("PROGRESS_STALL", None, P0),
+    # an idle GPU does not turn a warning into a P0: the utilisation rule is the hang rule (issue 11)
+    ("XID_WARNING", 0.0, P1), ("THERMAL", 2.0, P1), ("PCIE_DOWNGRADE", 0.0, P1), ("NCCL_NET_ERROR", 0.0, P1),
+    ("GPU_LOST", None, P0), ("GPU_LOST", 100.0, P0), ("PROGRESS_STALL", None, P0), ("PROGRESS_STALL", 0.0, P0),
 ])
 def test_severity_rule(etype, util, want):
     assert severity(parse_event(body(event_type=etype, gpu_util=util))) == want
@@ -129,7 +132,8 @@ def test_severity_rule(etype, util, want):
        st.floats(min_value=0, max_value=100, allow_nan=False))
 def test_severity_property(etype, util):
     ev = parse_event(body(event_type=etype, gpu_util=util))
-    want_p0 = etype in ("NCCL_TIMEOUT", "XID_FATAL") or util < 5.0 or EVENT_TYPES[etype]["level"] == P0
+    want_p0 = etype in ("NCCL_TIMEOUT", "XID_FATAL") or (util < 5.0 and etype in HANG_TYPES) \
+        or EVENT_TYPES[etype]["level"] == P0
     assert (severity(ev) == P0) == want_p0
 
 

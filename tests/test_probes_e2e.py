@@ -8,13 +8,14 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
+from probe_fakes import FakeSource  # noqa: E402
+
 from emulator.harness import Harness  # noqa: E402
 from host_client.beat import Beat  # noqa: E402
 from host_client.gateway.app import create_app, gateway_of  # noqa: E402
 from host_client.gateway.config import Config  # noqa: E402
 from host_client.probes import config  # noqa: E402
 from host_client.probes.daemon import Daemon  # noqa: E402
-from host_client.probes.gpu_source import FakeSource  # noqa: E402
 
 
 class Gateway:
@@ -121,8 +122,10 @@ def test_pcie_downgrade_is_on_the_emulator_within_two_intervals(tmp_path, chain)
 
 def test_idle_gpu_at_gen1_never_reaches_the_emulator(tmp_path, chain):
     h, gw = chain
-    src = FakeSource(count=2)
-    src.set(0, pstate=8, gen=1, util=0, procs=0)
+    src = FakeSource(count=3)
+    src.idle(0, pstate=8, gen=1)
+    src.idle(1, gen=1)          # idle H100s sit in P0: Gen1 there is power saving too
+    src.idle(2, width=8)        # and so is a narrowed link on an idle GPU
     d, _ = probe(tmp_path, gw, "A04", source=src, xid={"source": "none"},
                  gpu={"interval_s": 0.05, "util_drop": False})
     try:

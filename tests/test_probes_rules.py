@@ -5,10 +5,11 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from probe_fakes import FakeSource
 
 from host_client.probes import config, events
 from host_client.probes.gpu_checks import GpuChecker, GpuRules
-from host_client.probes.gpu_source import SEED_FIELDS, FakeSource, ReplaySource, SourceError, parse_smi_csv
+from host_client.probes.gpu_source import SEED_FIELDS, ReplaySource, SourceError, parse_smi_csv
 from host_client.probes.progress import ProgressRules, ProgressTracker
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "probes")
@@ -79,14 +80,39 @@ def test_smi_seed_replay_events():
     assert got == [(1, "PCIE_DOWNGRADE", 3, None), (1, "THERMAL", 4, None)]
 
 
-def test_width_counts_in_any_pstate_gen_only_in_p0():
-    src = FakeSource(count=2)
-    src.set(0, pstate=8, gen=1, util=0)             # idle: power saving
-    src.set(1, pstate=8, gen=5, width=8, util=0)    # idle but narrow: a fault
+def test_idle_is_not_a_fault_pcie_rules_judge_only_under_load():
+    src = FakeSource(count=5)
+    src.idle(0, gen=1)                      # idle H100 in P0 at Gen1: power saving (they sit in P0)
+    src.idle(1, width=8)                    # idle in P0 at x8: "may be reduced when the GPU is not in use"
+    src.set(2, width=8)                     # busy (97 %, 560 W) at x8: a fault
+    src.set(3, gen=3, util=2, power_w=400.0)  # 2 % utilisation but 400 W of 700 (a memory-bound kernel): loaded
+    src.set(4, gen=1, util=None, power_w=None, pstate=8)  # no load signal, not in P0: seed rule, gen not judged
     checker = GpuChecker(src.devices())
     for t in range(5):
         fs = checker.check(src.sample(), t)
-    assert [(f.event_type, f.gpu_index) for f in fs] == [("PCIE_DOWNGRADE", 1)]
+    assert [(f.event_type, f.gpu_index) for f in fs] == [("PCIE_DOWNGRADE", 2), ("PCIE_DOWNGRADE", 3)]
+
+
+def test_load_needs_n_consecutive_loaded_samples():
+    src = FakeSource(count=1)
+    src.set(0, width=8)
+    checker = GpuChecker(src.devices())
+    assert not checker.check(src.sample(), 0)   # one loaded sample at x8
+    src.idle(0, width=8)
+    assert not checker.check(src.sample(), 1)   # idle: restarts the count
+    src.set(0, util=97, power_w=560.0, procs=1)
+    assert not checker.check(src.sample(), 2)
+    assert [f.event_type for f in checker.check(src.sample(), 3)] == ["PCIE_DOWNGRADE"]
+
+
+def test_seed_columns_without_load_signals_keep_the_seed_rules():
+    src = FakeSource(count=2)
+    src.set(0, util=None, power_w=None, pstate=None, width=8)   # the seed's five nvidia-smi columns: width judged
+    src.set(1, util=None, power_w=None, pstate=0, gen=3)        # P0 and no load signal: the seed's P0 rule
+    checker = GpuChecker(src.devices())
+    for t in range(3):
+        fs = checker.check(src.sample(), t)
+    assert [(f.event_type, f.gpu_index) for f in fs] == [("PCIE_DOWNGRADE", 0), ("PCIE_DOWNGRADE", 1)]
 
 
 def test_gen_downgrade_held_while_idle_until_seen_good():
@@ -96,7 +122,7 @@ def test_gen_downgrade_held_while_idle_until_seen_good():
     for t in range(2):
         fs = checker.check(src.sample(), t)
     assert fs and fs[0].event_type == "PCIE_DOWNGRADE"
-    src.set(0, pstate=8, gen=1, util=0)  # goes idle: cannot judge, keeps the condition
+    src.idle(0, pstate=8, gen=1)  # goes idle: cannot judge, keeps the condition
     for t in range(2, 6):
         assert checker.check(src.sample(), t)
     src.set(0, pstate=0, gen=5)
@@ -442,7 +468,7 @@ def test_no_driver_is_a_precise_source_error(monkeypatch):
     with pytest.raises(SourceError, match="NVML unavailable: NVML Shared Library Not Found"):
         gpu_source.NvmlSource(nvml=NoDriver())
     real = gpu_source.NvmlSource
-    monkeypatch.setattr(gpu_source, "NvmlSource", lambda: real(nvml=NoDriver()))
+    monkeypatch.setattr(gpu_source, "NvmlSource", lambda **kw: real(nvml=NoDriver(), **kw))
     with pytest.raises(SourceError, match="no GPU source: NVML unavailable.*cannot run /nonexistent/nvidia-smi"):
         gpu_source.open_source("auto", smi_binary="/nonexistent/nvidia-smi")
     with pytest.raises(SourceError, match="unknown GPU source 'cuda'"):

@@ -106,6 +106,20 @@ EVENT_TYPES = {
         "en": "Training stalled: rack %s node %s stopped making progress",
         "zh_phrase": "训练进度停滞", "en_phrase": "training stalled",
     },
+    # --- GPU node probe types (issue 11; the probe's own table is host_client/probes/events.py LEVELS) ---
+    "GPU_LOST": {
+        "level": P0, "fields": "rhg", "zh": "硬件致命故障，机架 %s 节点 %s 第 %d 号卡失联",
+        "en": "Fatal hardware fault: rack %s node %s GPU %d is lost",
+        "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡失联",
+        "en_node": "Fatal hardware fault: rack %s node %s: a GPU is lost",
+        "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s is lost",
+        "zh_phrase": "GPU 卡失联", "en_phrase": "GPU lost",
+    },
+    "NCCL_NET_ERROR": {
+        "level": P1, "fields": "rh", "zh": "网络预警，机架 %s 节点 %s 集合通信网络报错",
+        "en": "Network warning: rack %s node %s reported collective network errors",
+        "zh_phrase": "集合通信网络报错", "en_phrase": "collective network errors",
+    },
     "RECOVERED": {
         "level": NORMAL, "fields": "rh", "zh": "机架 %s 节点 %s 已恢复正常",
         "en": "Recovered: rack %s node %s is back to normal",
@@ -115,7 +129,8 @@ EVENT_TYPES = {
 # Faults of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery cannot clear
 # another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
 # GPU is still represented).
-GPU_SCOPED = frozenset(("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP"))
+GPU_SCOPED = frozenset(("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP",
+                        "GPU_LOST"))
 
 # An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
 DEFAULT_TYPE = "GPU_UTIL_DROP"
@@ -200,8 +215,14 @@ class Event:
                 "event_type": self.event_type if self.recovers is None else self.recovers}
 
 
+# The RFC's "gpu_util < 5 is critical" is about a hang: a job whose GPUs stopped computing. It applies to the hang
+# types (and to an unknown type, which takes the RFC's utilisation branch), not to a GPU that is merely idle when an
+# application XID or a thermal warning arrives (issue 11: severity per type, docs/PROBES.md).
+HANG_TYPES = frozenset(("NCCL_TIMEOUT", "PROGRESS_STALL", "GPU_UTIL_DROP"))
+
+
 def severity(ev: Event) -> int:
-    """The RFC's rule, extended: NCCL_TIMEOUT, XID_FATAL or a reported utilisation under 5 % is P0.
+    """The type's level (the table above); a hang type, or an unknown one, with a reported utilisation under 5 % is P0.
 
     The RFC reads a missing gpu_util as 0 (Go's zero value) and so calls every util-less event critical; we apply the
     utilisation rule only when the probe reported a utilisation. A recovery is NORMAL whatever it carries.
@@ -210,7 +231,7 @@ def severity(ev: Event) -> int:
         return NORMAL
     if ev.event_type in ("NCCL_TIMEOUT", "XID_FATAL"):
         return P0
-    if ev.gpu_util is not None and ev.gpu_util < CRITICAL_UTIL:
+    if ev.gpu_util is not None and ev.gpu_util < CRITICAL_UTIL and (ev.event_type in HANG_TYPES or not ev.known):
         return P0
     return ev.spec["level"]
 

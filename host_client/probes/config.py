@@ -20,11 +20,13 @@ DEFAULTS = {
     "gpu": {"source": "auto", "interval_s": 1.0, "replay": "", "nvidia_smi": "nvidia-smi", "confirm": 2,
             "expected_gen": 0, "expected_width": 0, "thermal_fallback_c": 82.0, "thermal_hysteresis_c": 3.0,
             "nvlink_min_delta": 1, "nvlink_quiet_s": 60.0, "util_drop": True, "busy_pct": 80.0,
-            "idle_pct": 5.0, "util_window_s": 30.0, "util_drop_s": 10.0},
+            "idle_pct": 5.0, "util_window_s": 30.0, "util_drop_s": 10.0, "load_util_pct": 20.0,
+            "load_power_frac": 0.3, "load_pcie_mbps": 1000.0},
     "xid": {"source": "auto", "path": "", "hold_s": 600.0, "ignore": []},
     "nccl": {"logs": [], "from_start": False, "hold_s": 600.0, "rescan_s": 2.0},
     "progress": {"enabled": True, "socket": DEFAULT_SOCKET, "socket_mode": 0o666, "k": 4.0, "floor_s": 0.5,
-                 "ceiling_s": 900.0, "warmup": 3, "window": 32},
+                 "ceiling_s": 900.0, "warmup": 3, "window": 32, "first_step_s": 300.0, "early_floor_s": 60.0,
+                 "dead_clear_s": 300.0},
     "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0, "batch_max": 100,
                "batch_bytes": 60000},
     "status": {"listen": "127.0.0.1:9410"},
@@ -109,10 +111,8 @@ def build(raw):
         raise ConfigError("[status] listen must be host:port or empty, got %r" % listen)
     try:
         gpu = cfg["gpu"]
-        GpuRules(confirm=gpu["confirm"])
-        pr = cfg["progress"]
-        ProgressRules(k=pr["k"], floor_s=pr["floor_s"], ceiling_s=pr["ceiling_s"], warmup=pr["warmup"],
-                      window=pr["window"])
+        GpuRules(confirm=gpu["confirm"], load_power_frac=gpu["load_power_frac"])
+        progress_rules(cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     return cfg
@@ -135,10 +135,12 @@ def gpu_rules(cfg):
                     thermal_fallback_c=g["thermal_fallback_c"], thermal_hysteresis_c=g["thermal_hysteresis_c"],
                     nvlink_min_delta=g["nvlink_min_delta"], nvlink_quiet_s=g["nvlink_quiet_s"],
                     util_drop=g["util_drop"], busy_pct=g["busy_pct"], idle_pct=g["idle_pct"],
-                    util_window_s=g["util_window_s"], util_drop_s=g["util_drop_s"])
+                    util_window_s=g["util_window_s"], util_drop_s=g["util_drop_s"], load_util_pct=g["load_util_pct"],
+                    load_power_frac=g["load_power_frac"], load_pcie_mbps=g["load_pcie_mbps"])
 
 
 def progress_rules(cfg):
     p = cfg["progress"]
     return ProgressRules(k=p["k"], floor_s=p["floor_s"], ceiling_s=p["ceiling_s"], warmup=p["warmup"],
-                         window=p["window"])
+                         window=p["window"], first_step_s=p["first_step_s"], early_floor_s=p["early_floor_s"],
+                         dead_clear_s=p["dead_clear_s"])

@@ -56,6 +56,8 @@ class Daemon:
         self.xid_once = events.Oneshots(cfg["xid"]["hold_s"])
         self.nccl_once = events.Oneshots(cfg["nccl"]["hold_s"])
         self.xid_ignore = frozenset(cfg["xid"]["ignore"])
+        self._kernel_logs = {}  # source -> xid.KernelLog (the multi-line fallen-off-the-bus form needs memory)
+        self.nccl_log = nccl.NcclLog()
         self.tracker = progress.ProgressTracker(config_mod.progress_rules(cfg))
         self.gpu = gpu
         self.devices = gpu.devices() if gpu is not None else []
@@ -209,7 +211,7 @@ class Daemon:
             _, source, line, t = item
             self.lines += 1
             if source in self._xid_sources:
-                self.on_kernel_line(line, t)
+                self.on_kernel_line(line, t, source)
             else:
                 self.on_nccl_line(line, source, t)
             return False
@@ -220,8 +222,11 @@ class Daemon:
         return False
 
     # --- checks (also called directly by tests and --once) ----------------------------------------------------
-    def on_kernel_line(self, line, now):
-        x = xid.parse(line)
+    def on_kernel_line(self, line, now, source="kmsg"):
+        kl = self._kernel_logs.get(source)
+        if kl is None:
+            kl = self._kernel_logs[source] = xid.KernelLog()
+        x = kl.feed(line)
         if x is None or x.xid in self.xid_ignore:
             return None
         idx = self._pci.get(x.pci, events.NODE_WIDE)
@@ -232,7 +237,7 @@ class Daemon:
         return None
 
     def on_nccl_line(self, line, source, now):
-        t = nccl.parse(line)
+        t = self.nccl_log.feed(line, source)
         if t is None:
             return None
         f = nccl.finding(t, source)
@@ -258,13 +263,16 @@ class Daemon:
         self._apply("progress", self.tracker.evaluate(now))
 
     def _apply(self, check, findings):
+        revised = self.conditions.revise(check, findings)
         raised, cleared = self.conditions.update(check, findings, self.wall())
+        for f in revised:      # same condition, news about it (a stalled job died): firing again, new detail
+            self.emit(f)
         for f in raised:
             self.emit(f)
         for f in cleared:
             self.emit(f, recovered=True)
 
-    def emit(self, finding, recovered=False):
+    def emit(self, finding, *, recovered=False):
         util = self.checker.last_util.get(finding.gpu_index)
         ev = events.body(self.identity, finding, util, recovered=recovered, now=self.wall())
         self.counts[ev["event_type"]] += 1

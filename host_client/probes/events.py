@@ -19,13 +19,23 @@ THERMAL = "THERMAL"
 NVLINK_ERROR = "NVLINK_ERROR"
 PROGRESS_STALL = "PROGRESS_STALL"
 GPU_UTIL_DROP = "GPU_UTIL_DROP"
+GPU_LOST = "GPU_LOST"              # a GPU that stopped answering NVML / nvidia-smi (issue 11)
+NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign of a fabric fault
 RECOVERED = "RECOVERED"
 
 EVENT_TYPES = (NCCL_TIMEOUT, XID_FATAL, XID_WARNING, PCIE_DOWNGRADE, THERMAL, NVLINK_ERROR, PROGRESS_STALL,
-               GPU_UTIL_DROP, RECOVERED)
+               GPU_UTIL_DROP, GPU_LOST, NCCL_NET_ERROR, RECOVERED)
+
+# The level each type reaches the room at (docs/PROBES.md, "Severity"): the gateway's table
+# (host_client/gateway/events.py EVENT_TYPES[...]["level"]) must say the same; tests/test_probes_corpus.py checks it.
+# The gateway raises a hang type (NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP) to P0 when the GPU's utilisation is
+# under 5 % (the RFC's rule, applied only to hangs); no other type changes level with utilisation.
+LEVELS = {NCCL_TIMEOUT: "P0", XID_FATAL: "P0", GPU_LOST: "P0", PROGRESS_STALL: "P0", XID_WARNING: "P1",
+          PCIE_DOWNGRADE: "P1", THERMAL: "P1", NVLINK_ERROR: "P1", GPU_UTIL_DROP: "P1", NCCL_NET_ERROR: "P1"}
+HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
 
 # Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.
-CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL))
+CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST))
 
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).
@@ -86,6 +96,19 @@ class Conditions:
             self.since.pop(f.key, None)
         return raised, cleared
 
+    def revise(self, check, findings):
+        """Standing findings whose ``revision`` (in extra) changed since they were raised or last revised: the
+        condition is the same (same key, no RECOVERED) but what is known about it moved on (a stalled job died).
+        Returns them so the caller re-sends them as firing; the ledger keeps the revised finding."""
+        old = self._active.get(check, {})
+        out = []
+        for f in findings:
+            cur = old.get(f.key)
+            if cur is not None and cur is not f and f.extra.get("revision") != cur.extra.get("revision"):
+                old[f.key] = f
+                out.append(f)
+        return out
+
     def active(self):
         out = []
         for findings in self._active.values():
@@ -138,12 +161,11 @@ class Identity:
         self.host = host
         self._prefix = "%s-%d-%d-" % (host, os.getpid(), int(time.time()))
 
-
     def next_id(self):
         return self._prefix + str(next(_ids))
 
 
-def body(identity, finding, gpu_util, recovered=False, now=None):
+def body(identity, finding, gpu_util, *, recovered=False, now=None):
     """The gpu_event body: the RFC's five fields first, then the documented optional ones (docs/PROBES.md)."""
     util = UTIL_UNKNOWN if gpu_util is None else round(float(gpu_util), 1)
     ev = {
@@ -161,7 +183,7 @@ def body(identity, finding, gpu_util, recovered=False, now=None):
     if finding.detail:
         ev["detail"] = "".join(c if " " <= c != "\x7f" else " " for c in finding.detail)[:MAX_DETAIL]
     for k, v in finding.extra.items():
-        if v is not None and k not in ev:
+        if v is not None and k not in ev and k != "revision":
             ev[k] = v
     ev["key"] = "%s:%s" % (identity.host, ":".join(str(p) for p in finding.key))
     ev["event_id"] = identity.next_id()

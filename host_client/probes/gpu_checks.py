@@ -1,8 +1,15 @@
 """Rules that turn GPU readings into findings, without crying wolf.
 
-- PCIe generation below the link's maximum counts only while the GPU is in P0: idle GPUs drop to Gen1 on
-  purpose. Width below maximum counts in any P-state. Either needs ``confirm`` consecutive samples to raise and
-  to clear; a sample that cannot judge (idle GPU for the generation rule) neither raises nor clears.
+- A GPU that stopped answering (NVML's GpuIsLost, a handle that cannot be opened, nvidia-smi's "Unable to
+  determine the device handle") is GPU_LOST at once, with its PCI bus id; it clears after ``confirm`` samples in
+  which it answers again. The other GPUs are judged as usual meanwhile.
+- Idle is not a fault. The PCIe rules judge a GPU only while it is under load: utilisation >= ``load_util_pct``, or
+  power draw >= ``load_power_frac`` of its enforced limit, or PCIe traffic >= ``load_pcie_mbps`` (any one). An idle
+  GPU drops its link to Gen1 and may narrow it on purpose (nvidia-smi: "may be reduced when the GPU is not in use"),
+  in P0 as well (idle H100s sit in P0). Under load, a generation below the link's maximum or a width below it
+  needs ``confirm`` consecutive loaded samples to raise and ``confirm`` good samples to clear; an idle sample
+  neither raises nor clears and restarts the count. When no load signal can be read at all (the seed's five
+  nvidia-smi columns), the seed's rules apply: generation only in P0, width at any time.
 - Temperature against the GPU's own slowdown threshold from NVML; where the source has no thresholds
   (nvidia-smi fallback) the seed's fixed 82 C applies. Clears ``thermal_hysteresis_c`` below the threshold.
 - NVLink error counters (replay, recovery, CRC flit, CRC data) that increase between samples; the condition
@@ -12,14 +19,21 @@
 """
 
 from . import events
+from .xid import pci_text
 
 
 class GpuRules:
-    def __init__(self, confirm=2, expected_gen=0, expected_width=0, thermal_fallback_c=82.0,
+    def __init__(self, *, confirm=2, expected_gen=0, expected_width=0, thermal_fallback_c=82.0,
                  thermal_hysteresis_c=3.0, nvlink_min_delta=1, nvlink_quiet_s=60.0, util_drop=True,
-                 busy_pct=80.0, idle_pct=5.0, util_window_s=30.0, util_drop_s=10.0):
+                 busy_pct=80.0, idle_pct=5.0, util_window_s=30.0, util_drop_s=10.0, load_util_pct=20.0,
+                 load_power_frac=0.3, load_pcie_mbps=1000.0):
         if int(confirm) < 1:
             raise ValueError("confirm must be >= 1 sample")
+        if not 0 < float(load_power_frac) <= 1:
+            raise ValueError("load_power_frac must be in (0, 1] (a fraction of the power limit)")
+        self.load_util_pct = float(load_util_pct)
+        self.load_power_frac = float(load_power_frac)
+        self.load_pcie_mbps = float(load_pcie_mbps)
         self.confirm = int(confirm)
         self.expected_gen = int(expected_gen)
         self.expected_width = int(expected_width)
@@ -37,7 +51,7 @@ class GpuRules:
 class _Gpu:
     __slots__ = ("dev", "gen_bad", "gen_good", "gen_down", "width_bad", "width_good", "width_down", "seen",
                  "hot_bad", "hot_good", "hot", "nvlink_prev", "nvlink_last_inc", "nvlink_detail", "utils",
-                 "low_since", "low_after_busy", "drop", "drop_good")
+                 "low_since", "low_after_busy", "drop", "drop_good", "lost", "lost_good", "lost_why")
 
     def __init__(self, dev):
         self.dev = dev
@@ -54,6 +68,9 @@ class _Gpu:
         self.low_after_busy = False
         self.drop = False
         self.drop_good = 0
+        self.lost = False
+        self.lost_good = 0
+        self.lost_why = None
 
 
 class GpuChecker:
@@ -71,6 +88,11 @@ class GpuChecker:
             if g is None:  # a GPU that appeared after start (hot-plug is rare): learn it with unknown maxima
                 g = self._gpus[r["index"]] = _Gpu({"index": r["index"], "max_gen": None, "max_width": None,
                                                    "temp_slowdown": None, "temp_max": None})
+            f = self._lost(g, r)
+            if f:
+                out.append(f)
+            if g.lost:
+                continue   # nothing else about a GPU that does not answer: its standing findings stay as they are
             if r.get("util") is not None:
                 self.last_util[r["index"]] = r["util"]
             f = self._pcie(g, r)
@@ -88,16 +110,58 @@ class GpuChecker:
                     out.append(f)
         return out
 
+    def _lost(self, g, r):
+        dev = g.dev
+        if r.get("lost"):
+            g.lost_good = 0
+            if not g.lost:
+                g.lost = True
+                g.lost_why = r.get("error") or dev.get("error") or "no answer"
+        elif g.lost:
+            g.lost_good += 1
+            if g.lost_good >= self.rules.confirm:
+                g.lost = False
+        if not g.lost:
+            return None
+        pci = pci_text(dev.get("pci"))
+        detail = "GPU %d lost (%s): %s" % (dev["index"], dev.get("bus_id") or pci or "bus unknown", g.lost_why)
+        return events.Finding(("lost", dev["index"]), events.GPU_LOST, dev["index"], detail, pci=pci,
+                              bus_id=dev.get("bus_id"), error=g.lost_why)
+
+    def load(self, g, r):
+        """True (under load), False (idle) or None (no load signal readable)."""
+        rules = self.rules
+        util, power, pcie = r.get("util"), r.get("power_w"), r.get("pcie_mbps")
+        limit = g.dev.get("power_limit_w")
+        known = False
+        if util is not None:
+            known = True
+            if util >= rules.load_util_pct:
+                return True
+        if power is not None and limit:
+            known = True
+            if power >= rules.load_power_frac * limit:
+                return True
+        if pcie is not None:
+            known = True
+            if pcie >= rules.load_pcie_mbps:
+                return True
+        return False if known else None
+
     def _pcie(self, g, r):
         rules, dev = self.rules, g.dev
         gen, width = r.get("gen"), r.get("width")
         exp_gen = rules.expected_gen or dev.get("max_gen")
         exp_width = rules.expected_width or dev.get("max_width")
+        load = self.load(g, r)
+        # under load: judge; idle: no evidence either way; unknown load: the seed's rules (gen in P0, width always)
+        judge_gen = load is True or (load is None and r.get("pstate") == 0)
+        judge_width = load is not False
         if gen is not None and exp_gen:
             if gen >= exp_gen:
                 g.gen_good += 1
                 g.gen_bad = 0
-            elif r.get("pstate") == 0:
+            elif judge_gen:
                 g.gen_bad += 1
                 g.gen_good = 0
             else:
@@ -110,9 +174,11 @@ class GpuChecker:
             if width >= exp_width:
                 g.width_good += 1
                 g.width_bad = 0
-            else:
+            elif judge_width:
                 g.width_bad += 1
                 g.width_good = 0
+            else:
+                g.width_bad = 0  # idle: a narrowed link is power saving too
             if g.width_bad >= rules.confirm:
                 g.width_down = True
             elif g.width_good >= rules.confirm:

@@ -4,35 +4,66 @@ A source has ``devices()`` (static facts per GPU, read once) and ``sample()`` (o
 dict). Fields a source cannot read are None; the checks treat None as "unknown", never as a fault.
 
 Device facts: index, uuid, name, pci (normalised (domain, bus, device)), bus_id (as printed), max_gen,
-max_width, temp_slowdown, temp_max (the GPU's own NVML thresholds), nvlinks (number of links).
-Reading: index, gen, width, pstate (0 = P0), temp, util, mem_util, procs (running compute processes),
-nvlink (dict "link:counter" -> cumulative error count, or None when not read this sample), lost (True when
-the GPU stopped answering; informational: the kernel log reports that as XID 79).
+max_width, temp_slowdown, temp_max (the GPU's own NVML thresholds), nvlinks (number of links), power_limit_w,
+lost (True when the GPU could not even be opened: NVML's handle or nvidia-smi's "Unable to determine the device
+handle"), error (why, e.g. "NVMLError_GpuIsLost").
+Reading: index, gen, width, pstate (0 = P0), temp, util, mem_util, power_w, pcie_mbps (rx + tx), procs (running
+compute processes), nvlink (dict "link:counter" -> cumulative error count, or None when not read this sample), lost
+(True when the GPU stopped answering: the GPU_LOST finding), error.
+
+Never crash, never go blind (issue 11): every NVML call that can fail for one GPU is guarded for that GPU, a lost
+GPU is a reading with lost=True while the others are still read, and where NVML cannot give a capability the next
+source is asked for it (NVML -> nvidia-smi -> /proc/driver/nvidia/gpus), per capability, not all or nothing:
+``FallbackSource`` fills the fields NVML failed to read from one nvidia-smi run, and the bus ids of GPUs NVML cannot
+open from the driver's own list.
 """
 
 import csv
 import io
 import json
+import os
+import re
 import subprocess
 
 from .xid import pci_key
 
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
+PROC_GPUS = "/proc/driver/nvidia/gpus"
+# NVML errors that mean the GPU itself is gone (not "this GPU cannot do that")
+LOST_ERRORS = ("NVMLError_GpuIsLost", "NVMLError_Unknown", "NVMLError_GpuNotFound")
+# the reading fields nvidia-smi can fill in when NVML failed on them
+SMI_FILLS = ("gen", "width", "pstate", "temp", "util", "power_w")
 
 
 class SourceError(Exception):
     """The source cannot be used at all (no driver, no nvidia-smi, unreadable replay file)."""
 
 
+def proc_bus_ids(root=PROC_GPUS):
+    """The driver's own list of GPUs (one directory per bus id), in PCI order: what NVML numbers as 0, 1, ..."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    keyed = [(pci_key(n), n) for n in names]
+    return [n for k, n in sorted((k, n) for k, n in keyed if k is not None)]
+
+
+def _err_name(e):
+    return type(e).__name__
+
+
 class NvmlSource:
-    """The real thing, through pynvml (package nvidia-ml-py)."""
+    """The real thing, through pynvml (package nvidia-ml-py). Per GPU, per call guarded."""
 
     name = "nvml"
 
-    def __init__(self, nvml=None, nvlink_every=5):
+    def __init__(self, nvml=None, *, nvlink_every=5, proc_root=PROC_GPUS, reopen_every=30):
         # NVLink counters cost 4 NVML calls per link (72 per GPU on an 18-link H100): read them every
-        # ``nvlink_every`` samples; an increase is still seen within that many intervals.
+        # ``nvlink_every`` samples; an increase is still seen within that many intervals. PCIe throughput (two calls
+        # that each sample for 20 ms) is read at the same cadence.
         self.nvlink_every = max(1, int(nvlink_every))
+        self.reopen_every = max(1, int(reopen_every))
         self._count = 0
         if nvml is None:
             try:
@@ -42,34 +73,57 @@ class NvmlSource:
         self.nvml = nvml
         try:
             nvml.nvmlInit()
+            count = nvml.nvmlDeviceGetCount()
         except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             raise SourceError("NVML unavailable: %s" % (e,)) from e
+        self.failures = {}  # (index, call) -> error name, the last failure of each call (for /status and tests)
+        buses = proc_bus_ids(proc_root)
+        self._proc_buses = buses if len(buses) == count else []
         self._handles = []
         self._devices = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
+        for i in range(count):
+            h, err = self._open(i)
             self._handles.append(h)
-            self._devices.append(self._device(i, h))
+            self._devices.append(self._device(i, h, err))
 
-    def _try(self, fn, *args):
+    def _open(self, i):
+        try:
+            return self.nvml.nvmlDeviceGetHandleByIndex(i), None
+        except Exception as e:  # NVMLError_GpuIsLost / NVMLError_Unknown on a node with a dead GPU
+            self.failures[(i, "nvmlDeviceGetHandleByIndex")] = _err_name(e)
+            return None, _err_name(e)
+
+    def _try(self, i, fn, *args, lost=None):
         try:
             return fn(*args)
-        except Exception:  # NVMLError_NotSupported / NoPermission / GpuIsLost: unknown, not a fault
+        except Exception as e:  # NVMLError_NotSupported / NoPermission: unknown, not a fault; GpuIsLost: lost
+            name = _err_name(e)
+            self.failures[(i, getattr(fn, "__name__", "call"))] = name
+            if lost is not None and name in LOST_ERRORS:
+                lost.append(name)
             return None
 
-    def _device(self, i, h):
+    def _device(self, i, h, err=None):
         n = self.nvml
-        pci = self._try(n.nvmlDeviceGetPciInfo, h)
+        if h is None:
+            bus = self._proc_buses[i] if self._proc_buses else None
+            return {"index": i, "uuid": None, "name": None, "bus_id": bus, "pci": pci_key(bus), "max_gen": None,
+                    "max_width": None, "temp_slowdown": None, "temp_max": None, "nvlinks": 0, "power_limit_w": None,
+                    "lost": True, "error": err}
+        pci = self._try(i, n.nvmlDeviceGetPciInfo, h)
         bus_id = getattr(pci, "busId", None) if pci is not None else None
         if isinstance(bus_id, bytes):
             bus_id = bus_id.decode("ascii", "replace")
-        name = self._try(n.nvmlDeviceGetName, h)
-        uuid = self._try(n.nvmlDeviceGetUUID, h)
+        if not bus_id and self._proc_buses:
+            bus_id = self._proc_buses[i]
+        name = self._try(i, n.nvmlDeviceGetName, h)
+        uuid = self._try(i, n.nvmlDeviceGetUUID, h)
         links = 0
         for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
-            if self._try(n.nvmlDeviceGetNvLinkState, h, link) is None:
+            if self._try(i, n.nvmlDeviceGetNvLinkState, h, link) is None:
                 break
             links += 1
+        limit = self._try(i, getattr(n, "nvmlDeviceGetEnforcedPowerLimit", _missing), h)
         return {
             "index": i,
             "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
@@ -77,12 +131,14 @@ class NvmlSource:
             "bus_id": bus_id,
             "pci": pci_key(bus_id),
             # The link's maximum is what GPU and slot can both do: a Gen5 card in a Gen4 slot is not degraded.
-            "max_gen": self._try(n.nvmlDeviceGetMaxPcieLinkGeneration, h),
-            "max_width": self._try(n.nvmlDeviceGetMaxPcieLinkWidth, h),
-            "temp_slowdown": self._try(n.nvmlDeviceGetTemperatureThreshold, h,
+            "max_gen": self._try(i, n.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            "max_width": self._try(i, n.nvmlDeviceGetMaxPcieLinkWidth, h),
+            "temp_slowdown": self._try(i, n.nvmlDeviceGetTemperatureThreshold, h,
                                        n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-            "temp_max": self._try(n.nvmlDeviceGetTemperatureThreshold, h, n.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
+            "temp_max": self._try(i, n.nvmlDeviceGetTemperatureThreshold, h, n.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
             "nvlinks": links,
+            "power_limit_w": None if limit is None else limit / 1000.0,
+            "lost": False, "error": None,
         }
 
     def devices(self):
@@ -94,28 +150,54 @@ class NvmlSource:
         counters = (("replay", n.NVML_NVLINK_ERROR_DL_REPLAY), ("recovery", n.NVML_NVLINK_ERROR_DL_RECOVERY),
                     ("crc_flit", n.NVML_NVLINK_ERROR_DL_CRC_FLIT), ("crc_data", n.NVML_NVLINK_ERROR_DL_CRC_DATA))
         links_now = self._count % self.nvlink_every == 0
+        reopen = self._count % self.reopen_every == 0
         self._count += 1
-        for dev, h in zip(self._devices, self._handles, strict=True):
-            util = self._try(n.nvmlDeviceGetUtilizationRates, h)
-            temp = self._try(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)
-            procs = self._try(n.nvmlDeviceGetComputeRunningProcesses, h)
+        for i, dev in enumerate(self._devices):
+            h = self._handles[i]
+            if h is None and reopen and self._count > 1:
+                # a GPU lost at start, or since: try to open it again now and then (a reset brings it back)
+                h, err = self._open(i)
+                if h is not None:
+                    self._handles[i] = h
+                    self._devices[i] = dev = self._device(i, h)
+            if h is None:
+                out.append(dict(_reading_defaults(i), lost=True, error=dev.get("error") or "no handle"))
+                continue
+            lost = []
+            util = self._try(i, n.nvmlDeviceGetUtilizationRates, h, lost=lost)
+            temp = self._try(i, n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU, lost=lost)
+            if lost and util is None and temp is None:
+                # the GPU answers nothing: do not spend 20 more failing calls on it this round
+                out.append(dict(_reading_defaults(i), lost=True, error=lost[0]))
+                continue
+            procs = self._try(i, n.nvmlDeviceGetComputeRunningProcesses, h, lost=lost)
             nvlink = {} if links_now else None
             for link in range(dev["nvlinks"] if links_now else 0):
                 for cname, cid in counters:
-                    v = self._try(n.nvmlDeviceGetNvLinkErrorCounter, h, link, cid)
+                    v = self._try(i, n.nvmlDeviceGetNvLinkErrorCounter, h, link, cid)
                     if v is not None:
                         nvlink["%d:%s" % (link, cname)] = int(v)
+            power = self._try(i, getattr(n, "nvmlDeviceGetPowerUsage", _missing), h, lost=lost)
+            pcie = None
+            if links_now and hasattr(n, "nvmlDeviceGetPcieThroughput"):
+                tx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_TX_BYTES)
+                rx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_RX_BYTES)
+                if tx is not None and rx is not None:
+                    pcie = (tx + rx) / 1000.0  # KB/s -> MB/s
             r = {
                 "index": dev["index"],
-                "gen": self._try(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                "width": self._try(n.nvmlDeviceGetCurrPcieLinkWidth, h),
-                "pstate": self._try(n.nvmlDeviceGetPerformanceState, h),
+                "gen": self._try(i, n.nvmlDeviceGetCurrPcieLinkGeneration, h, lost=lost),
+                "width": self._try(i, n.nvmlDeviceGetCurrPcieLinkWidth, h, lost=lost),
+                "pstate": self._try(i, n.nvmlDeviceGetPerformanceState, h, lost=lost),
                 "temp": temp,
                 "util": None if util is None else util.gpu,
                 "mem_util": None if util is None else util.memory,
+                "power_w": None if power is None else power / 1000.0,
+                "pcie_mbps": pcie,
                 "procs": None if procs is None else len(procs),
                 "nvlink": nvlink,
-                "lost": temp is None and util is None,
+                "lost": "NVMLError_GpuIsLost" in lost,
+                "error": lost[0] if lost else None,
             }
             out.append(r)
         return out
@@ -127,10 +209,16 @@ class NvmlSource:
             pass
 
 
+def _missing(*_args):
+    raise AttributeError("not in this pynvml")
+
+
 # The seed's query, grown by the fields that make its rule safe (pstate, maxima, utilisation).
 SMI_FIELDS = ("index", "pci.bus_id", "pcie.link.gen.current", "pcie.link.width.current", "temperature.gpu",
               "utilization.gpu", "pstate", "pcie.link.gen.max", "pcie.link.width.max")
 SEED_FIELDS = SMI_FIELDS[:5]
+# what SmiSource asks for: also the power draw, one of the load signals of the idle rule
+SMI_QUERY = SMI_FIELDS + ("power.draw", "enforced.power.limit")
 
 
 def _smi_num(text):
@@ -146,73 +234,199 @@ def _smi_num(text):
 # The seed's expectation for Hopper/Blackwell nodes, used when nvidia-smi cannot tell the link's maximum.
 SEED_MIN_GEN = 4
 SEED_MIN_WIDTH = 16
+# nvidia-smi prints this in place of a GPU's row (the others still follow): "Unable to determine the device handle
+# for GPU 0000:0B:00.0: Unknown Error" (also "GPU0000:65:00.0", and "Unable to detect" on Windows builds)
+_NO_HANDLE = re.compile(r"Unable to (?:determine|detect) the device handle for GPU ?((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]+:"
+                        r"[0-9A-Fa-f]+\.?[0-9A-Fa-f]*):\s*(.*)")
 
 
-def parse_smi_csv(text, fields=SMI_FIELDS):
-    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` into (devices, readings).
+def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
+    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` into (devices, readings), row by row.
 
     ``fields`` may be the seed's five columns (SEED_FIELDS): without a P-state the generation rule cannot tell
     power saving from a fault and stays silent, but width and temperature still apply (the seed's rule).
+    An "Unable to determine the device handle for GPU <bus>: <error>" row is that GPU, lost: a device with lost=True
+    and a lost reading, numbered by ``known`` (bus key -> index, from an earlier run) or else by its place among
+    the rows (nvidia-smi lists GPUs in index order). A row that is neither is skipped; only output with no usable
+    row at all is a SourceError.
     """
-    devices, readings = [], []
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
-        if not row or not "".join(row).strip():
+    devices, readings, bad = [], [], []
+    pos = 0
+    for lineno, line in enumerate(io.StringIO(text), 1):
+        if not line.strip():
             continue
+        m = _NO_HANDLE.search(line)
+        if m:
+            key = pci_key(m.group(1))
+            idx = (known or {}).get(key, pos)
+            pos += 1
+            err = m.group(2).strip() or "Unknown Error"
+            devices.append(dict(_device_defaults({"index": idx, "bus_id": m.group(1), "pci": key}), lost=True,
+                                error=err))
+            readings.append(dict(_reading_defaults(idx), lost=True, error=err))
+            continue
+        row = next(csv.reader([line]))
         if len(row) != len(fields):
-            raise SourceError("nvidia-smi line %d has %d fields, expected %d" % (lineno, len(row), len(fields)))
+            bad.append("nvidia-smi line %d has %d fields, expected %d" % (lineno, len(row), len(fields)))
+            continue
         v = dict(zip(fields, (c.strip() for c in row), strict=True))
         idx = _smi_num(v["index"])
         if not isinstance(idx, int):
-            raise SourceError("nvidia-smi line %d: bad GPU index %r" % (lineno, v["index"]))
+            bad.append("nvidia-smi line %d: bad GPU index %r" % (lineno, v["index"]))
+            continue
+        pos += 1
         pstate = v.get("pstate")
         p = None
         if pstate and pstate[:1] in "Pp" and pstate[1:].isdigit():
             p = int(pstate[1:])
-        devices.append({"index": idx, "uuid": None, "name": None, "bus_id": v["pci.bus_id"],
-                        "pci": pci_key(v["pci.bus_id"]),
-                        "max_gen": _smi_num(v.get("pcie.link.gen.max", "")) or SEED_MIN_GEN,
-                        "max_width": _smi_num(v.get("pcie.link.width.max", "")) or SEED_MIN_WIDTH,
-                        "temp_slowdown": None,
-                        "temp_max": None, "nvlinks": 0})
-        readings.append({"index": idx, "gen": _smi_num(v["pcie.link.gen.current"]),
-                         "width": _smi_num(v["pcie.link.width.current"]), "pstate": p,
-                         "temp": _smi_num(v["temperature.gpu"]), "util": _smi_num(v.get("utilization.gpu", "")),
-                         "mem_util": None, "procs": None, "nvlink": {}, "lost": False})
+        limit = _smi_num(v.get("enforced.power.limit", ""))
+        devices.append(dict(_device_defaults({
+            "index": idx, "bus_id": v["pci.bus_id"], "pci": pci_key(v["pci.bus_id"]),
+            "max_gen": _smi_num(v.get("pcie.link.gen.max", "")) or SEED_MIN_GEN,
+            "max_width": _smi_num(v.get("pcie.link.width.max", "")) or SEED_MIN_WIDTH}), power_limit_w=limit))
+        readings.append(dict(_reading_defaults(idx), gen=_smi_num(v["pcie.link.gen.current"]),
+                             width=_smi_num(v["pcie.link.width.current"]), pstate=p,
+                             temp=_smi_num(v["temperature.gpu"]), util=_smi_num(v.get("utilization.gpu", "")),
+                             power_w=_smi_num(v.get("power.draw", ""))))
+    if bad and not devices:
+        raise SourceError(bad[0])
     return devices, readings
 
 
 class SmiSource:
-    """Fallback when NVML cannot be loaded: one nvidia-smi run per sample."""
+    """Fallback when NVML cannot be loaded: one nvidia-smi run per sample, parsed row by row."""
 
     name = "nvidia-smi"
 
-    def __init__(self, binary="nvidia-smi", runner=None, timeout=10.0):
+    def __init__(self, binary="nvidia-smi", runner=None, timeout=10.0, fields=SMI_QUERY):
         self.binary = binary
         self.timeout = timeout
+        self.fields = fields
         self._run = runner or self._subprocess
-        self._devices, _ = self._query()
+        try:
+            self._devices, _ = self._query()
+        except SourceError:
+            if self.fields == SMI_FIELDS:
+                raise
+            # an older nvidia-smi refuses a field it does not know (the power columns): ask for the base set
+            self.fields = SMI_FIELDS
+            self._devices, _ = self._query()
+        self._known = {d["pci"]: d["index"] for d in self._devices if d["pci"]}
 
     def _subprocess(self, argv):
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SourceError("cannot run %s: %s" % (argv[0], e)) from e
-        if p.returncode != 0:
+        # one lost GPU makes nvidia-smi exit non-zero while it still lists the others: judge the rows, not the code
+        out = (p.stdout or "") + (p.stderr or "" if "Unable to determine" in (p.stderr or "") else "")
+        if p.returncode != 0 and not out.strip():
             raise SourceError("%s exited %d: %s" % (argv[0], p.returncode, p.stderr.strip()[:200]))
-        return p.stdout
+        return out
 
-    def _query(self):
-        out = self._run([self.binary, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
-        return parse_smi_csv(out)
+    def _query(self, known=None):
+        out = self._run([self.binary, "--query-gpu=" + ",".join(self.fields), "--format=csv,noheader,nounits"])
+        return parse_smi_csv(out, self.fields, known)
 
     def devices(self):
         return list(self._devices)
 
     def sample(self):
-        return self._query()[1]
+        return self._query(self._known)[1]
 
     def close(self):
         pass
+
+
+class ProcSource:
+    """Last resort: the driver's own list (/proc/driver/nvidia/gpus/<bus>/information). No readings (every field
+    unknown), but the GPUs are numbered, so a kernel-log XID still names its GPU."""
+
+    name = "proc"
+
+    def __init__(self, root=PROC_GPUS):
+        buses = proc_bus_ids(root)
+        if not buses:
+            raise SourceError("no GPUs listed in %s" % root)
+        self._devices = []
+        for i, bus in enumerate(buses):
+            model = None
+            try:
+                with open(os.path.join(root, bus, "information"), encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        if line.startswith("Model:"):
+                            model = line.split(":", 1)[1].strip()
+            except OSError:
+                pass
+            self._devices.append(_device_defaults({"index": i, "bus_id": bus, "pci": pci_key(bus), "name": model}))
+
+    def devices(self):
+        return list(self._devices)
+
+    def sample(self):
+        return [_reading_defaults(d["index"]) for d in self._devices]
+
+    def close(self):
+        pass
+
+
+class FallbackSource:
+    """NVML first; for each reading field NVML failed to read on a GPU that still answers, nvidia-smi's value (one
+    run serves all GPUs of that sample). nvidia-smi is tried again at most every ``retry_s`` when it is missing."""
+
+    def __init__(self, primary, smi_factory, *, clock=None, retry_s=60.0):
+        import time
+        self.primary = primary
+        self.name = primary.name
+        self._factory = smi_factory
+        self._smi = None
+        self._clock = clock or time.monotonic
+        self._retry_s = retry_s
+        self._next_try = 0.0
+        self.filled = 0  # fields filled from nvidia-smi so far
+
+    def devices(self):
+        return self.primary.devices()
+
+    def _secondary(self):
+        if self._smi is None and self._clock() >= self._next_try:
+            try:
+                self._smi = self._factory()
+            except SourceError:
+                self._next_try = self._clock() + self._retry_s
+        return self._smi
+
+    def sample(self):
+        readings = self.primary.sample()
+        devs = {d["index"]: d for d in self.primary.devices()}
+        gaps = [r for r in readings if not r.get("lost") and r.get("error")
+                and any(r.get(f) is None for f in SMI_FILLS)]
+        if not gaps:
+            return readings
+        smi = self._secondary()
+        if smi is None:
+            return readings
+        try:
+            other = smi.sample()
+        except SourceError:
+            return readings
+        by_pci = {}
+        for d, r in zip(smi.devices(), other, strict=False):
+            by_pci[d.get("pci")] = r
+        by_index = {r["index"]: r for r in other}
+        for r in gaps:
+            pci = devs.get(r["index"], {}).get("pci")
+            o = by_pci.get(pci) if pci is not None else by_index.get(r["index"])
+            if o is None or o.get("lost"):
+                continue
+            for f in SMI_FILLS:
+                if r.get(f) is None and o.get(f) is not None:
+                    r[f] = o[f]
+                    self.filled += 1
+        return readings
+
+    def close(self):
+        self.primary.close()
 
 
 class ReplaySource:
@@ -254,42 +468,10 @@ class ReplaySource:
         pass
 
 
-class FakeSource:
-    """A programmable source for tests and benchmarks: ``set(index, **fields)`` changes what the next sample sees."""
-
-    name = "fake"
-
-    def __init__(self, count=8, max_gen=5, max_width=16, temp_slowdown=87, temp_max=90, nvlinks=0):
-        self._devices = []
-        self._state = {}
-        for i in range(count):
-            bus = "00000000:%02X:00.0" % (0x18 + 0x10 * i)
-            self._devices.append({"index": i, "uuid": "GPU-fake-%d" % i, "name": "Fake H100", "bus_id": bus,
-                                  "pci": pci_key(bus), "max_gen": max_gen, "max_width": max_width,
-                                  "temp_slowdown": temp_slowdown, "temp_max": temp_max, "nvlinks": nvlinks})
-            r = _reading_defaults(i)
-            r.update(gen=max_gen, width=max_width, pstate=0, temp=55, util=97, mem_util=40, procs=1,
-                     nvlink={"%d:%s" % (link, c): 0 for link in range(nvlinks) for c in NVLINK_COUNTERS})
-            self._state[i] = r
-        self.samples = 0
-
-    def set(self, index, **fields):
-        self._state[index].update(fields)
-
-    def devices(self):
-        return list(self._devices)
-
-    def sample(self):
-        self.samples += 1
-        return [dict(r, nvlink=dict(r["nvlink"])) for r in self._state.values()]
-
-    def close(self):
-        pass
-
-
 def _device_defaults(d):
     out = {"index": None, "uuid": None, "name": None, "bus_id": None, "pci": None, "max_gen": None,
-           "max_width": None, "temp_slowdown": None, "temp_max": None, "nvlinks": 0}
+           "max_width": None, "temp_slowdown": None, "temp_max": None, "nvlinks": 0, "power_limit_w": None,
+           "lost": False, "error": None}
     out.update(d)
     if not isinstance(out["index"], int):
         raise SourceError("replay device without an integer index: %r" % (d,))
@@ -302,22 +484,28 @@ def _device_defaults(d):
 
 def _reading_defaults(i):
     return {"index": i, "gen": None, "width": None, "pstate": None, "temp": None, "util": None,
-            "mem_util": None, "procs": None, "nvlink": {}, "lost": False}
+            "mem_util": None, "power_w": None, "pcie_mbps": None, "procs": None, "nvlink": {}, "lost": False,
+            "error": None}
 
 
-def open_source(kind, replay=None, smi_binary="nvidia-smi"):
-    """kind: auto (NVML, else nvidia-smi, else None), nvml, smi, replay, none."""
+def open_source(kind, replay=None, smi_binary="nvidia-smi", proc_root=PROC_GPUS):
+    """kind: auto (NVML with nvidia-smi filling what NVML cannot read, else nvidia-smi, else the driver's GPU list,
+    else a SourceError), nvml, smi, replay, none."""
     if kind == "none":
         return None
     if kind == "replay":
         return ReplaySource(replay)
     if kind == "nvml":
-        return NvmlSource()
+        return NvmlSource(proc_root=proc_root)
     if kind == "smi":
         return SmiSource(smi_binary)
     if kind == "auto":
         errors = []
-        for make in (NvmlSource, lambda: SmiSource(smi_binary)):
+        try:
+            return FallbackSource(NvmlSource(proc_root=proc_root), lambda: SmiSource(smi_binary))
+        except SourceError as e:
+            errors.append(str(e))
+        for make in (lambda: SmiSource(smi_binary), lambda: ProcSource(proc_root)):
             try:
                 return make()
             except SourceError as e:
