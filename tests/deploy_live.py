@@ -111,3 +111,231 @@ def start_probe(tmp, gateway_url, port=None):
     url = "http://127.0.0.1:%d" % port
     wait_http(url + "/metrics", proc)
     return proc, url
+
+
+# --- the Prometheus path: a dcgm-exporter-format endpoint, Prometheus, Alertmanager, gateway, emulator -------------
+
+PROMETHEUS = "/usr/bin/prometheus"
+ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
+DCGM_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "deploy", "dcgm-exporter-hgx-h100.prom")
+
+
+class DcgmExporter:
+    """Serves a recorded dcgm-exporter page (tests/fixtures/deploy/) on 127.0.0.1; set() changes one GPU's
+    value the way dcgm-exporter shows it (the XID gauge also carries err_code / err_msg labels, which change with
+    it, so the series changes as it does on a real node)."""
+
+    def __init__(self, path=DCGM_FIXTURE):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        with open(path) as f:
+            self.lines = [ln.rstrip("\n") for ln in f if not ln.startswith("# SOURCE")]
+        self.lock = threading.Lock()
+        self.scrapes = 0
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                if self.path != "/metrics":
+                    self.send_error(404)
+                    return
+                with exporter.lock:
+                    body = ("\n".join(exporter.lines) + "\n").encode()
+                    exporter.scrapes += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.server.server_address[1]
+
+    def set(self, metric, gpu, value, err_msg=None):
+        pat = re.compile(r'^%s\{gpu="%d",' % (re.escape(metric), gpu))
+        with self.lock:
+            for i, ln in enumerate(self.lines):
+                if pat.match(ln):
+                    labels, _old = ln.rsplit(" ", 1)
+                    if metric == "DCGM_FI_DEV_XID_ERRORS":
+                        labels = re.sub(r'err_code="[^"]*"', 'err_code="%d"' % value, labels)
+                        labels = re.sub(r'err_msg="[^"]*"', 'err_msg="%s"' % (err_msg or "No Error"), labels)
+                    self.lines[i] = "%s %s" % (labels, value)
+                    return
+        raise KeyError("%s for GPU %d is not in the page" % (metric, gpu))
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Sink:
+    """Records POSTed JSON bodies (the dead-man receiver's target)."""
+
+    def __init__(self):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies = []
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("Content-Length") or 0)
+                sink.bodies.append(json.loads(self.rfile.read(n) or b"null"))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def prometheus_config(tmp, scrape_s, eval_s, am_address, gateway_addresses, dcgm_addresses, terminal_addresses,
+                      probe_addresses=()):
+    """deploy/prometheus/prometheus.yml as shipped (its jobs, relabelling and rule files), with this run's
+    addresses and intervals. Returns the path of the config written into tmp."""
+    import yaml
+
+    src = os.path.join(ROOT, "deploy", "prometheus")
+    with open(os.path.join(src, "prometheus.yml")) as f:
+        cfg = yaml.safe_load(f)
+    cfg["global"].update(scrape_interval="%ss" % scrape_s, evaluation_interval="%ss" % eval_s,
+                         scrape_timeout="%ss" % min(scrape_s, 10))
+    cfg["rule_files"] = [os.path.join(src, p) for p in cfg["rule_files"]]
+    cfg["alerting"]["alertmanagers"][0]["static_configs"] = [{"targets": [am_address]}]
+    tdir = os.path.join(str(tmp), "targets")
+    os.makedirs(tdir, exist_ok=True)
+    for job in cfg["scrape_configs"]:
+        name = job["job_name"]
+        if name == "sentinel-gateway":
+            job["static_configs"] = [{"targets": list(gateway_addresses)}]
+        elif name == "sentinel-terminal":
+            job["static_configs"] = [{"targets": list(terminal_addresses), "labels": {"terminal": "emu",
+                                                                                       "kind": "emulator"}}]
+        elif name in ("dcgm-exporter", "sentinel-probe"):
+            addrs = dcgm_addresses if name == "dcgm-exporter" else probe_addresses
+            path = os.path.join(tdir, "%s.yml" % name)
+            with open(path, "w") as f:
+                yaml.safe_dump([{"targets": list(addrs), "labels": {"rack": "A03"}}] if addrs else [], f)
+            job["file_sd_configs"] = [{"files": [path], "refresh_interval": "1s"}]
+    path = os.path.join(str(tmp), "prometheus.yml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    return path
+
+
+def alertmanager_config(tmp, gateway_url, fallback_url, deadman_url, group_wait=None, group_interval=None):
+    """deploy/alertmanager/alertmanager.yml as shipped (its routes and receivers), with this run's URLs, a token
+    file, and optionally shorter group timers. Returns the path."""
+    import yaml
+
+    with open(os.path.join(ROOT, "deploy", "alertmanager", "alertmanager.yml")) as f:
+        cfg = yaml.safe_load(f)
+    tok = os.path.join(str(tmp), "sentinel-gateway.token")
+    with open(tok, "w") as f:
+        f.write("test-token\n")
+    urls = {"sentinel": gateway_url + "/api/v1/alertmanager", "sentinel-fallback": fallback_url +
+            "/api/v1/alertmanager", "deadman": deadman_url}
+    for r in cfg["receivers"]:
+        for w in r.get("webhook_configs", []):
+            w["url"] = urls[r["name"]]
+            if "authorization" in w.get("http_config", {}):
+                w["http_config"]["authorization"]["credentials_file"] = tok
+    for route in [cfg["route"]] + cfg["route"]["routes"]:
+        if group_wait is not None and "group_wait" in route:
+            route["group_wait"] = group_wait
+        if group_interval is not None and "group_interval" in route:
+            route["group_interval"] = group_interval
+    path = os.path.join(str(tmp), "alertmanager.yml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    return path
+
+
+def start_prometheus(tmp, config_path, port=None, extra_args=()):
+    """Debian's prometheus on 127.0.0.1; returns once it is ready and has discovered its Alertmanager (alerts
+    that fire before that are dropped by its notifier, and re-sent only after --rules.alert.resend-delay)."""
+    import json
+
+    port = port or free_port()
+    proc = subprocess.Popen([PROMETHEUS, "--config.file=" + config_path,
+                             "--storage.tsdb.path=" + os.path.join(str(tmp), "prom-data"),
+                             "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"] + list(extra_args),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d" % port
+    wait_http(url + "/-/ready", proc)
+    end = time.monotonic() + 30
+    while not json.loads(get(url + "/api/v1/alertmanagers")[1])["data"]["activeAlertmanagers"]:
+        if time.monotonic() > end:
+            raise AssertionError("prometheus did not discover its Alertmanager")
+        time.sleep(0.1)
+    return proc, url
+
+
+def start_alertmanager(tmp, config_path, port=None):
+    port = port or free_port()
+    proc = subprocess.Popen([ALERTMANAGER, "--config.file=" + config_path,
+                             "--storage.path=" + os.path.join(str(tmp), "am-data"),
+                             "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address=",
+                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d" % port
+    wait_http(url + "/-/ready", proc)
+    return proc, url
+
+
+def start_emulator(tmp, wav_dir=None, port=None):
+    """The real emulator CLI, headless, its voice into WAV files. Returns (process, URL, its config dict)."""
+    import json
+
+    from emulator import config as emu_config
+
+    port = port or free_port()
+    path = os.path.join(str(tmp), "emulator.json")
+    emu_config.load(path, {})  # created as on a first start (random secret, mode 600)
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg["terminal"] = dict(cfg.get("terminal") or {}, quiet_enabled=False)  # not at the mercy of the hour
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    cmd = [sys.executable, "-m", "emulator", "--config", path, "--headless", "--no-persist", "--port", str(port)]
+    cmd += ["--wav-dir", wav_dir] if wav_dir else ["--no-voice"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = "http://127.0.0.1:%d" % port
+    wait_http(url + "/api/v1/status", proc)
+    return proc, url, cfg
+
+
+def emulator_status(url):
+    import json
+
+    return json.loads(get(url + "/api/v1/status")[1])
+
+
+def wait_status(url, pred, timeout, interval=0.05):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = emulator_status(url)
+        if pred(last):
+            return time.monotonic(), last
+        time.sleep(interval)
+    raise AssertionError("emulator: condition not met within %.0f s; last status %r" % (timeout, last))
