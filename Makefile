@@ -1,10 +1,11 @@
 # Two commands do everything on a fresh machine:
-#   make emulator   start the terminal emulator (installs what it needs first)
-#   make test       install everything into .venv and run the whole suite
+#   make emulator   start the terminal emulator (installs only what it needs first: the [emulator] extra)
+#   make test       install everything into .venv (the [dev] extra, Node.js packages) and run the whole suite
 VENV    := .venv
 PY      := $(VENV)/bin/python
 BIN     := $(abspath $(VENV)/bin)
 STAMP   := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-emulator
 export PATH := $(BIN):$(PATH)
 
 .PHONY: test lint mpy-test pytest emulator bench deploy setup clean
@@ -17,7 +18,15 @@ $(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tool
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	cd tests/mpy && npm ci --no-audit --no-fund --loglevel=error
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+# The emulator's runtime set only; a .venv that already has the full set (newer $(STAMP)) is used as it is.
+$(RUN_STAMP): pyproject.toml tools/install-system-deps.sh
+	bash tools/install-system-deps.sh
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[emulator]'
+	touch $(RUN_STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -35,7 +44,7 @@ mpy-test: $(STAMP)
 pytest: $(STAMP)
 	$(VENV)/bin/pytest -q
 
-emulator: $(STAMP)
+emulator: $(RUN_STAMP)
 	$(PY) -m emulator $(ARGS)
 
 # Copy the firmware to a board: make deploy PORT=/dev/ttyUSB0 CONFIG=firmware/config.json (ARGS=--dry-run to see)

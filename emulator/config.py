@@ -11,6 +11,10 @@ import os
 import secrets
 import stat
 
+# A configuration the emulator must not start with (the message names the key, never the secret): the host
+# side's one ConfigError, re-exported here.
+from host_client.errors import ConfigError
+
 ENV_PATH = "SENTINEL_EMULATOR_CONFIG"
 APP_DIR = "gpu-sentinel"
 FILE_NAME = "emulator.json"
@@ -49,10 +53,6 @@ _TYPES = {
     "serpentine": bool, "rotation": int, "fps": int, "brightness": int, "night_brightness": int,
     "budget_ma": int, "replay_capacity": int, "voice": dict, "terminal": dict,
 }
-
-
-class ConfigError(Exception):
-    """A configuration the emulator must not start with. The message names the key and never the secret."""
 
 
 def default_path(environ=None):

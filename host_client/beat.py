@@ -44,9 +44,10 @@ def _default_job():
 
 
 class Beat:
-    """One sender. ``start()``, ``beat(step)``, ``pause(reason)`` (a context manager) and ``end()``."""
+    """One sender. ``start()``, ``beat(step)``, ``pause(reason)`` (a context manager) and ``end()``. Arguments by
+    keyword only: ``Beat(path=..., job=..., rank=..., local_rank=...)``; each defaults from the environment."""
 
-    def __init__(self, path=None, job=None, rank=None, local_rank=None):
+    def __init__(self, *, path=None, job=None, rank=None, local_rank=None):
         self.path = path or os.environ.get("SENTINEL_PROBE_SOCKET") or DEFAULT_SOCKET
         self.job = job or _default_job()
         self.rank = rank if rank is not None else _env_int("RANK")

@@ -3,10 +3,10 @@ import argparse
 import shlex
 import sys
 
-from host_client.client import AlarmClient, send_many
+from host_client.client import AlarmClient, copy_alarm, send_many
 from host_client.config import resolve
 from host_client.errors import ConfigError, RefusedError, SentinelError
-from sentinel_core.alarm import AUDIO_MODES, LIGHT_MODES, PRESETS, Alarm, level_from_name, preset
+from sentinel_core.alarm import AUDIO_MODES, LIGHT_MODES, PRESETS, level_from_name, preset
 from sentinel_core.errors import ProtocolError
 from sentinel_core.validate import REPEAT_MAX, parse_color
 
@@ -81,7 +81,7 @@ def build_alarm(args):
     a.audio_mode = args.audio or a.audio_mode
     if args.repeat is not None:
         a.repeat_times = args.repeat
-    return Alarm(a.text, a.color, a.light_mode, a.audio_mode, a.repeat_times, a.level, a.key, a.id, a.duration)
+    return copy_alarm(a)  # through the constructor again, so its normalisation applies to the changed fields
 
 
 def curl_command(req):
@@ -110,7 +110,7 @@ def main(argv=None):
                     body["key"] = args.key
                 print(curl_command(c.sign(PATH_ACK if args.ack else PATH_HEARTBEAT, body)))
                 return EXIT_OK
-            ack = c.ack(args.key, args.clear) if args.ack else c.heartbeat(args.heartbeat)
+            ack = c.ack(args.key, long=args.clear) if args.ack else c.heartbeat(args.heartbeat)
             print("%s: %s" % (ack.url, "duplicate" if ack.duplicate else "ok"))
             return EXIT_OK
         alarm = build_alarm(args)

@@ -1,14 +1,17 @@
 """AlarmClient: sign an alarm with the shared core and deliver it to one terminal, retrying only what is safe."""
+from __future__ import annotations
+
 import json
 import random
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from host_client.config import Target, resolve
 from host_client.errors import AuthError, RefusedError, SentinelError, ServerError, TransportError
-from host_client.transport import HTTPTransport
+from host_client.transport import HTTPTransport, Transport
 from sentinel_core.alarm import Alarm
 from sentinel_core.errors import ProtocolError
 from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT
@@ -20,7 +23,12 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 @dataclass(frozen=True)
 class Ack:
-    """The terminal's acknowledgement of one request."""
+    """The terminal's acknowledgement of one request.
+
+    url is the endpoint that answered, status its HTTP status (200), duplicate whether the terminal had already
+    acted on this message id (a retry), attempts how many were needed, elapsed_s the time they took, and answer
+    the terminal's JSON answer as it came.
+    """
 
     url: str
     status: int
@@ -30,18 +38,21 @@ class Ack:
     answer: dict = field(default_factory=dict)
 
     @property
-    def level(self):
+    def level(self) -> str | None:
+        """The alarm's level as the terminal took it ("P0", "P1", "NORMAL"); None for an ACK or a heartbeat."""
         return self.answer.get("level")
 
 
 @dataclass(frozen=True)
 class SignedRequest:
+    """A request ready to send: the full URL, its headers (signature included) and the exact body bytes."""
+
     url: str
     headers: dict
     body: bytes
 
 
-def encode_body(obj):
+def encode_body(obj: dict) -> bytes:
     # Raw UTF-8 rather than \\u escapes: shorter on the wire, and what every terminal decodes the same way.
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -52,10 +63,12 @@ class AlarmClient:
     timeout is per attempt (the RFC's gateway uses 3 s). retries counts extra attempts after connection errors,
     5xx and 429; a 4xx is never retried. Every attempt is signed afresh, and an alarm without an id gets one, so a
     retry the terminal already acted on is answered as a duplicate instead of sounding twice.
+    Everything after the secret is keyword-only.
     """
 
-    def __init__(self, url, key_id, secret, timeout=3.0, retries=3, backoff=0.2, backoff_max=2.0,
-                 transport=None, clock=time.time, sleep=time.sleep):
+    def __init__(self, url: str, key_id: str, secret: str | bytes, *, timeout: float = 3.0, retries: int = 3,
+                 backoff: float = 0.2, backoff_max: float = 2.0, transport: Transport | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         self.target = Target(url, key_id, secret)
         self.timeout = timeout
         self.retries = retries
@@ -67,27 +80,27 @@ class AlarmClient:
         self._sleep = sleep
 
     @classmethod
-    def from_config(cls, path=None, **kwargs):
+    def from_config(cls, path: str | None = None, **kwargs) -> AlarmClient:
         """From a config file, the environment, or the local emulator's file (see host_client.config)."""
         t = resolve(config=path)
         return cls(t.url, t.key_id, t.secret, **kwargs)
 
     @property
-    def url(self):
+    def url(self) -> str:
         return self.target.url
 
     def __repr__(self):
         return "AlarmClient(%r, key_id=%r)" % (self.target.url, self.target.key_id)
 
-    def sign(self, path, obj, now=None):
+    def sign(self, path: str, obj: dict, *, now: float | None = None) -> SignedRequest:
         """The exact request that would be sent: for --dry-run, and for tests of other senders."""
         body = encode_body(obj)
         ts = str(int(self._clock() if now is None else now))
         headers = {"Content-Type": "application/json", "X-API-Key": self.target.key_id, "X-Timestamp": ts,
                    "X-Signature": self._signer.sign(ts, body, scope("POST", path))}
-        return SignedRequest(self.target.url + path, headers, body)
+        return SignedRequest(url=self.target.url + path, headers=headers, body=body)
 
-    def send(self, alarm):
+    def send(self, alarm: Alarm) -> Ack:
         """Deliver an Alarm; returns an Ack or raises a SentinelError."""
         if not isinstance(alarm, Alarm):
             raise TypeError("send() takes a sentinel_core Alarm; build one with host_client.preset()")
@@ -100,21 +113,21 @@ class AlarmClient:
             raise RefusedError(self.target.url, e.status, e.code, e.message) from None
         return self._deliver(PATH_ALARM, wire)
 
-    def ack(self, key=None, long=False):
+    def ack(self, key: str | None = None, *, long: bool = False) -> Ack:
         """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all."""
         body = {"long": bool(long), "id": uuid.uuid4().hex[:16]}
         if key is not None:
             body["key"] = key
         return self._deliver(PATH_ACK, body)
 
-    def heartbeat(self, interval=None):
+    def heartbeat(self, interval: int | None = None) -> Ack:
         """Tell the terminal the alarm path is alive; with interval, it alarms if the next one is late."""
         body = {"id": uuid.uuid4().hex[:16]}
         if interval is not None:
             body["interval"] = int(interval)
         return self._deliver(PATH_HEARTBEAT, body)
 
-    def _deliver(self, path, obj):
+    def _deliver(self, path: str, obj: dict) -> Ack:
         start = time.monotonic()
         attempt = 0
         while True:
@@ -129,8 +142,8 @@ class AlarmClient:
                 continue
             answer = _parse_answer(r.body)
             if r.status == 200 and answer.get("ok") is True:
-                return Ack(req.url, r.status, bool(answer.get("duplicate")), attempt,
-                           time.monotonic() - start, answer)
+                return Ack(url=req.url, status=r.status, duplicate=bool(answer.get("duplicate")), attempts=attempt,
+                           elapsed_s=time.monotonic() - start, answer=answer)
             code = answer.get("error", "http_%d" % r.status)
             message = answer.get("message", "unexpected answer")
             if r.status in RETRY_STATUSES:
@@ -170,11 +183,11 @@ class Delivery:
     error: SentinelError | None = None
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.ack is not None
 
 
-def send_many(clients, alarm, max_workers=8):
+def send_many(clients: Iterable[AlarmClient], alarm: Alarm, *, max_workers: int = 8) -> list[Delivery]:
     """Send one alarm to several terminals at once; one Delivery per client, in the clients' order."""
 
     def one(c):
@@ -188,7 +201,19 @@ def send_many(clients, alarm, max_workers=8):
         return []
     # One message id for every terminal, so a retried fan-out is idempotent on each of them.
     if alarm.id is None:
-        alarm = Alarm(alarm.text, alarm.color, alarm.light_mode, alarm.audio_mode, alarm.repeat_times, alarm.level,
-                      alarm.key, uuid.uuid4().hex[:16], alarm.duration)
+        alarm = copy_alarm(alarm, id=uuid.uuid4().hex[:16])
     with ThreadPoolExecutor(max_workers=min(max_workers, len(clients))) as pool:
         return list(pool.map(one, clients))
+
+
+def copy_alarm(alarm: Alarm, **changes) -> Alarm:
+    """A copy of alarm with some of its fields changed (by name: text, color, light_mode, audio_mode, repeat_times,
+    level, key, id, duration). The copy is built through Alarm's constructor, so its normalisation applies."""
+    fields = {"text": alarm.text, "color": alarm.color, "light_mode": alarm.light_mode, "audio_mode": alarm.audio_mode,
+              "repeat_times": alarm.repeat_times, "level": alarm.level, "key": alarm.key, "id": alarm.id,
+              "duration": alarm.duration}
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise TypeError("copy_alarm() got unknown field(s): %s" % ", ".join(sorted(unknown)))
+    fields.update(changes)
+    return Alarm(**fields)

@@ -5,8 +5,11 @@ Files: JSON or TOML with the keys url, key_id, and secret or secret_file. With n
 own file ($XDG_CONFIG_HOME/gpu-sentinel/emulator.json, written at its first start) is used, so
 `sentinel-send` talks to a local emulator with no setup.
 """
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Mapping
 
 from host_client.errors import ConfigError
 
@@ -16,7 +19,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib
 
 
-def emulator_config_path():
+def emulator_config_path() -> str:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "gpu-sentinel", "emulator.json")
 
@@ -26,7 +29,7 @@ class Target:
 
     __slots__ = ("url", "key_id", "secret")
 
-    def __init__(self, url, key_id, secret):
+    def __init__(self, url: str, key_id: str, secret: str | bytes):
         if not url or not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError("terminal URL must start with http:// or https:// (got %r)" % (url,))
         if not key_id or not isinstance(key_id, str):
@@ -43,7 +46,7 @@ class Target:
         return "Target(url=%r, key_id=%r, secret=<hidden>)" % (self.url, self.key_id)
 
 
-def read_file(path):
+def read_file(path: str) -> dict:
     """A JSON or TOML config file -> dict. ConfigError names the file and the fault (never a secret's value)."""
     try:
         with open(path, "rb") as f:
@@ -62,7 +65,7 @@ def read_file(path):
     return data
 
 
-def _secret_from_file(path):
+def _secret_from_file(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
             s = f.read().strip()
@@ -73,8 +76,9 @@ def _secret_from_file(path):
     return s
 
 
-def resolve(url=None, key_id=None, secret=None, secret_file=None, config=None, env=None):
-    """Merge arguments > environment > config file > the local emulator's file into a Target."""
+def resolve(*, url: str | None = None, key_id: str | None = None, secret: str | bytes | None = None,
+            secret_file: str | None = None, config: str | None = None, env: Mapping[str, str] | None = None) -> Target:
+    """Merge arguments > environment > config file > the local emulator's file into a Target (keywords only)."""
     env = os.environ if env is None else env
     url = url or env.get("SENTINEL_URL")
     key_id = key_id or env.get("SENTINEL_KEY_ID")

@@ -1,31 +1,40 @@
-"""The exception tree of host_client.
+"""The one exception tree of GPU Sentinel's host side (client, sentinel-send, gateway, probes, emulator).
 
-    SentinelError                 anything this library raises
-    ├── ConfigError               missing or malformed configuration (URL, key id, secret)
+    SentinelError                 anything host_client raises on purpose
+    ├── ConfigError               missing or malformed configuration: the client's URL, key id or secret, and the
+    │                             gateway's, the probe's and the emulator's config files (also a ValueError)
     ├── TransportError            no answer: connection refused, reset, timed out (retried)
     ├── ServerError               5xx or 429 still failing after the retries
     └── RefusedError              the terminal answered 4xx: never retried, the request itself is wrong
         └── AuthError             401: unknown key, bad signature, stale timestamp (check clock and secret)
+
+host_client.gateway.config.ConfigError, host_client.probes.config.ConfigError and emulator.config.ConfigError are
+this ConfigError, so `except host_client.ConfigError` catches a bad configuration wherever it was read. (The
+board's firmware has its own small ConfigError: it runs on MicroPython, without host_client.)
 """
+
+__all__ = ["SentinelError", "ConfigError", "TransportError", "ServerError", "RefusedError", "AuthError"]
 
 
 class SentinelError(Exception):
     """Base of every error host_client raises."""
 
 
-class ConfigError(SentinelError):
-    pass
+class ConfigError(SentinelError, ValueError):
+    """A configuration that cannot be used. The message names the file, section or key at fault, never a secret."""
 
 
 class TransportError(SentinelError):
-    def __init__(self, url, reason):
+    """No HTTP answer arrived (the request may or may not have reached the terminal)."""
+
+    def __init__(self, url: str, reason: str):
         super().__init__("%s: %s" % (url, reason))
         self.url = url
         self.reason = reason
 
 
 class _Answered(SentinelError):
-    def __init__(self, url, status, code, message):
+    def __init__(self, url: str, status: int, code: str, message: str):
         super().__init__("%s answered %d %s: %s" % (url, status, code, message))
         self.url = url
         self.status = status
@@ -34,12 +43,12 @@ class _Answered(SentinelError):
 
 
 class ServerError(_Answered):
-    pass
+    """The terminal answered 5xx or 429 on every attempt."""
 
 
 class RefusedError(_Answered):
-    pass
+    """The terminal answered 4xx: the request itself is wrong; sending it again will not help."""
 
 
 class AuthError(RefusedError):
-    pass
+    """401: unknown key id, bad signature or a timestamp outside the window."""

@@ -1,4 +1,6 @@
 """The one place host_client touches the network. Tests pass their own Transport to AlarmClient."""
+from __future__ import annotations
+
 import http.client
 import urllib.parse
 
@@ -6,9 +8,11 @@ from host_client.errors import ConfigError, TransportError
 
 
 class Response:
+    """One HTTP answer: status, headers (names in lower case) and the body's bytes."""
+
     __slots__ = ("status", "headers", "body")
 
-    def __init__(self, status, headers, body):
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
         self.status = status
         self.headers = headers
         self.body = body
@@ -17,14 +21,14 @@ class Response:
 class Transport:
     """POSTs bytes and returns a Response; raises TransportError when no HTTP answer arrives."""
 
-    def post(self, url, headers, body, timeout):
+    def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Response:
         raise NotImplementedError
 
 
 class HTTPTransport(Transport):
     """Plain http.client: one short-lived connection per request, which is what a terminal on a LAN wants."""
 
-    def post(self, url, headers, body, timeout):
+    def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Response:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError("not an http(s) URL: %r" % url)

@@ -17,13 +17,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
 from sentinel_core.alarm import LEVEL_NAMES
 
 from .events import _TYPE_RE, EVENT_TYPES
-
-
-class ConfigError(ValueError):
-    pass
 
 
 class Secret:

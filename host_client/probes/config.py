@@ -10,6 +10,8 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
+from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
+
 from .gpu_checks import GpuRules
 from .progress import ProgressRules
 
@@ -34,10 +36,6 @@ DEFAULTS = {
 
 _CHOICES = {("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
             ("xid", "source"): ("auto", "kmsg", "journal", "file", "none")}
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _check_type(section, key, value, default):
