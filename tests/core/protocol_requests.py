@@ -54,9 +54,9 @@ def run_case(case):
             got = _alarm_fields(res.alarm)
             for k in step["alarm"]:
                 assert got[k] == step["alarm"][k], "%s: %s=%r, want %r" % (where, k, got[k], step["alarm"][k])
-        for field in ("ack", "heartbeat"):
+        for field in ("ack", "heartbeat", "unmute"):
             if field in step:
-                got = getattr(res, field)
+                got = res.payload if field == "unmute" else getattr(res, field)
                 for k in step[field]:
                     assert got[k] == step[field][k], "%s: %s.%s" % (where, field, k)
         assert res.body_bytes().startswith(b'{"')

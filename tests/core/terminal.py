@@ -213,6 +213,39 @@ def test_heartbeat_interval_survives_reboot():
     assert u.display(NOON + 576).pattern == "health_heartbeat"
 
 
+def test_heartbeat_disarm_is_the_way_out_of_no_heartbeat_and_survives_reboot():
+    t = _synced()
+    t.on_heartbeat(1, NOON)
+    assert t.display(NOON + 10).pattern == "health_heartbeat"
+    t.on_heartbeat(0, NOON + 10)
+    assert t.display(NOON + 10).pattern == "idle"
+    assert t.snapshot(NOON + 10)["health"]["heartbeat"]["armed"] is False
+    assert t.dirty
+    u = _synced(now=NOON + 20)
+    u.restore(t.export_state(), NOON + 20)
+    assert u.display(NOON + 9999).pattern == "idle"
+
+
+def test_unmute_ends_the_mute_and_the_acknowledgements():
+    t = _synced()
+    t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
+    t.on_alarm(preset("p1", "NVLink", key="b"), NOON)
+    t.on_button("short", NOON + 1)
+    assert not t.permitted(P1, "c", NOON + 2) and not t.permitted(P0, "a", NOON + 2)
+    # One incident: its acknowledgement only; the mute stays.
+    t.on_unmute("a", NOON + 2)
+    assert t.permitted(P0, "a", NOON + 2) and not t.permitted(P1, "b", NOON + 2)
+    t.on_unmute(None, NOON + 3)
+    assert t.permitted(P1, "b", NOON + 3) and t.permitted(P1, "c", NOON + 3)
+    s = t.snapshot(NOON + 3)
+    assert s["mute"] == {"active": False, "remaining_s": 0, "acknowledged": []}
+    # What was cut off is not said again: the next alarm of an incident speaks.
+    assert t.next_utterance(NOON + 3) is None
+    t.on_alarm(preset("p0", "NCCL again", key="a"), NOON + 4)
+    assert t.next_utterance(NOON + 4).text == "NCCL again"
+    assert _refused(t.on_unmute, "", NOON + 5)
+
+
 def test_normal_level_constant():
     t = _synced()
     t.on_alarm(preset("normal"), NOON)

@@ -214,8 +214,19 @@ def request_cases():
     for n, b in bad_fields:
         cases.append(one("schema_" + n, expect(req(b), 422, "invalid_field")))
     cases.append(one("ack_bad_long", expect(req({"long": "yes"}, path="/api/v1/ack"), 422, "invalid_field")))
-    cases.append(one("heartbeat_bad_interval", expect(req({"interval": 0}, path="/api/v1/heartbeat"), 422,
-                                                      "invalid_field")))
+    for n, v in (("negative", -1), ("over_an_hour", 3601), ("float", 1.5), ("string", "60"), ("bool", True)):
+        cases.append(one("heartbeat_bad_interval_" + n, expect(req({"interval": v}, path="/api/v1/heartbeat"), 422,
+                                                               "invalid_field")))
+    # 0 disarms the dead-man's switch (docs/PROTOCOL.md): the way out of NO HEARTBEAT.
+    cases.append(one("heartbeat_disarm", expect(req({"interval": 0}, path="/api/v1/heartbeat"), 200,
+                                                kind="heartbeat", heartbeat={"interval": 0})))
+    cases.append(one("unmute", expect(req({}, path="/api/v1/unmute"), 200, kind="unmute",
+                                      unmute={"key": None})))
+    cases.append(one("unmute_one_incident", expect(req({"key": "A03", "id": "u-1"}, path="/api/v1/unmute"), 200,
+                                                   kind="unmute", unmute={"key": "A03", "id": "u-1"})))
+    cases.append(one("unmute_bad_key", expect(req({"key": 3}, path="/api/v1/unmute"), 422, "invalid_field")))
+    cases.append(one("unmute_get", expect(req({}, path="/api/v1/unmute", method="GET"), 405,
+                                          "method_not_allowed")))
     # 401: authentication.
     for h in ("X-API-Key", "X-Timestamp", "X-Signature"):
         cases.append(one("missing_" + h.lower(), expect(req(P0, drop=[h]), 401, "missing_auth")))
@@ -245,7 +256,7 @@ def request_cases():
     cases.append(one("device_epoch_2000_mistake", expect(req(P0, ts=NOW - 946684800), 401, "stale_timestamp")))
     # Endpoint binding (v1.1): a signature made for one endpoint is refused on every other, with its own code.
     eps = {"send_msg": (P0, "alarm"), "ack": ({"key": "A03", "id": "x-1"}, "ack"),
-           "heartbeat": ({"interval": 30, "id": "x-2"}, "heartbeat")}
+           "heartbeat": ({"interval": 30, "id": "x-2"}, "heartbeat"), "unmute": ({"id": "x-3"}, "unmute")}
     for made in eps:
         for posted in eps:
             if made != posted:
@@ -253,7 +264,7 @@ def request_cases():
                     req(eps[made][0], path="/api/v1/" + posted, signed_for="/api/v1/" + made), 401,
                     "wrong_endpoint")))
     # The attack: the RFC's own P0, withheld and re-posted as an ACK (a 15-minute global mute) or heartbeat.
-    for posted in ("ack", "heartbeat"):
+    for posted in ("ack", "heartbeat", "unmute"):
         cases.append(one("rfc_p0_reposted_on_" + posted, expect(
             req(rfc_body(RFC_TEXTS[0][1], True), path="/api/v1/" + posted, signed_for="/api/v1/send_msg"), 401,
             "wrong_endpoint")))

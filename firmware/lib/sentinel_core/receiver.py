@@ -7,11 +7,12 @@ from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.errors import ProtocolError, bad_json, unauthorized
 from sentinel_core.replay import DUPLICATE, ReplayGuard
 from sentinel_core.signing import equal, scope, unhex_signature
-from sentinel_core.validate import parse_ack, parse_alarm, parse_heartbeat
+from sentinel_core.validate import parse_ack, parse_alarm, parse_heartbeat, parse_unmute
 
 PATH_ALARM = "/api/v1/send_msg"
 PATH_ACK = "/api/v1/ack"
 PATH_HEARTBEAT = "/api/v1/heartbeat"
+PATH_UNMUTE = "/api/v1/unmute"
 MAX_BODY = 2048
 _TS_MAX_DIGITS = 12
 
@@ -30,6 +31,7 @@ def register(path, kind, parse, method="POST"):
 register(PATH_ALARM, "alarm", parse_alarm)
 register(PATH_ACK, "ack", parse_ack)
 register(PATH_HEARTBEAT, "heartbeat", parse_heartbeat)
+register(PATH_UNMUTE, "unmute", parse_unmute)
 
 
 class Result:

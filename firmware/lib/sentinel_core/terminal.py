@@ -316,6 +316,20 @@ class Terminal:
             self.active.pop(key, None)
         self._changed()
 
+    def on_unmute(self, key, now):
+        """The way out of an ACK: key None ends the mute and every acknowledgement, a key only that incident's.
+        What was cut off is not said again; the next alarm of an incident speaks."""
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError("unmute key must be a non-empty string or None")
+        _check_now(now)
+        self.tick(now)
+        if key is None:
+            self.mute_until = None
+            self.acked = {}
+        else:
+            self.acked.pop(key, None)
+        self._changed()
+
     def on_heartbeat(self, interval, now):
         _check_now(now)
         if interval is not None and (not _is_num(interval) or interval < 0 or interval > 86400):

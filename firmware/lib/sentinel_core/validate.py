@@ -106,8 +106,15 @@ def parse_ack(obj):
 
 
 def parse_heartbeat(obj):
-    """{"interval": optional seconds until the next heartbeat is due}."""
+    """{"interval": optional seconds until the next heartbeat is due; 0 disarms the dead-man's switch}."""
     if not isinstance(obj, dict):
         raise invalid("body", "must be a JSON object")
-    return {"interval": _int(obj, "interval", 1, HEARTBEAT_MAX_S, None),
+    return {"interval": _int(obj, "interval", 0, HEARTBEAT_MAX_S, None),
             "id": _text(obj, "id", KEY_MAX_BYTES, False)}
+
+
+def parse_unmute(obj):
+    """{"key": optional incident key (only its acknowledgement ends), "id": optional}: the way out of an ACK."""
+    if not isinstance(obj, dict):
+        raise invalid("body", "must be a JSON object")
+    return {"key": _text(obj, "key", KEY_MAX_BYTES, False), "id": _text(obj, "id", KEY_MAX_BYTES, False)}
