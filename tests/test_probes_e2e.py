@@ -218,3 +218,111 @@ def wait_until(pred, timeout=5.0):
             return True
         time.sleep(0.02)
     return False
+
+
+# --- issue 11: the lifecycle and the lost GPU, end to end ---------------------------------------------------------
+
+_CHILD = """
+import sys, time
+sys.path.insert(0, %r)
+from host_client.beat import Beat
+b = Beat(path=%r, job=%r, rank=0, local_rank=0)
+b.start()
+for i in range(%d):
+    b.beat(i)
+    time.sleep(0.1)
+if %r == "hang":
+    time.sleep(600)      # hung in a collective: no more beats, the process stays
+# "exit": leaves without end() (a crash): the parent does not reap it, so it is a zombie
+"""
+
+
+def _child(sock, job, beats, mode):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.Popen([sys.executable, "-c", _CHILD % (root, sock, job, beats, mode)])
+
+
+def test_hang_at_the_first_collective_before_any_beat_is_p0_within_the_first_step_deadline(tmp_path, chain):
+    h, gw = chain
+    d, _ = probe(tmp_path, gw, "A06", progress={"first_step_s": 1.5})
+    try:
+        b = Beat(path=d.cfg["progress"]["socket"], job="llama-405b", rank=0, local_rank=2)
+        t0 = time.monotonic()
+        b.start()          # then NCCL init and the first all-reduce (SeqNum=1) hang: not one beat
+        t, st = first_seen(h, "A06:gpu-worker-08:PROGRESS_STALL", "P0", 6)
+        print("e2e first-step hang shown %.3fs after start() (deadline 1.5 s)" % (t - t0))
+        assert 1.5 <= t - t0 < 1.5 + 2.0
+        (ev,) = [e for e in d.recent if e["event_type"] == "PROGRESS_STALL"]
+        assert "first step" in ev["detail"] and ev["gpu_index"] == 2
+    finally:
+        d.close()
+
+
+def test_hung_job_killed_with_sigkill_is_reported_then_clears(tmp_path, chain):
+    h, gw = chain
+    d, _ = probe(tmp_path, gw, "A07", progress={"dead_clear_s": 1.0})
+    p = _child(d.cfg["progress"]["socket"], "killed-job", 8, "hang")
+    try:
+        first_seen(h, "A07:gpu-worker-08:PROGRESS_STALL", "P0", 20)   # 8 steps of 0.1 s, then the early floor
+        p.kill()
+        p.wait()
+        assert wait_until(lambda: any("died while stalled" in e.get("detail", "") for e in d.recent
+                                      if e["event_type"] == "PROGRESS_STALL"), 5)
+        # the incident stays P0 while dead_clear_s runs, then RECOVERED clears it
+        h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]
+                                 if a["key"] == "A07:gpu-worker-08:PROGRESS_STALL"), 8)
+        assert [e["event_type"] for e in d.recent if e.get("job") == "killed-job" or
+                e.get("recovers") == "PROGRESS_STALL"][-1] == "RECOVERED"
+    finally:
+        p.kill()
+        p.wait()
+        d.close()
+
+
+def test_zombie_that_exited_without_end_raises_no_p0(tmp_path, chain):
+    h, gw = chain
+    d, _ = probe(tmp_path, gw, "A08", progress={"early_floor_s": 1.0})
+    p = _child(d.cfg["progress"]["socket"], "crashed-job", 3, "exit")
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:          # exited, not reaped: a zombie that kill(pid, 0) still finds
+            try:
+                with open("/proc/%d/stat" % p.pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.05)
+        time.sleep(2.5)                             # well past its limit (early floor 1 s)
+        assert not any(e["event_type"] == "PROGRESS_STALL" for e in d.recent)
+        assert not any(a["key"].startswith("A08:") for a in h.status()["active"])
+    finally:
+        p.wait()
+        d.close()
+
+
+def test_gpu_lost_at_start_is_p0_and_the_node_keeps_reporting_everything_else(tmp_path, chain):
+    import pynvml
+    from probe_fakes import FakeNvml
+
+    from host_client.probes.gpu_source import NvmlSource
+    h, gw = chain
+    nvml = FakeNvml(count=8)
+    nvml.fail("nvmlDeviceGetHandleByIndex", 5, pynvml.NVMLError_GpuIsLost)
+    src = NvmlSource(nvml=nvml)
+    d, kern = probe(tmp_path, gw, "A09", source=src)
+    try:
+        t, st = first_seen(h, "A09:gpu-worker-08:GPU_LOST:gpu5", "P0", 4)
+        (ev,) = [e for e in d.recent if e["event_type"] == "GPU_LOST"]
+        assert ev["gpu_index"] == 5 and "NVMLError_GpuIsLost" in ev["detail"]
+        time.sleep(0.3)
+        with open(kern, "a") as f:   # the kernel log is still followed
+            f.write("NVRM: Xid (PCI:0000:38:00): 13, pid=1, name=python3, Graphics Exception: ESR 0x0\n")
+        first_seen(h, "A09:gpu-worker-08:XID_WARNING:gpu2", "P1", 3)
+        nvml.gen[1], nvml.width[1] = 3, 4    # and the other GPUs are still checked
+        first_seen(h, "A09:gpu-worker-08:PCIE_DOWNGRADE:gpu1", "P1", 4)
+    finally:
+        d.close()

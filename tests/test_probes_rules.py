@@ -485,3 +485,133 @@ def test_resume_after_a_stall_in_pause_clears_it():
     beat(tr, 16.0, kind="resume")
     assert tr.dirty and tr.evaluate(16.0) == []
     assert len(tr.evaluate(16.0 + 4.1)) == 1                          # timed again from the resume
+
+
+# --- issue 11: a lost GPU never crashes the probe --------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc_name", ["NVMLError_GpuIsLost", "NVMLError_Unknown", "NVMLError_NotSupported"])
+def test_nvml_error_at_every_call_site_is_contained_to_that_gpu(exc_name, tmp_path):
+    import pynvml
+    from probe_fakes import PER_GPU_CALLS, FakeNvml
+
+    from host_client.probes.gpu_source import NvmlSource
+    exc = getattr(pynvml, exc_name)
+    for call in PER_GPU_CALLS:
+        nvml = FakeNvml(count=4, nvlinks=2)
+        nvml.fail(call, 2, exc)
+        # the driver's own GPU list names the bus of a GPU NVML cannot open
+        for i in range(4):
+            (tmp_path / ("0000:%02x:00.0" % (0x18 + 0x10 * i))).mkdir(exist_ok=True)
+        src = NvmlSource(nvml=nvml, nvlink_every=1, proc_root=str(tmp_path))   # must not raise, whatever fails
+        checker = GpuChecker(src.devices())
+        for t in range(3):
+            readings = src.sample()
+            fs = checker.check(readings, t)
+        assert [r["index"] for r in readings] == [0, 1, 2, 3], call
+        for r in readings:
+            if r["index"] != 2:                             # the other GPUs are read in full
+                assert (r["util"], r["temp"], r["gen"], r["lost"]) == (97, 60, 5, False), (call, r)
+        lost = [f for f in fs if f.event_type == events.GPU_LOST]
+        gone = call == "nvmlDeviceGetHandleByIndex" and exc_name != "NVMLError_NotSupported" or (
+            exc_name == "NVMLError_GpuIsLost" and call in (
+                "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature", "nvmlDeviceGetComputeRunningProcesses",
+                "nvmlDeviceGetPowerUsage", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+                "nvmlDeviceGetPerformanceState"))
+        if call == "nvmlDeviceGetHandleByIndex" and exc_name == "NVMLError_NotSupported":
+            gone = True                                     # no handle at all: the GPU cannot be watched
+        assert bool(lost) == gone, (call, exc_name, fs)
+        if lost:
+            assert lost[0].gpu_index == 2 and lost[0].extra["pci"] == "0000:38:00", lost[0].extra
+
+
+def test_lost_gpu_comes_back_after_a_reset_and_clears():
+    import pynvml
+    from probe_fakes import FakeNvml
+
+    from host_client.probes.gpu_source import NvmlSource
+    nvml = FakeNvml(count=2)
+    nvml.fail("nvmlDeviceGetHandleByIndex", 1, pynvml.NVMLError_GpuIsLost)
+    src = NvmlSource(nvml=nvml, reopen_every=2)
+    checker = GpuChecker(src.devices())
+    led = events.Conditions()
+    raised, _ = led.update("gpu", checker.check(src.sample(), 0))
+    assert [(f.event_type, f.gpu_index) for f in raised] == [("GPU_LOST", 1)]
+    assert raised[0].detail.startswith("GPU 1 lost (")
+    nvml.heal("nvmlDeviceGetHandleByIndex", 1)
+    cleared = []
+    for t in range(1, 6):
+        cleared += led.update("gpu", checker.check(src.sample(), t))[1]
+    assert [f.event_type for f in cleared] == ["GPU_LOST"]
+
+
+def test_smi_error_row_among_csv_rows_is_that_gpu_lost_the_others_parsed():
+    text = ("0, 00000000:18:00.0, 5, 16, 34, 97, P0, 5, 16\n"
+            "Unable to determine the device handle for GPU 0000:2A:00.0: Unknown Error\n"
+            "2, 00000000:3A:00.0, 5, 16, 63, 97, P0, 5, 16\n")
+    devices, readings = parse_smi_csv(text)
+    assert [(d["index"], d["lost"]) for d in devices] == [(0, False), (1, True), (2, False)]
+    assert readings[2]["temp"] == 63 and readings[1]["lost"] is True
+    fs = GpuChecker(devices).check(readings, 0)
+    assert [(f.event_type, f.gpu_index, f.extra["pci"]) for f in fs] == [("GPU_LOST", 1, "0000:2a:00")]
+
+
+def _tracker(**kw):
+    alive = kw.pop("alive", lambda pid: True)
+    return ProgressTracker(ProgressRules(**kw), alive=alive)
+
+
+def test_first_step_deadline_and_early_floor():
+    tr = _tracker(first_step_s=30, early_floor_s=5)
+    tr.message({"kind": "start", "job": "j", "pid": 10}, 0.0)
+    assert tr.evaluate(29.9) == [] and tr.evaluate(30.1)[0].extra["revision"] == "stalled"
+    tr = _tracker(first_step_s=30, early_floor_s=5)
+    tr.message({"kind": "start", "job": "j", "pid": 10, "first_step_s": 100}, 0.0)
+    assert tr.evaluate(99) == []                       # start(first_step_s=) sets it for that process
+    beat(tr, 100.0, pid=10, job="j")
+    beat(tr, 100.2, pid=10, job="j")                  # one 0.2 s interval: warm-up, the early floor applies
+    assert tr.evaluate(105.0) == [] and tr.evaluate(105.3)
+
+
+def test_stalled_process_that_dies_is_reported_then_cleared_three_ways():
+    dead = set()
+    for clear in ("timeout", "end", "new_process"):
+        tr = _tracker(dead_clear_s=60, early_floor_s=1, alive=lambda pid: pid not in dead)
+        dead.clear()
+        for i in range(5):
+            beat(tr, i * 0.1, pid=7)
+        (f,) = tr.evaluate(3.0)
+        assert f.extra["revision"] == "stalled"
+        dead.add(7)                                   # SIGKILL
+        (f,) = tr.evaluate(4.5)
+        assert f.extra["revision"] == "died" and "died while stalled" in f.detail
+        if clear == "timeout":
+            assert tr.evaluate(64.0) and tr.evaluate(64.6) == []
+        elif clear == "end":
+            tr.message({"kind": "end", "job": "train", "pid": 99}, 5.0)
+            assert tr.evaluate(5.0) == []
+        else:
+            beat(tr, 6.0, pid=8)                       # the job restarted under the same name
+            assert tr.evaluate(6.0) == []
+
+
+def test_zombie_counts_as_dead(tmp_path):
+    from host_client.probes.progress import _pid_alive
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "stat").write_text("4242 (python3 (x) y) Z 1 4242 4242 0 -1 4194564 0 0\n")
+    import os
+    assert _pid_alive(os.getpid()) is True
+    # a pid that exists (ours) but whose stat says zombie
+    (proc / str(os.getpid())).mkdir()
+    (proc / str(os.getpid()) / "stat").write_text("%d (a) b) Z 1\n" % os.getpid())
+    assert _pid_alive(os.getpid(), proc=str(proc)) is False
+
+
+def test_announced_long_step_and_pause_raise_nothing():
+    tr = _tracker(early_floor_s=1)
+    for i in range(10):
+        beat(tr, i * 0.2, pid=3)
+    tr.message({"kind": "beat", "job": "train", "pid": 3, "step": 10, "next_s": 30.0}, 2.0)
+    assert tr.evaluate(31.0) == []                    # the announced long step
+    beat(tr, 31.5, pid=3)
+    assert tr.evaluate(32.4) and tr.snapshot(32.4)[0]["step_time_s"] == 0.2   # the long gap was not learned
