@@ -98,8 +98,8 @@ def validate(cfg):
             raise ConfigError("config key %r must be %s, got %s" % (key, want.__name__, type(value).__name__))
     if not cfg["secret"]:
         raise ConfigError("config key 'secret' is empty")
-    if not cfg["key_id"] or len(cfg["key_id"]) > 64:
-        raise ConfigError("config key 'key_id' must be 1..64 characters")
+    if not cfg["key_id"] or len(cfg["key_id"]) > 64 or not all("!" <= c <= "~" for c in cfg["key_id"]):
+        raise ConfigError("config key 'key_id' must be 1..64 visible ASCII characters (what X-API-Key carries)")
     if not 0 <= cfg["port"] < 65536:
         raise ConfigError("config key 'port' must be 0..65535 (0: any free port), got %d" % cfg["port"])
     for key in ("width", "height"):

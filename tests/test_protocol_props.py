@@ -3,6 +3,7 @@ import hashlib
 import hmac
 import json
 import os
+import unicodedata
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -18,9 +19,21 @@ with open(os.path.join(VECTORS, "signing.json"), encoding="utf-8") as f:
 NOW = 1787000000
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-# Texts a terminal accepts: no control characters, no lone surrogates (not representable in UTF-8).
-alarm_text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=120).filter(
-    lambda s: s.strip() and len(s.encode()) <= 400)
+# Texts a terminal accepts: no control characters (C0, DEL, C1, line/paragraph separators), no bidi overrides, no
+# lone surrogates (not representable in UTF-8), and at least one character that shows: not a space, a format
+# character, an unassigned code point nor one of the fillers and selectors that render as nothing.
+_BIDI = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+_FILLERS = ({0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0}
+            | set(range(0xFE00, 0xFE10)) | set(range(0xE0100, 0xE01F0)))
+
+
+def _shows(ch):
+    return unicodedata.category(ch) not in ("Zs", "Cf", "Cn") and ord(ch) not in _FILLERS
+
+
+alarm_text = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters=[
+    chr(c) for c in _BIDI]), min_size=1, max_size=120).filter(
+    lambda s: any(_shows(ch) for ch in s) and len(s.encode()) <= 400)
 secrets_ = st.binary(min_size=1, max_size=150)
 key_ids = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=64)
 

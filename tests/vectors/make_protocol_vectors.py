@@ -186,6 +186,15 @@ def request_cases():
                    ("above_10ffff", b"\xf4\x90\x80\x80"), ("truncated_utf8", b"\xe4\xbd"),
                    ("lone_continuation", b"\x80"), ("latin1", b"caf\xe9")]:
         cases.append(one(n, expect(req(b'{"text":"' + raw + b'"}'), 400, "bad_encoding")))
+    for n, raw in [("duplicate_key", '{"text":"a","text":"b"}'),
+                   ("duplicate_escaped", '{"text":"a","t\\u0065xt":"b"}'),
+                   ("duplicate_nested", '{"text":"a","x":{"k":1,"k":2}}'),
+                   ("duplicate_level", '{"text":"a","level":"P1","level":"P0"}')]:
+        cases.append(one("json_" + n, expect(req(raw), 400, "bad_json")))
+    cases.append(one("json_same_key_other_objects", expect(req('{"text":"a","x":{"text":1},"y":[{"k":1},{"k":2}]}'),
+                                                           200)))
+    cases.append(one("text_with_visible_and_marks", expect(req({**P0, "text": "\u200fשלום GPU\u200b 7"}), 200)))
+    cases.append(one("text_emoji_zwj", expect(req({**P0, "text": "\U0001F468\u200d\U0001F4BB down"}), 200)))
     cases.append(one("utf8_4byte_ok", expect(req({"text": "GPU \U0001F525 down"}), 200)))
     cases.append(one("escaped_pair_refused", expect(req('{"text":"\\ud83d\\ude00"}'), 400, "bad_json")))
     # 422: schema.
@@ -210,6 +219,18 @@ def request_cases():
         ("key_empty", {**P0, "key": ""}), ("key_long", {**P0, "key": "k" * 65}), ("key_number", {**P0, "key": 7}),
         ("id_long", {**P0, "id": "i" * 65}), ("duration_zero", {**P0, "duration": 0}),
         ("duration_float", {**P0, "duration": 1.5}), ("duration_huge", {**P0, "duration": 10 ** 9}),
+    ]
+    # Text that shows or says nothing, or rewrites what is shown: C0/C1 controls, bidi overrides, invisibles only.
+    bad_fields += [
+        ("text_nel", {**P0, "text": "GPU\u0085down"}), ("text_csi", {**P0, "text": "GPU \u009b31m down"}),
+        ("text_del", {**P0, "text": "GPU\u007f"}), ("text_line_separator", {**P0, "text": "a\u2028b"}),
+        ("text_rlo", {**P0, "text": "GPU \u202e7 UPG"}), ("text_lri", {**P0, "text": "\u2066x\u2069"}),
+        ("text_zwsp_only", {**P0, "text": "\u200b\u200b"}), ("text_bom_only", {**P0, "text": "\ufeff"}),
+        ("text_ideographic_spaces", {**P0, "text": "\u3000\u3000"}), ("text_nbsp_only", {**P0, "text": "\u00a0"}),
+        ("text_hangul_filler", {**P0, "text": "\u3164"}),
+        ("text_variation_selectors", {**P0, "text": " \ufe0f\u200d"}),
+        ("key_rlo", {**P0, "key": "A03\u202e"}), ("id_c1", {**P0, "id": "m\u0090"}),
+        ("key_zwsp", {**P0, "key": "\u200b"}),
     ]
     for n, b in bad_fields:
         cases.append(one("schema_" + n, expect(req(b), 422, "invalid_field")))
@@ -283,6 +304,21 @@ def request_cases():
                   ("nbsp_padded", "\u00a01787000000"), ("plus_sign", "+1787000000"), ("underscore", "1_787_000_000"),
                   ("inner_space", "1787 000000")]:
         cases.append(one("timestamp_" + n, expect(req(P0, ts=ts), 401, "bad_timestamp")))
+    # Strict ASCII for the other headers the core parses.
+    for n, ct in [("nbsp", "application/json\u00a0"), ("nbsp_before", "\u00a0application/json"),
+                  ("ideographic_space", "application/json\u3000"), ("nel", "application/json\u0085"),
+                  ("dotless_i", "appl\u0131cation/json"), ("nbsp_in_params", "application/json; charset=utf-8\u00a0"),
+                  ("json_suffix", "application/jsonx"), ("json_seq", "application/json-seq"),
+                  ("vertical_tab", "application/json\u000b")]:
+        cases.append(one("content_type_" + n, expect(req(P0, ctype=ct), 415, "unsupported_media_type")))
+    for n, ct in [("upper", "APPLICATION/JSON"), ("ows", " \tapplication/json\t "),
+                  ("params_ows", "application/json ; charset=UTF-8")]:
+        cases.append(one("content_type_ok_" + n, expect(req(P0, ctype=ct), 200)))
+    for n, kid in [("nbsp", "gpu_cluster_sentinel\u00a0"), ("nul", "gpu_cluster_sentinel\u0000"),
+                   ("fullwidth", "\uff47pu_cluster_sentinel"), ("space_inside", "gpu cluster")]:
+        cases.append(one("key_id_" + n, expect(req(P0, key_id=kid, secret=RFC_SECRET), 401, "unknown_key")))
+    cases.append(one("signature_fullwidth_digit", expect(
+        req(P0, signature="\uff10" + req(P0)["headers"]["X-Signature"][1:]), 401, "bad_signature")))
     cases.append(one("timestamp_ows_padded", expect(
         {**req(P0), "headers": {**req(P0)["headers"], "X-Timestamp": " \t%d " % NOW}}, 200)))
     # Status codes of the HTTP shape.

@@ -10,8 +10,9 @@ class KeyRing:
                 self.add(key_id, keys[key_id])
 
     def add(self, key_id, secret):
-        if not isinstance(key_id, str) or not key_id or len(key_id) > 64:
-            raise ValueError("key id must be 1..64 characters")
+        if not isinstance(key_id, str) or not 0 < len(key_id) <= 64 or not all("!" <= c <= "~" for c in key_id):
+            # What X-API-Key can carry (docs/PROTOCOL.md): a key id outside it could never be used.
+            raise ValueError("key id must be 1..64 visible ASCII characters")
         self._signers[key_id] = Signer(secret)
 
     def remove(self, key_id):

@@ -99,6 +99,26 @@ def _ascii_digits(s, limit):
     return True
 
 
+def _visible_ascii(s, limit):
+    """1..limit characters from ! to ~ (a key id's grammar, as keyring.add checks it)."""
+    if not 0 < len(s) <= limit:
+        return False
+    for ch in s:
+        if not "!" <= ch <= "~":
+            return False
+    return True
+
+
+def _is_json_type(ctype):
+    """application/json in any ASCII case, padded with SP/HTAB only, parameters allowed after ";"; the whole value
+    printable ASCII. (str.strip() and str.lower() would also pass U+00A0 padding and other scripts' letters.)"""
+    for ch in ctype:
+        if not (" " <= ch <= "~" or ch == "\t"):
+            return False
+    i = ctype.find(";")
+    return _ows_strip(ctype if i < 0 else ctype[:i]).lower() == "application/json"
+
+
 def _printable(s, limit=40):
     # For echoing a caller's value in a message: short, and nothing that could forge a log line.
     out = ""
@@ -135,8 +155,7 @@ class Receiver:
         if len(body) > self.max_body:
             return refusal(413, "too_large", "body is %d bytes, at most %d" % (len(body), self.max_body))
         ctype = _header(headers, "content-type")
-        if ctype is None or (ctype != "application/json" and
-                             ctype.split(";")[0].strip().lower() != "application/json"):
+        if ctype is None or (ctype != "application/json" and not _is_json_type(ctype)):
             return refusal(415, "unsupported_media_type", "Content-Type must be application/json")
         key_id = _header(headers, "x-api-key")
         ts_text = _header(headers, "x-timestamp")
@@ -150,7 +169,7 @@ class Receiver:
         if not _ascii_digits(ts_text, _TS_MAX_DIGITS):
             raise unauthorized("bad_timestamp", "X-Timestamp must be 1..12 ASCII digits of Unix seconds")
         ts = int(ts_text)
-        signer = self.keyring.signer(key_id)
+        signer = self.keyring.signer(key_id) if _visible_ascii(key_id, 64) else None
         if signer is None:
             raise unauthorized("unknown_key", "unknown key id '%s'" % _printable(key_id))
         given = unhex_signature(_ows_strip(sig_text))

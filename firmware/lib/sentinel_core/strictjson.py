@@ -53,12 +53,19 @@ def _object(b, i, n, depth):
     i = _ws(b, i + 1, n)
     if i < n and b[i] == 125:
         return i + 1
+    keys = []  # this object's keys so far, as UTF-8 bytes: a repeated one is refused (json.loads keeps the last)
     while True:
         if i < n and b[i] == 125:
             _fail("trailing comma", i)
         if i >= n or b[i] != 34:
             _fail("expected a string key", i)
-        i = _ws(b, _string(b, i, n), n)
+        start = i
+        i = _string(b, i, n)
+        key = _key(b, start, i)
+        if key in keys:
+            _fail("duplicate key", start)
+        keys.append(key)
+        i = _ws(b, i, n)
         if i >= n or b[i] != 58:
             _fail("expected ':'", i)
         i = _ws(b, _value(b, _ws(b, i + 1, n), n, depth), n)
@@ -68,6 +75,14 @@ def _object(b, i, n, depth):
         if i < n and b[i] == 125:
             return i + 1
         _fail("expected ',' or '}'", i)
+
+
+def _key(b, start, end):
+    """The key whose quoted form is b[start:end], as UTF-8 bytes: escapes decoded, so "t\\u0065xt" is "text"."""
+    raw = b[start + 1:end - 1]
+    if 92 not in raw:
+        return raw
+    return json.loads(b[start:end].decode("utf-8")).encode("utf-8")
 
 
 def _array(b, i, n, depth):

@@ -27,16 +27,36 @@ def _text(obj, field, max_bytes, required):
         return None
     if not isinstance(v, str):
         raise invalid(field, "must be a string")
-    if not v.strip():
-        raise invalid(field, "must not be empty")
     n = len(v.encode())
     if n > max_bytes:
         raise invalid(field, "%d bytes of UTF-8, at most %d" % (n, max_bytes))
+    seen = False  # a character that shows or sounds
     for ch in v:
         o = ord(ch)
-        if o < 32 or o == 127:
+        if 32 < o < 127:  # visible ASCII: most of every alarm, one test
+            seen = True
+            continue
+        if o < 32 or 127 <= o <= 159 or o == 0x2028 or o == 0x2029:
             raise invalid(field, "control character U+%04X" % o)
+        if 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069:
+            raise invalid(field, "bidi override U+%04X" % o)
+        if not seen and not _invisible(o):
+            seen = True
+    if not seen:
+        raise invalid(field, "must not be empty, blank or only invisible characters")
     return v
+
+
+def _invisible(o):
+    """Whitespace and format characters: shown as nothing (U+200B, U+FEFF, U+3000, variation selectors, ...).
+    Written out rather than str.isspace(), which differs between CPython and MicroPython."""
+    if o < 0x2000:
+        return (o == 0x20 or o == 0xA0 or o == 0xAD or o == 0x34F or o == 0x61C or 0x115F <= o <= 0x1160 or
+                o == 0x1680 or 0x17B4 <= o <= 0x17B5 or 0x180B <= o <= 0x180F)
+    if o < 0x3000:
+        return o <= 0x200F or 0x202F == o or 0x205F <= o <= 0x206F or o == 0x2800
+    return (o == 0x3000 or o == 0x3164 or 0xFE00 <= o <= 0xFE0F or o == 0xFEFF or o == 0xFFA0 or
+            0x1BCA0 <= o <= 0x1BCA3 or 0xE0000 <= o <= 0xE0FFF)
 
 
 def parse_color(v):

@@ -158,8 +158,8 @@ def validate(raw, source="config.json"):
         problems.append("keys: at least one \"key-id\": \"secret\" pair is required (senders sign with it)")
     for kid in cfg["keys"]:
         sec = cfg["keys"][kid]
-        if not kid or len(kid) > 64:
-            problems.append("keys: a key id must be 1..64 characters")
+        if not kid or len(kid) > 64 or not all("!" <= c <= "~" for c in kid):
+            problems.append("keys: a key id must be 1..64 visible ASCII characters (what X-API-Key carries)")
         elif not isinstance(sec, str):
             problems.append("keys.%s: the secret must be a string" % kid)
         elif sec == EXAMPLE_SECRET:
