@@ -188,3 +188,14 @@ def test_cli_dry_run_prints_a_curl_command_that_works(tmp_path):
 def test_cli_help_is_clear():
     r = subprocess.run([sys.executable, "-m", "host_client.cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--dry-run" in r.stdout and "exit status" in r.stdout
+
+
+def test_one_config_error_on_the_host_side():
+    # The gateway's, the probes' and the emulator's config errors are the client's: one except catches them all.
+    from emulator.config import ConfigError as emulator_error
+    from host_client.errors import SentinelError
+    from host_client.gateway.config import ConfigError as gateway_error
+    from host_client.probes.config import ConfigError as probes_error
+
+    assert gateway_error is probes_error is emulator_error is ConfigError
+    assert issubclass(ConfigError, SentinelError) and issubclass(ConfigError, ValueError)
