@@ -77,15 +77,16 @@ def metric_names(text):
 
 
 def start_gateway(tmp, terminal_url, key_id, secret, port=None, extra_toml=""):
-    """sentinel-gateway on 127.0.0.1 delivering to one terminal "emu". Returns (process, base URL)."""
+    """sentinel-gateway on 127.0.0.1 delivering to one terminal "emu" (extra_toml: more sections, e.g.
+    [grouping] / [debounce]). Returns (process, base URL)."""
     port = port or free_port()
     tmp = str(tmp)
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
         f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nlog_format = "text"\n\n'
-                '[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\n\n'
-                '[terminals.emu]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "SENTINEL_SECRET_EMU"\n%s'
-                % (port, os.path.join(tmp, "gw-state"), terminal_url, key_id, extra_toml))
+                '[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\n\n%s\n'
+                '[terminals.emu]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "SENTINEL_SECRET_EMU"\n'
+                % (port, os.path.join(tmp, "gw-state"), extra_toml, terminal_url, key_id))
     env = dict(os.environ, SENTINEL_SECRET_EMU=secret)
     proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -94,8 +95,9 @@ def start_gateway(tmp, terminal_url, key_id, secret, port=None, extra_toml=""):
     return proc, url
 
 
-def start_probe(tmp, gateway_url, port=None):
-    """sentinel-probe replaying recorded NVML readings, its status server on 127.0.0.1. (process, base URL)."""
+def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0):
+    """sentinel-probe replaying recorded NVML readings, following tmp/kern.log as its kernel log, its status
+    server on 127.0.0.1. (process, base URL)."""
     port = port or free_port()
     tmp = str(tmp)
     kern = os.path.join(tmp, "kern.log")
@@ -103,9 +105,9 @@ def start_probe(tmp, gateway_url, port=None):
     cfg = os.path.join(tmp, "probe.toml")
     with open(cfg, "w") as f:
         f.write('[node]\nrack = "A03"\nhost = "gpu-worker-08"\ngateway = "%s"\n\n'
-                '[gpu]\nsource = "replay"\nreplay = "%s"\n\n[xid]\nsource = "file"\npath = "%s"\n\n'
+                '[gpu]\nsource = "replay"\nreplay = "%s"\n\n[xid]\nsource = "file"\npath = "%s"\nhold_s = %r\n\n'
                 '[progress]\nsocket = "%s"\n\n[status]\nlisten = "127.0.0.1:%d"\n'
-                % (gateway_url, REPLAY, kern, os.path.join(tmp, "progress.sock"), port))
+                % (gateway_url, REPLAY, kern, float(xid_hold_s), os.path.join(tmp, "progress.sock"), port))
     proc = subprocess.Popen([sys.executable, "-m", "host_client.probes.cli", "-c", cfg], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = "http://127.0.0.1:%d" % port

@@ -208,3 +208,14 @@ def test_every_dcgm_field_a_rule_reads_is_in_the_counters_file():
     for _f, r in rules():
         used.update(re.findall(r"\bDCGM_FI_[A-Z0-9_]+", r["expr"]))
     assert used and not sorted(used - fields)
+
+
+def test_dcgm_fatal_xids_are_the_probes():
+    """The same XID is P0 whether the probe reads it from the kernel log or Prometheus from dcgm-exporter."""
+    from host_client.probes.xid import classify
+
+    fatal = [r for r in alerts() if r["alert"] == "GPUXidFatal"][0]
+    listed = set(map(int, re.search(r'xid=~"([0-9|]+)"', fatal["expr"]).group(1).split("|")))
+    assert listed == {x for x in range(1024) if classify(x) == "fatal"}
+    warning = [r for r in alerts() if r["alert"] == "GPUXidError"][0]
+    assert set(map(int, re.search(r'xid!~"([0-9|]+)"', warning["expr"]).group(1).split("|"))) == listed
