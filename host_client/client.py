@@ -39,7 +39,7 @@ class Ack:
 
     @property
     def level(self) -> str | None:
-        """The alarm's level as the terminal took it ("P0", "P1", "NORMAL"); None for an ACK or a heartbeat."""
+        """The level the terminal took the alarm at ("P0", "P1", "NORMAL"); None for an ACK, heartbeat or duplicate."""
         return self.answer.get("level")
 
 
