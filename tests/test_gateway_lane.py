@@ -186,14 +186,14 @@ def test_rate_limit_token_bucket():
 
 
 def test_persistence_round_trip(tmp_path):
-    lane = Lane("t", id_prefix="gw-a")
+    lane = Lane("t")
     lane.submit(inc("A03", "n1"), 0.0)
     lane.submit(inc("A03", "n2"), 0.0)
     lane.submit(inc("B", "n9", "THERMAL", P1), 0.0)
     store = PendingStore(str(tmp_path / "p.json"))
     store.save(lane.snapshot())
     assert not list(tmp_path.glob("*.tmp*"))
-    lane2 = Lane("t", id_prefix="gw-b")
+    lane2 = Lane("t")
     assert lane2.restore(store.load()) == 3
     a = [(x.id, x.level, x.text, x.carried) for x in drain(lane, 1.0)]
     b = [(x.id, x.level, x.text, x.carried) for x in drain(lane2, 1.0)]

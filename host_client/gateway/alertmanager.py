@@ -1,9 +1,17 @@
-"""Alertmanager's webhook (version "4") -> incidents.
+"""Alertmanager's webhook (version "4") and Grafana unified alerting's (version "1") -> incidents.
+
+Grafana's contact-point webhook sends the same shape as Alertmanager (it embeds Alertmanager): `alerts[]` with
+`status`, `labels`, `annotations`, `startsAt`, `fingerprint`, plus Grafana's own top-level fields (`orgId`,
+`title`, `state`, `message`) and per-alert URLs and `values`, which are ignored. Both map the same way.
 
 One notification carries a group of alerts; each becomes one incident keyed by its fingerprint, and the lane's
 grouping folds them, so a notification of fifty alerts is one alarm and one summary, not fifty utterances.
 Firing -> an alarm at the level the severity label maps to, text from the first annotation present; resolved -> the
 NORMAL recovery for the same key.
+
+Each incident's `ident` is fingerprint + startsAt: the same on every Alertmanager of an HA pair (they share the
+alert, its fingerprint and its start), so every gateway derives the same alarm id from it (lane.py) and the
+terminal's replay memory answers the copies as duplicates; a later firing of the same alert has a new startsAt.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from .incident import Incident
 
 RESOLVED_TEXT = {"zh": "%s 已恢复正常", "en": "Resolved: %s"}
 MAX_ALERTS = 1000
+VERSIONS = {"4": "alertmanager", "1": "grafana"}
 
 
 def _labels(obj, where):
@@ -61,8 +70,9 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
     if not isinstance(body, dict):
         raise EventError("bad_body", "the body must be a JSON object", 400)
     version = body.get("version")
-    if version is not None and version != "4":
-        raise EventError("unsupported_version", "webhook version %r; this gateway speaks version \"4\"" % version)
+    if version is not None and version not in VERSIONS:
+        raise EventError("unsupported_version", "webhook version %r; this gateway speaks Alertmanager's \"4\" and "
+                         "Grafana's \"1\"" % (version,))
     alerts = body.get("alerts")
     if not isinstance(alerts, list):
         raise EventError("missing_field", "alerts must be a list")
@@ -86,6 +96,9 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
             fp = fingerprint(labels)
         elif not isinstance(fp, str) or len(fp) > 64:
             raise EventError("bad_field", "%s.fingerprint must be a short string" % where)
+        starts = a.get("startsAt", "")
+        if not isinstance(starts, str) or len(starts) > 64:
+            raise EventError("bad_field", "%s.startsAt must be a timestamp string" % where)
         name = labels.get("alertname") or "alert"
         rack = _first(labels, cfg.am_rack_labels)
         host = _host(labels, cfg.am_host_labels)
@@ -99,10 +112,12 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         inc_labels.update({"rack": rack, "host": host, "event_type": name})
         key = "am:" + fp
         if status == "firing":
-            out.append(Incident(key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels,
-                                source="alertmanager"))
+            inc = Incident(key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels,
+                           source="alertmanager")
         else:
             rt = {lang: tpl % text for lang, tpl in RESOLVED_TEXT.items()}
-            out.append(Incident(key, NORMAL, rack=rack, host=host, kind=name, text=rt, labels=inc_labels,
-                                source="alertmanager", recovery=True))
+            inc = Incident(key, NORMAL, rack=rack, host=host, kind=name, text=rt, labels=inc_labels,
+                           source="alertmanager", recovery=True)
+        inc.ident = "%s@%s" % (key, starts)
+        out.append(inc)
     return out

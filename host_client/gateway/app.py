@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from flask import Flask, Response
 
@@ -11,7 +12,84 @@ from .service import Gateway
 
 EXT = "sentinel_gateway"
 _REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 413: "Payload Too Large",
-            422: "Unprocessable Entity"}
+            422: "Unprocessable Entity", 503: "Service Unavailable"}
+MAX_DEPTH = 32          # a probe event is depth 1, a batch 2, an Alertmanager notification 3
+# \uD800-\uDFFF escapes: the only way JSON text can carry a lone surrogate (raw UTF-8 cannot encode one)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
+
+
+def _no_constant(name):
+    raise ValueError("%s is not JSON (RFC 8259 has no NaN or Infinity)" % name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+class BodyError(ValueError):
+    def __init__(self, status, code, message):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _depth_ok(obj, limit):
+    """True when no array/object nests deeper than limit (iterative: a hostile body cannot recurse us)."""
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if d > limit:
+            return False
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values() if isinstance(v, (dict, list)))
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o if isinstance(v, (dict, list)))
+    return True
+
+
+def _lone_surrogate(obj):
+    """The path of the first string (key or value) holding a lone UTF-16 surrogate, or None."""
+    stack = [(obj, "body")]
+    while stack:
+        o, where = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(o, dict):
+            for k, v in o.items():
+                try:
+                    k.encode("utf-8")
+                except UnicodeEncodeError:
+                    return where + " (a key)"
+                stack.append((v, "%s.%s" % (where, k) if where != "body" else k))
+        elif isinstance(o, list):
+            stack.extend((v, "%s[%d]" % (where, i)) for i, v in enumerate(o))
+    return None
+
+
+def decode_body(raw: bytes):
+    """The ingest endpoints' JSON, strictly: UTF-8, no NaN/Infinity, nesting at most MAX_DEPTH, and no lone
+    surrogate in any string (text that no terminal, log or queue file could encode). Raises BodyError."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BodyError(400, "bad_encoding", "body is not valid UTF-8") from None
+    try:
+        obj = _DECODER.decode(text)
+    except RecursionError:
+        raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH) from None
+    except ValueError as e:
+        raise BodyError(400, "bad_json", "malformed JSON: %s" % e) from None
+    # A storm's bodies are flat: the walks run only when the raw text could break a rule.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and not _depth_ok(obj, MAX_DEPTH):
+        raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH)
+    if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw):
+        where = _lone_surrogate(obj)
+        if where is not None:
+            raise BodyError(422, "bad_text", "%s holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its "
+                            "pair): not encodable text" % where)
+    return obj
 
 
 def _json(status, obj):
@@ -49,7 +127,8 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
     # request machinery (about a third of the per-request cost); everything else goes through flask.
     flask_wsgi = app.wsgi_app
     handlers = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
-                "/api/v1/alertmanager": ("alertmanager", gw.alertmanager)}
+                "/api/v1/alertmanager": ("alertmanager", gw.alertmanager),
+                "/api/v1/grafana": ("grafana", lambda body: gw.alertmanager(body, source="grafana"))}
 
     def ingest(source, handle, environ):
         try:
@@ -60,11 +139,9 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
             return gw.refuse(source, 413, "too_large", "body must be 0..%d bytes (Content-Length)" % limit)
         raw = environ["wsgi.input"].read(n) if n else b""
         try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            return gw.refuse(source, 400, "bad_encoding", "body is not valid UTF-8")
-        except ValueError as e:
-            return gw.refuse(source, 400, "bad_json", "malformed JSON: %s" % e)
+            obj = decode_body(raw)
+        except BodyError as e:
+            return gw.refuse(source, e.status, e.code, str(e))
         return handle(obj)
 
     def wsgi(environ, start_response):
@@ -75,7 +152,7 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
             status, answer = 405, {"ok": False, "error": "method_not_allowed", "message": "use POST"}
         else:
             status, answer = ingest(h[0], h[1], environ)
-        out = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        out = json.dumps(answer, ensure_ascii=False).encode("utf-8", "backslashreplace")
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(out)))]
         if status == 405:
             headers.append(("Allow", "POST"))

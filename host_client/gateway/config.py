@@ -43,7 +43,7 @@ class Secret:
 
 class Terminal:
     def __init__(self, name, url, key_id, secret, *, heartbeat_s=None, language=None, queue_size=None,
-                 rate_burst=None, rate_interval_s=None, timeout_s=None):
+                 rate_burst=None, rate_interval_s=None, timeout_s=None, compat="sentinel"):
         self.name = name
         self.url = url
         self.key_id = key_id
@@ -54,10 +54,11 @@ class Terminal:
         self.rate_burst = rate_burst
         self.rate_interval_s = rate_interval_s
         self.timeout_s = timeout_s
+        self.compat = compat
 
     def describe(self) -> dict:
         return {"name": self.name, "url": self.url, "key_id": self.key_id, "secret": repr(self.secret),
-                "heartbeat_s": self.heartbeat_s}
+                "heartbeat_s": self.heartbeat_s, "compat": self.compat}
 
 
 class Route:
@@ -86,14 +87,16 @@ _SECTIONS = {
     "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
                  "deadline_s", "max_tracked", "track_s"},
     "alertmanager": {"severity_label", "levels", "default_level", "text_annotations", "rack_labels",
-                     "host_labels", "debounce"},
+                     "host_labels", "debounce", "resolved_hold_s"},
     "routing": {"default"},
     "templates": {"zh", "en"},
     "terminals": None,
     "routes": None,
 }
 _TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "language", "queue_size",
-                  "rate_burst", "rate_interval_s", "timeout_s"}
+                  "rate_burst", "rate_interval_s", "timeout_s", "compat"}
+# compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
+COMPAT_MODES = ("sentinel", "rfc")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -171,6 +174,8 @@ class Config:
         self.am_rack_labels = ["rack", "cluster_rack"]
         self.am_host_labels = ["node_host", "node", "hostname", "Hostname", "host", "instance"]
         self.am_debounce = True
+        # at least Alertmanager's --cluster.peer-timeout (15 s) x peers + group_interval (5 m): docs/GATEWAY.md
+        self.resolved_hold_s = 900.0
         self.templates = {}
         self.terminals: dict[str, Terminal] = {}
         self.routes: list[Route] = []
@@ -260,6 +265,8 @@ class Config:
         if not isinstance(amd, bool):
             raise ConfigError("alertmanager.debounce must be true or false")
         c.am_debounce = amd
+        c.resolved_hold_s = float(_num(am, "resolved_hold_s", "alertmanager", default=c.resolved_hold_s, lo=0,
+                                       hi=86400 * 7))
 
         tp = d.get("templates", {})
         for lang, table in tp.items():
@@ -372,7 +379,8 @@ def _terminal(name, t, env, base_dir) -> Terminal:
                     queue_size=_num(t, "queue_size", where, lo=1, hi=1_000_000, integer=True),
                     rate_burst=_num(t, "rate_burst", where, lo=1, hi=1000, integer=True),
                     rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
-                    timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600))
+                    timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
+                    compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES))
 
 
 def load_config(path: str, env=None) -> Config:

@@ -2,9 +2,11 @@
 
 P0 first; retry with exponential back-off while the terminal is unreachable (the alarm keeps its message id, so a
 retry the terminal already acted on is answered as a duplicate, never sounded twice); an alarm past its deadline
-is logged and counted as undeliverable; a 4xx is the request's fault and is not retried. The pending queue is saved
-atomically to a JSON file by a Persister thread after every change, and the ingest path waits for that write
-before it answers the sender, so a restart loses no alarm that was acknowledged to its source.
+is logged and counted as undeliverable; a 4xx is the request's fault and is not retried; an alarm that cannot even
+be built into a request (a failure retrying cannot fix) is dead-lettered: counted, logged, kept in
+`dead-<terminal>.jsonl`, and never retried at the head of the queue, so one bad item never delays another.
+The pending queue is saved atomically to a JSON file by a Persister thread after every change, and the ingest path
+waits for that write before it answers the sender, so a restart loses no alarm that was acknowledged to its source.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 import time
 
 from host_client.errors import RefusedError, SentinelError
+from host_client.transport import HTTPTransport, Response
 from sentinel_core.alarm import LEVEL_NAMES, preset
 from sentinel_core.validate import KEY_MAX_BYTES, TEXT_MAX_BYTES
 
@@ -55,6 +58,34 @@ def to_alarm(item):
     return preset(_PRESET[item.level], wire_text(item.text), key=wire_key(item.key), id=item.id)
 
 
+class RfcCompatTransport:
+    """For a terminal configured `compat = "rfc"`: the RFC's gateway counts any 200 as delivered and a minimal
+    RFC-compatible terminal answers a bare 2xx with no JSON body. Such an answer is passed on as our `{"ok": true}`;
+    a JSON answer of ours, when the terminal sends one, is used as it is (its duplicate flag, its error code)."""
+
+    _OK = b'{"ok":true,"duplicate":false}'
+
+    def __init__(self, inner=None):
+        self.inner = inner or HTTPTransport()
+
+    def post(self, url, headers, body, timeout):
+        r = self.inner.post(url, headers, body, timeout)
+        if 200 <= r.status < 300:
+            try:
+                answer = json.loads(r.body.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, AttributeError):
+                answer = None
+            if not (isinstance(answer, dict) and "ok" in answer):
+                return Response(200, r.headers, self._OK)
+            if r.status != 200:
+                return Response(200, r.headers, r.body)
+        return r
+
+
+class DeadLetter(Exception):
+    """An alarm that no retry can deliver (it cannot be encoded or built into a request)."""
+
+
 class PendingStore:
     """One JSON file per terminal, replaced atomically (write, fsync, rename)."""
 
@@ -80,17 +111,32 @@ class PendingStore:
             raise ValueError("pending queue %s has no items list" % self.path)
         return data
 
-    def save(self, data, fsync=True):
+    def save(self, data, *, fsync=True):
         """fsync=False still survives a crash of this process (the rename is atomic, the page cache keeps the
         data); fsync=True also survives the machine's."""
+        try:
+            raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:
+            # text no UTF-8 can hold (a lone surrogate that got past ingest): escaped, so the queue is still saved
+            raw = json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
         with self._lock:
             tmp = "%s.tmp.%d" % (self.path, os.getpid())
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+            with open(tmp, "wb") as f:
+                f.write(raw)
                 f.flush()
                 if fsync:
                     os.fsync(f.fileno())
             os.replace(tmp, self.path)
+
+    def dead_letter(self, record):
+        """Append one dead-lettered alarm to dead-<terminal>.jsonl beside the queue (for a human to look at)."""
+        path = os.path.join(os.path.dirname(self.path), os.path.basename(self.path).replace("pending-", "dead-", 1))
+        if path == self.path:
+            path = self.path + ".dead"
+        if not path.endswith(".jsonl"):
+            path = path.rsplit(".", 1)[0] + ".jsonl"
+        with self._lock, open(path, "a", encoding="ascii") as f:
+            f.write(json.dumps(record, ensure_ascii=True, default=str) + "\n")
 
 
 class Persister:
@@ -110,10 +156,15 @@ class Persister:
         self._thread = None
         self.writes = 0
         self.failed = 0
+        self.broken = False         # the last save failed: the gateway answers 503 until one succeeds
+        self.last_error = None
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="persist-%s" % self.lane.name, daemon=True)
         self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive() or self._stop
 
     def stop(self, timeout=5.0):
         with self.lane.cond:
@@ -124,19 +175,30 @@ class Persister:
         self.save()
 
     def save(self):
-        snap = self.lane.snapshot()
-        # A new alarm is fsynced (it must survive even a power cut); a summary that only grew is written without,
-        # so a storm of folds costs a page-cache write each, not a disk flush each.
-        fsync = snap["sync_gen"] > self.synced
+        # Any failure (disk full, permissions, a bug) is logged, counted and shown in /healthz; never raised, so
+        # the thread cannot die of it.
         try:
+            snap = self.lane.snapshot()
+            # A new alarm is fsynced (it must survive even a power cut); a summary that only grew is written
+            # without, so a storm of folds costs a page-cache write each, not a disk flush each.
+            fsync = snap["sync_gen"] > self.synced
             self.store.save(snap, fsync=fsync)
             if fsync:
                 self.synced = snap["sync_gen"]
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - the persister must outlive any one failure
             self.failed += 1
-            self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=str(e))
+            err = "%s: %s" % (type(e).__name__, e)
+            if not self.broken or err != self.last_error:
+                self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=err)
+            with self.lane.cond:
+                self.broken = True
+                self.last_error = err
+                self.lane.cond.notify_all()
             return False
         with self.lane.cond:
+            if self.broken:
+                self.log("persist_recovered", terminal=self.lane.name, path=self.store.path, failures=self.failed)
+            self.broken = False
             self.writes += 1
             if snap["gen"] > self.saved:
                 self.saved = snap["gen"]
@@ -147,7 +209,7 @@ class Persister:
         """Block until the queue as of `gen` is on disk (or timeout). True when it is."""
         end = time.monotonic() + timeout
         with self.lane.cond:
-            while self.saved < gen and not self._stop:
+            while self.saved < gen and not self._stop and not self.broken:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
@@ -155,33 +217,47 @@ class Persister:
             return self.saved >= gen
 
     def _run(self):
-        lane = self.lane
         while True:
-            with lane.cond:
-                while lane.gen <= self.saved and not self._stop:
-                    lane.wake_on_change = True
-                    lane.cond.wait(1.0)
-                if self._stop:
+            try:
+                if self._once():
                     return
-                # Only summaries grew since the last write: let more folds join this write (a storm folds
-                # thousands a second), unless a new alarm arrives, which is written at once.
-                end = time.monotonic() + self.coalesce_s
-                while lane.sync_gen <= self.synced and not self._stop:
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    lane.cond.wait(left)
-            if not self.save():
+            except Exception as e:  # noqa: BLE001 - never die; a failing save is retried
+                self.failed += 1
+                self.broken = True
+                self.last_error = "%s: %s" % (type(e).__name__, e)
+                self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=self.last_error)
                 time.sleep(0.5)
+
+    def _once(self):
+        """One round: wait for a change, save it. True when stopped."""
+        lane = self.lane
+        with lane.cond:
+            while lane.gen <= self.saved and not self._stop:
+                lane.wake_on_change = True
+                lane.cond.wait(1.0)
+            if self._stop:
+                return True
+            # Only summaries grew since the last write: let more folds join this write (a storm folds
+            # thousands a second), unless a new alarm arrives, which is written at once.
+            end = time.monotonic() + self.coalesce_s
+            while lane.sync_gen <= self.synced and not self._stop:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                lane.cond.wait(left)
+        if not self.save():
+            time.sleep(0.5)
+        return False
 
 
 class Worker:
     """Owns one lane's sending. client: an object with send(Alarm) -> Ack and heartbeat(interval) (AlarmClient)."""
 
     def __init__(self, lane, client, *, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None, log=None,
-                 clock=time.time, mono=time.monotonic, on_delivered=None):
+                 clock=time.time, mono=time.monotonic, on_delivered=None, store=None):
         self.lane = lane
         self.client = client
+        self.store = store          # a PendingStore: dead letters are appended beside its file
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.heartbeat_s = heartbeat_s
@@ -194,10 +270,14 @@ class Worker:
         self._failures = 0
         self._next_hb = None
         self.last_error = None
+        self.last_dead = None
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="deliver-%s" % self.lane.name, daemon=True)
         self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive() or self._stop
 
     def stop(self, timeout=5.0):
         with self.lane.cond:
@@ -256,10 +336,28 @@ class Worker:
                         lane.failed(item)
                 self._backoff(min(self.backoff_max, 1.0))
 
+    def _dead_letter(self, item, err):
+        """No retry can send this alarm: out of the queue at once (the next item goes now), counted, logged, kept."""
+        lane = self.lane
+        reason = "%s: %s" % (type(err).__name__, err)
+        with lane.cond:
+            lane.dead_lettered(item)
+        rec = {"ts": round(self.clock(), 3), "terminal": lane.name, "id": item.id, "level": LEVEL_NAMES[item.level],
+               "key": item.key, "text": item.text[:400], "incidents": item.ncarried, "reason": reason[:500]}
+        self.last_dead = {k: rec[k] for k in ("ts", "id", "level", "reason")}
+        self.log("alarm_dead_letter", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
+                 incidents=item.ncarried, reason=reason[:500], text=ascii(item.text[:200]))
+        if self.store is not None:
+            try:
+                self.store.dead_letter(rec)
+            except Exception as e:  # noqa: BLE001 - the record is in the log already
+                self.log("dead_letter_unsaved", terminal=lane.name, id=item.id, error=str(e))
+
     def _send(self, item):
         lane = self.lane
-        alarm = to_alarm(item)
         try:
+            alarm = to_alarm(item)
+            alarm.to_wire()
             ack = self.client.send(alarm)
         except RefusedError as e:
             with lane.cond:
@@ -284,6 +382,9 @@ class Worker:
                      retry_in_s=round(delay, 3))
             self._backoff(delay)
             return
+        except Exception as e:  # noqa: BLE001 - not the terminal's answer: the alarm itself cannot be sent
+            self._dead_letter(item, e)
+            return
         with lane.cond:
             lane.delivered(item, self.clock(), duplicate=bool(getattr(ack, "duplicate", False)))
             was_up = lane.up
@@ -294,7 +395,7 @@ class Worker:
         if was_up is False:
             self.log("terminal_back", terminal=lane.name, url=self.client.url)
         self.log("alarm_delivered", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
-                 kind=item.kind, incidents=len(item.carried), attempts=item.attempts + 1,
+                 kind=item.kind.value, incidents=len(item.carried), attempts=item.attempts + 1,
                  latency_s=round(self.clock() - item.created, 4), duplicate=bool(getattr(ack, "duplicate", False)))
 
     def _heartbeat(self):

@@ -154,10 +154,10 @@ class Event:
     """A validated GPU event. recovers: for a recovery, the event type that cleared (else None)."""
 
     __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
-                 "xid", "known", "pci")
+                 "xid", "known", "pci", "ts")
 
     def __init__(self, rack, raw_host, event_type, *, gpu_index=None, gpu_util=None, recovers=None, detail=None,
-                 xid=None, pci=None):
+                 xid=None, pci=None, ts=None):
         self.rack = rack
         self.raw_host = raw_host
         self.host = clean_host(raw_host)
@@ -168,6 +168,7 @@ class Event:
         self.detail = detail
         self.xid = xid
         self.pci = pci              # bus id without the "PCI:" prefix, or None
+        self.ts = ts                # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
 
     @property
@@ -342,8 +343,12 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
     m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
     pci = m.group(1) if m else None
 
+    # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
+    ts = body.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        ts = None
     ev = Event(rack, host, etype, gpu_index=gpu_index, gpu_util=gpu_util, recovers=recovers, detail=detail, xid=xid,
-               pci=pci)
+               pci=pci, ts=ts)
     if recovers is None:
         fields = ev.spec["fields"]
         if _needs(fields, "g") and gpu_index is None:

@@ -11,7 +11,7 @@ from sentinel_core.alarm import NORMAL
 
 class Incident:
     __slots__ = ("key", "level", "rack", "host", "kind", "text", "labels", "source", "recovery", "phrase_zh",
-                 "phrase_en", "scope", "attach")
+                 "phrase_en", "scope", "attach", "ident")
 
     def __init__(self, key, level, *, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
                  phrase_zh=None, phrase_en=None):
@@ -31,6 +31,11 @@ class Incident:
         # scope instead of sending a new one, so that alarm is not cleared while this GPU is still bad.
         self.scope = None
         self.attach = False
+        # ident: what names this occurrence of the incident on every gateway alike (Alertmanager: fingerprint and
+        # startsAt; GPU events: the key and its first-seen window). The alarm id is derived from it (lane.py), so
+        # N gateways sending the same incident send the same id and the terminal shows it once. None: the lane
+        # uses the key and the time window of its arrival.
+        self.ident = None
 
     def text_for(self, language):
         t = self.text

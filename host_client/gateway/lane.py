@@ -15,6 +15,7 @@ carried has recovered.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from enum import Enum
 
@@ -40,11 +41,17 @@ class Outcome(str, Enum):
     DROPPED = "dropped"                     # the queue was full of alarms at least as urgent
 
 
+def alarm_id(*parts) -> str:
+    """The message id of an alarm, from what it says about which incident: the same on every gateway that sends it,
+    so a terminal that already has it answers a copy as a duplicate (its replay memory) and shows it once."""
+    return "s" + hashlib.sha256("|".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:31]
+
+
 class Lane:
     def __init__(self, name: str, *, language: str = "zh", group_by=("event_type", "rack"), window: float = 60.0,
                  cluster_threshold: int = 3, grouping: bool = True, queue_size: int = 256, deadlines=None,
                  rate_burst: int = 3, rate_interval: float = 5.0, max_tracked: int = 100_000,
-                 track_s: float = 6 * 3600.0, id_prefix: str = "gw", log=None):
+                 track_s: float = 6 * 3600.0, id_window: float = 120.0, log=None):
         self.name = name
         self.language = language
         self.grouping_on = grouping
@@ -53,7 +60,7 @@ class Lane:
         self.tracker = RecoveryTracker(max_tracked=max_tracked, track_s=track_s)
         self.rate = RateLimit(rate_burst, rate_interval)
         self.stats = LaneStats()
-        self.id_prefix = id_prefix
+        self.id_window = max(1.0, float(id_window))   # an incident without an ident: its key and this window
         self.log = log or (lambda event, **kw: None)
         self.cond = threading.Condition()
         self.seq = 0
@@ -112,17 +119,19 @@ class Lane:
                 return self._go_cluster(g, absorbed, inc, now)
             return self._fold(g, inc, now)
 
-    def _new_id(self) -> str:
-        self.seq += 1
-        return "%s-%d" % (self.id_prefix, self.seq)
+    def _ident(self, inc, now) -> str:
+        return inc.ident or "%s@%d" % (inc.key, now // self.id_window)
 
-    def _new_item(self, *, level, text, key, carried, now, kind) -> Item:
-        return Item(id=self._new_id(), seq=self.seq, level=level, text=text, key=key, carried=carried,
+    def _new_item(self, *, id, level, text, key, carried, now, kind) -> Item:
+        self.seq += 1
+        return Item(id=id, seq=self.seq, level=level, text=text, key=key, carried=carried,
                     created=now, deadline=self.queue.deadline(level, now), kind=kind)
 
     def _alone(self, inc, now) -> Outcome:
-        it = self._new_item(level=inc.level, text=inc.text_for(self.language), key=inc.key, carried=[inc.key],
-                            now=now, kind=ItemKind.RECOVERY if inc.recovery else ItemKind.ALONE)
+        status = "resolved" if inc.recovery else "firing"
+        it = self._new_item(id=alarm_id(self._ident(inc, now), status), level=inc.level,
+                            text=inc.text_for(self.language), key=inc.key, carried=[inc.key], now=now,
+                            kind=ItemKind.RECOVERY if inc.recovery else ItemKind.ALONE)
         if not self._enqueue(it):
             return Outcome.DROPPED
         if not inc.recovery:
@@ -138,7 +147,10 @@ class Lane:
         if it is not None and (it.inflight or not it.queued):
             it = None
         if it is None:
-            it = self._new_item(level=g.level, text="", key=g.summary_key(self.seq + 1), carried=[], now=now,
+            # named after its first incident, so gateways that saw the same incidents name it alike
+            first = hashlib.sha256(self._ident(inc, now).encode("utf-8", "surrogatepass")).hexdigest()[:6]
+            key = g.summary_key(first)
+            it = self._new_item(id=alarm_id(key, "1"), level=g.level, text="", key=key, carried=[], now=now,
                                 kind=ItemKind.SUMMARY)
             it.group = g
             g.pending = it
@@ -154,7 +166,7 @@ class Lane:
                 it.level = g.level
                 it.deadline = self.queue.deadline(it.level, it.created)
             it.text = summary_text(g, self.language)
-            it.id = self._new_id()    # new content, new message id (retries keep theirs)
+            it.id = alarm_id(it.key, str(it.ncarried))    # new content, new message id (retries keep theirs)
             self.stats.alarms.replaced += 1
             self._touch(quiet=not upgraded)
         if not inc.recovery:
@@ -184,6 +196,7 @@ class Lane:
                 if old.seq < it.seq:
                     it.seq = old.seq          # keep the earliest queue position: order of incidents holds
             it.text = summary_text(cg, self.language)
+            it.id = alarm_id(it.key, str(it.ncarried))
             self._touch()
         return result
 
@@ -196,7 +209,10 @@ class Lane:
             text = inc.text_for(self.language)
         else:
             text = t["summary_recovered"] % size
-        it = self._new_item(level=NORMAL, text=text, key=carrier, carried=[inc.key], now=now,
+        ident = self._ident(inc, now)
+        # a single incident's recovery has the id any gateway gives it, tracked or not (then it goes out alone)
+        rid = alarm_id(ident, "resolved") if carrier == inc.key else alarm_id(carrier, ident, "resolved")
+        it = self._new_item(id=rid, level=NORMAL, text=text, key=carrier, carried=[inc.key], now=now,
                             kind=ItemKind.RECOVERY)
         if not self._enqueue(it):
             return Outcome.DROPPED
@@ -258,6 +274,15 @@ class Lane:
         it.inflight = False
         self.stats.alarms.refused += 1
         self.stats.incidents.refused += it.ncarried
+        self._untrack(it)
+        self._touch()
+
+    def dead_lettered(self, it: Item) -> None:
+        """A failure no retry can fix (the alarm cannot be built into a request): out of the queue, counted."""
+        self.queue.remove(it)
+        it.inflight = False
+        self.stats.alarms.dead_letter += 1
+        self.stats.incidents.dead += it.ncarried
         self._untrack(it)
         self._touch()
 

@@ -17,10 +17,11 @@ from sentinel_core.alarm import LEVEL_NAMES
 
 from .alertmanager import parse_webhook
 from .debounce import Debouncer
-from .delivery import PendingStore, Persister, Worker
+from .delivery import PendingStore, Persister, RfcCompatTransport, Worker
 from .events import EventError, parse_event, phrase
 from .incident import Incident
 from .lane import Lane
+from .resolved import ResolvedMemory
 from .stats import LATENCY_BUCKETS
 
 logger = logging.getLogger("sentinel.gateway")
@@ -54,8 +55,12 @@ def _lane_log(event, **fields):
               **fields)
 
 
+_ERRORS = frozenset(("alarm_dead_letter", "persist_failed", "dead_letter_unsaved", "worker_error"))
+_WARNINGS = frozenset(("terminal_unreachable", "alarm_refused", "heartbeat_failed"))
+
+
 def _worker_log(event, **fields):
-    lvl = logging.WARNING if event in ("terminal_unreachable", "alarm_refused", "heartbeat_failed") else (
+    lvl = logging.ERROR if event in _ERRORS else logging.WARNING if event in _WARNINGS else (
         logging.DEBUG if event == "delivery_retry" else logging.INFO)
     log_event(event, lvl, **fields)
 
@@ -73,6 +78,13 @@ class Gateway:
         self.rejected = {}        # (source, code) -> n
         self.suppressed = {}      # (source, type) -> n
         self.unrouted = 0
+        self.stale = {}           # source -> firings dropped because their incident was resolved (an HA peer's copy)
+        self.not_durable = 0      # answers 503 because the queue could not be saved in time
+        self.resolved = ResolvedMemory(hold_s=config.resolved_hold_s, max_keys=config.debounce_max_keys)
+        # GPU events: (bucket, n) per key that recovered, so a fault that returns within the same id window gets a
+        # new ident (key@bucket#n) and is not taken for a copy of the first by the terminal
+        self._refire = {}
+        self.id_window = config.debounce_window if config.debounce_window >= 1 else 120.0
         self.lanes = {}
         self.workers = {}
         self.persisters = {}
@@ -86,13 +98,13 @@ class Gateway:
                         deadlines=config.deadlines,
                         rate_burst=t.rate_burst or config.rate_burst,
                         rate_interval=config.rate_interval if t.rate_interval_s is None else t.rate_interval_s,
-                        max_tracked=config.max_tracked, track_s=config.track_s,
-                        id_prefix="%s-%s" % (config.instance, self.boot), log=_lane_log)
+                        max_tracked=config.max_tracked, track_s=config.track_s, id_window=self.id_window,
+                        log=_lane_log)
             if clients and name in clients:
                 client = clients[name]
             else:
                 client = AlarmClient(t.url, t.key_id, t.secret.reveal(), timeout=t.timeout_s or config.timeout_s,
-                                     retries=0)
+                                     retries=0, transport=RfcCompatTransport() if t.compat == "rfc" else None)
             store = None
             if config.state_dir:
                 store = PendingStore(os.path.join(config.state_dir, "pending-%s.json" % name))
@@ -112,7 +124,8 @@ class Gateway:
                 self.persisters[name] = Persister(lane, store, log=_worker_log)
             self.workers[name] = Worker(lane, client, backoff_initial=config.backoff_initial,
                                         backoff_max=config.backoff_max, heartbeat_s=t.heartbeat_s,
-                                        log=_worker_log, clock=clock, mono=mono, on_delivered=on_delivered)
+                                        log=_worker_log, clock=clock, mono=mono, on_delivered=on_delivered,
+                                        store=store)
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -144,9 +157,27 @@ class Gateway:
         log_event("event_rejected", logging.INFO, source=source, code=err.code, message=str(err))
         return err.status, {"ok": False, "error": err.code, "message": str(err)}
 
+    def persist_broken(self):
+        """The reason no new event can be taken durably now (a persister whose last save failed), or None."""
+        for name, p in self.persisters.items():
+            if p.broken:
+                return "pending queue of terminal %s cannot be saved: %s" % (name, p.last_error)
+        return None
+
+    def _unavailable(self, source, reason):
+        with self.lock:
+            self.not_durable += 1
+        log_event("event_not_durable", logging.ERROR, source=source, reason=reason)
+        return 503, {"ok": False, "error": "persist_failed", "message": reason + "; retry later"}
+
     def gpu_event(self, body):
         """One probe event, or a JSON array of up to MAX_BATCH (a node reporting its GPUs at once).
-        Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order."""
+        Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order. While a
+        terminal's queue cannot be saved, every event is answered 503 (the sender retries) and changes nothing:
+        nothing is answered 200 that a crash could lose."""
+        broken = self.persist_broken()
+        if broken:
+            return self._unavailable("gpu_event", broken)
         if isinstance(body, list):
             if not body or len(body) > MAX_BATCH:
                 return self.refuse("gpu_event", 422 if body else 400, "bad_batch",
@@ -154,7 +185,9 @@ class Gateway:
             results = [self._event(b) for b in body]
             incs = [r[2] for r in results if r[2] is not None]
             if incs:
-                routed = self._dispatch(incs)
+                routed, durable = self._dispatch(incs)
+                if not durable:
+                    return self._unavailable("gpu_event", "the pending queue was not saved in time")
                 i = 0
                 for r in results:
                     if r[2] is not None:
@@ -165,7 +198,10 @@ class Gateway:
                          "rejected": sum(1 for r in results if r[0] != 200)}
         status, answer, inc = self._event(body)
         if inc is not None:
-            answer["terminals"] = self._dispatch([inc])[0]
+            routed, durable = self._dispatch([inc])
+            if not durable:
+                return self._unavailable("gpu_event", "the pending queue was not saved in time")
+            answer["terminals"] = routed[0]
         return status, answer
 
     def _event(self, body):
@@ -179,6 +215,7 @@ class Gateway:
         mtype = ev.metric_type
         key = ev.key
         scoped = key != ev.rfc_key          # one GPU's fault, under the node's debounce key
+        ident = None
         with self.lock:
             self._count(self.events_in, ("gpu_event", mtype))
             fire = self.debouncer.fire(ev.debounce_key, self.mono())
@@ -188,6 +225,8 @@ class Gateway:
                 self.debouncer.forget(ev.rfc_key)
             else:
                 self.debouncer.forget(debounce_recovered(key))
+            if fire:
+                ident = self._gpu_ident(key, ev.ts, recovery)
         answer = {"ok": True, "key": key, "level": LEVEL_NAMES[level]}
         if not fire and (recovery or not scoped):
             answer["result"] = "suppressed"
@@ -198,6 +237,7 @@ class Gateway:
         inc = Incident(key, level, rack=ev.rack, host=ev.host, kind=kind, text=text, labels=ev.labels(),
                        source="gpu_event", recovery=recovery, phrase_zh=phrase(kind, "zh"),
                        phrase_en=phrase(kind, "en"))
+        inc.ident = ident
         if scoped:
             inc.scope = ev.rfc_key
         if not fire:
@@ -210,16 +250,44 @@ class Gateway:
         answer["result"] = "recovery" if recovery else "alarm"
         return 200, answer, inc
 
-    def alertmanager(self, body):
+    def _gpu_ident(self, key, ts, recovery):
+        """The ident of a GPU incident: its key and the id window its first event falls in (the probe's ts when it
+        sent one and it is within a window of ours, else our clock), so every gateway that takes the same event
+        names it alike; #n counts the faults of that key that recovered within the same window. Under self.lock."""
+        now = self.clock()
+        t = ts if ts is not None and abs(ts - now) < self.id_window else now
+        b = int(t // self.id_window)
+        e = self._refire.get(key)
+        n = e[1] if e is not None and e[0] == b else 0
+        ident = "%s@%d" % (key, b) + ("#%d" % n if n else "")
+        if recovery:
+            self._refire[key] = (b, n + 1)
+            if len(self._refire) > 10_000:
+                self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
+        return ident
+
+    def alertmanager(self, body, source="alertmanager"):
+        broken = self.persist_broken()
+        if broken:
+            return self._unavailable(source, broken)
         try:
             incs = parse_webhook(body, self.cfg, self.cfg.language)
         except EventError as e:
-            return self.reject("alertmanager", e)
+            return self.reject(source, e)
         take = []
         n_sup = 0
+        n_stale = 0
+        now = self.clock()
         with self.lock:
             for inc in incs:
-                self._count(self.events_in, ("alertmanager", "resolved" if inc.recovery else "firing"))
+                self._count(self.events_in, (source, "resolved" if inc.recovery else "firing"))
+                if inc.recovery:
+                    self.resolved.resolved(inc.ident, now)
+                elif self.resolved.is_stale(inc.ident, now):
+                    # an HA peer's late copy of a firing whose resolve we already took: the room stays green
+                    n_stale += 1
+                    self._count(self.stale, source)
+                    continue
                 if not self.cfg.am_debounce:
                     take.append(inc)
                     continue
@@ -229,11 +297,15 @@ class Gateway:
                     take.append(inc)
                 else:
                     n_sup += 1
-                    self._count(self.suppressed, ("alertmanager", "resolved" if inc.recovery else "firing"))
-        results = self._dispatch(take) if take else []
+                    self._count(self.suppressed, (source, "resolved" if inc.recovery else "firing"))
+        results = []
+        if take:
+            results, durable = self._dispatch(take)
+            if not durable:
+                return self._unavailable(source, "the pending queue was not saved in time")
         log_event("alertmanager_notification", logging.INFO, alerts=len(incs), taken=len(take), suppressed=n_sup,
-                  group_key=str(body.get("groupKey", ""))[:200])
-        return 200, {"ok": True, "alerts": len(incs), "suppressed": n_sup,
+                  stale=n_stale, group_key=str(body.get("groupKey", ""))[:200], source=source)
+        return 200, {"ok": True, "alerts": len(incs), "suppressed": n_sup, "stale": n_stale,
                      "firing": sum(1 for i in take if not i.recovery),
                      "resolved": sum(1 for i in take if i.recovery), "results": results}
 
@@ -255,7 +327,9 @@ class Gateway:
                 res[name] = lane.submit(inc, now)
             out.append(res)
         # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
-        # covers every request waiting at that moment). A fold into a summary already on disk does not wait.
+        # covers every request waiting at that moment). A fold into a summary already on disk does not wait. If the
+        # write does not happen in time the answer is 503: the sender retries, and nothing answered 200 is lost.
+        durable = True
         for name, sync0 in before.items():
             p = self.persisters.get(name)
             lane = self.lanes[name]
@@ -264,20 +338,37 @@ class Gateway:
             with lane.cond:
                 gen = lane.gen
             if not p.wait(gen, self.cfg.persist_wait_s):
-                log_event("persist_slow", logging.WARNING, terminal=name)
-        return out
+                log_event("persist_slow", logging.WARNING, terminal=name, error=p.last_error)
+                durable = False
+        return out, durable
 
     # ---- operations -------------------------------------------------------------------------------------
 
     def health(self):
         terms = {}
+        problems = []
         for name, lane in self.lanes.items():
+            w = self.workers[name]
+            p = self.persisters.get(name)
             with lane.cond:
                 terms[name] = {"up": lane.up, "queue": len(lane.items),
                                "p0_pending": sum(1 for x in lane.items if x.level == 2),
-                               "last_error": self.workers[name].last_error}
-        return {"ok": True, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
-                "debounce_keys": len(self.debouncer), "restore_errors": self.restore_errors}
+                               "last_error": w.last_error, "dead_letters": lane.stats.alarms.dead_letter,
+                               "last_dead_letter": w.last_dead,
+                               "persist_failures": p.failed if p is not None else 0,
+                               "persist_error": p.last_error if p is not None and p.broken else None}
+            if p is not None and p.broken:
+                problems.append("terminal %s: pending queue cannot be saved (%s)" % (name, p.last_error))
+            if p is not None and not p.alive():
+                problems.append("terminal %s: persister thread is not running" % name)
+            if not w.alive():
+                problems.append("terminal %s: delivery worker is not running" % name)
+        out = {"ok": not problems, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
+               "debounce_keys": len(self.debouncer), "resolved_memory": len(self.resolved),
+               "restore_errors": self.restore_errors}
+        if problems:
+            out["reasons"] = problems
+        return out
 
     def metrics_text(self) -> str:
         lines = []
@@ -296,6 +387,8 @@ class Gateway:
             dkeys = len(self.debouncer)
             dev = self.debouncer.evicted
             unrouted = self.unrouted
+            stale = dict(self.stale)
+            not_durable = self.not_durable
         fam("sentinel_gateway_events_total", "counter", "Events received, by source and type.")
         for (s, t), n in sorted(events.items()):
             lines.append("sentinel_gateway_events_total%s %d" % (lab(source=s, type=t), n))
@@ -311,6 +404,19 @@ class Gateway:
         lines.append("sentinel_gateway_debounce_evicted_total %d" % dev)
         fam("sentinel_gateway_unrouted_total", "counter", "Incidents no route or default took.")
         lines.append("sentinel_gateway_unrouted_total %d" % unrouted)
+        fam("sentinel_gateway_stale_firing_total", "counter", "Firings dropped because their incident (fingerprint "
+            "and startsAt) was resolved within the resolved memory: an HA peer's late copy.")
+        for s_, n in sorted(stale.items()):
+            lines.append("sentinel_gateway_stale_firing_total%s %d" % (lab(source=s_), n))
+        fam("sentinel_gateway_not_durable_total", "counter", "Events answered 503 because the pending queue could "
+            "not be saved (the sender retries).")
+        lines.append("sentinel_gateway_not_durable_total %d" % not_durable)
+        fam("sentinel_gateway_persist_failures_total", "counter", "Failed saves of a terminal's pending queue.")
+        for name, p in self.persisters.items():
+            lines.append("sentinel_gateway_persist_failures_total%s %d" % (lab(terminal=name), p.failed))
+        fam("sentinel_gateway_persist_ok", "gauge", "1 if the last save of the terminal's pending queue succeeded.")
+        for name, p in self.persisters.items():
+            lines.append("sentinel_gateway_persist_ok%s %d" % (lab(terminal=name), 0 if p.broken else 1))
 
         per = {}
         for name, lane in self.lanes.items():

@@ -24,7 +24,6 @@ class IncidentCounts:
     dropped: int = 0        # its alarm was dropped by a full queue
     refused: int = 0        # the terminal refused its alarm (4xx)
     dead: int = 0           # its alarm was dead-lettered (a failure retrying cannot fix)
-    stale: int = 0          # a firing that arrived after the incident's resolve (an HA peer's late copy): dropped
 
     def items(self):
         return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
