@@ -165,7 +165,7 @@ class Receiver:
             else None
         if missing is not None:
             raise unauthorized("missing_auth", "missing header %s" % missing)
-        ts_text = _ows_strip(ts_text)
+        ts_text = _ows_strip(ts_text or "")
         if not _ascii_digits(ts_text, _TS_MAX_DIGITS):
             raise unauthorized("bad_timestamp", "X-Timestamp must be 1..12 ASCII digits of Unix seconds")
         ts = int(ts_text)
@@ -199,7 +199,7 @@ class Receiver:
             return Result(200, {"ok": True, "kind": kind, "duplicate": True}, kind, duplicate=True)
         self.replay.accept(ts, mac, mid, now, synced)
         answer = {"ok": True, "kind": kind, "duplicate": False}
-        if kind == "alarm":
+        if kind == "alarm" and not isinstance(payload, dict):
             answer["level"] = LEVEL_NAMES[payload.level]
             if payload.key is not None:
                 answer["key"] = payload.key
