@@ -157,8 +157,41 @@ def serve(args):
     return rc
 
 
+def _known_options(parser):
+    opts = set()
+    for action in parser._actions:
+        opts.update(action.option_strings)
+        for sub in (getattr(action, "choices", None) or {}).values() if isinstance(action, argparse._SubParsersAction) \
+                else ():
+            opts |= _known_options(sub)
+    return opts
+
+
+def _unknown_option(parser, argv):
+    """An option nobody defines (a typo such as --wavdir) otherwise reads as the sub-command's argument and argparse
+    says "invalid choice ... (choose from 'demo')": name it, and the option it probably meant."""
+    import difflib
+
+    known = _known_options(parser)
+    for arg in argv:
+        if arg == "--":
+            return None
+        if arg.startswith("-") and len(arg) > 1 and not arg.lstrip("-").replace(".", "").isdigit():
+            name = arg.split("=", 1)[0]
+            prefixed = [k for k in known if k.startswith(name)] if name.startswith("--") else []
+            if name not in known and len(prefixed) != 1 and not (not name.startswith("--") and len(name) > 2):
+                close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+                return "unknown option %s%s" % (name, " (did you mean %s?)" % close[0] if close else "")
+    return None
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    problem = _unknown_option(parser, argv)
+    if problem:
+        parser.error(problem)
+    args = parser.parse_args(argv)
     if args.command == "demo":
         from emulator.demo import run_demo
         return run_demo(config_path=args.demo_config or args.config, url=args.url, pause=args.pause, log=_log)

@@ -55,6 +55,18 @@ _TYPES = {
 }
 
 
+def _terminal_keys():
+    from sentinel_core.terminal_config import DEFAULTS as CORE  # noqa: PLC0415
+
+    return frozenset(CORE) | {"debounce_ms", "long_ms"}
+
+
+# The terminal section goes to the core's Terminal (its settings) plus the button's timing; keys starting with "_"
+# are comments, as on the box.
+TERMINAL_KEYS = _terminal_keys()
+VOICE_KEYS = frozenset(("rate", "en", "zh"))
+
+
 def default_path(environ=None):
     env = os.environ if environ is None else environ
     explicit = env.get(ENV_PATH)
@@ -96,6 +108,13 @@ def validate(cfg):
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
         if not ok:
             raise ConfigError("config key %r must be %s, got %s" % (key, want.__name__, type(value).__name__))
+    # Nested sections are refused key by key, as the box refuses them: a typo in quiet hours (terminal.quiet_star)
+    # or the mute (terminal.mute) must not pass silently and leave the default in force.
+    for section, known in (("terminal", TERMINAL_KEYS), ("voice", VOICE_KEYS)):
+        for k in cfg[section]:
+            if k not in known and not str(k).startswith("_"):
+                raise ConfigError("config key '%s.%s' is not a setting (a typo?); known: %s"
+                                  % (section, k, ", ".join(sorted(known))))
     if not cfg["secret"]:
         raise ConfigError("config key 'secret' is empty")
     if not cfg["key_id"] or len(cfg["key_id"]) > 64 or not all("!" <= c <= "~" for c in cfg["key_id"]):

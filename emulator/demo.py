@@ -1,5 +1,6 @@
 """The RFC's story, played against a running emulator with the same client library every alert source uses:
-a P0 NCCL deadlock on rack A03, the engineer's ACK (15-minute mute, the light stays), then the recovery."""
+a P0 NCCL deadlock on rack A03, the engineer's ACK (15-minute mute, the light stays), then the recovery. At the end
+(or when the story is cut short) it restores what it changed: the mute is lifted, an open incident closed."""
 
 import json
 import time
@@ -53,20 +54,41 @@ def run_demo(config_path=None, url=None, pause=8.0, log=print, client=None, slee
         ("02:31 the node is isolated, the job resumes from its checkpoint: recovery, green for 10 s",
          lambda: client.send(preset("normal", key=INCIDENT))),
     ]
-    for i, (title, act) in enumerate(steps):
-        log("demo %d/3: %s" % (i + 1, title))
-        try:
-            ack = act()
-        except Exception as e:  # noqa: BLE001  (any SentinelError: say what failed and stop the story)
-            log("demo: the terminal refused or did not answer: %s" % e)
-            return 1
-        log("demo:   terminal answered %s" % getattr(ack, "status", ack))
-        if base:
+    done = 0
+    try:
+        for i, (title, act) in enumerate(steps):
+            log("demo %d/3: %s" % (i + 1, title))
             try:
-                log("demo:   " + _describe(_status(base)))
-            except OSError as e:
-                log("demo:   (status unavailable: %s)" % e)
-        if i < len(steps) - 1:
-            sleep(pause)
+                ack = act()
+            except Exception as e:  # noqa: BLE001  (any SentinelError: say what failed and stop the story)
+                log("demo: the terminal refused or did not answer: %s" % e)
+                return 1
+            done = i + 1
+            log("demo:   terminal answered %s" % getattr(ack, "status", ack))
+            if base:
+                try:
+                    log("demo:   " + _describe(_status(base)))
+                except OSError as e:
+                    log("demo:   (status unavailable: %s)" % e)
+            if i < len(steps) - 1:
+                sleep(pause)
+    finally:
+        _restore(client, done, log)
     log("demo: done. The incident is closed; the terminal returns to idle after the green.")
     return 0
+
+
+def _restore(client, done, log):
+    """Leave the terminal as the demo found it: the ACK's 15-minute mute lifted (an unmute), and a P0 left by an
+    interrupted story cleared (its recovery)."""
+    if done == 0:
+        return
+    try:
+        if done < 3:
+            client.send(preset("normal", key=INCIDENT))
+        if done >= 2:
+            client.unmute()
+        log("demo: restored the terminal (%s)" % ("mute lifted" if done == 3 else "incident cleared, mute lifted"
+                                                  if done == 2 else "incident cleared"))
+    except Exception as e:  # noqa: BLE001  (the story's outcome stands; say what is left behind)
+        log("demo: could not restore the terminal (%s): it may stay muted; run sentinel-send --unmute" % e)

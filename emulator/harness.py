@@ -47,7 +47,8 @@ class Harness:
     def start(self):
         self.voice.start()
         self.engine = Engine(self.cfg, voice=self.voice, state_path=self.state_path, log=self.log).start()
-        self.server = Server(create_app(self.cfg, self.engine), "127.0.0.1", self.cfg["port"],
+        self.app = create_app(self.cfg, self.engine)
+        self.server = Server(self.app, "127.0.0.1", self.cfg["port"],
                              threads=self.server_threads).start()
         return self
 

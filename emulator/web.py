@@ -7,6 +7,7 @@ import threading
 
 from flask import Flask, Response, request
 
+from emulator import page
 from emulator.metrics import render_metrics
 
 # A body larger than this is not read at all; the core refuses anything over its own max_body (2 KB) with 413.
@@ -58,11 +59,27 @@ def create_app(cfg, engine=None):
             return _answer(400, {"ok": False, "error": "bad_query", "message": "scale must be an integer 1..64"})
         return Response(view.frame.png(scale), status=200, mimetype="image/png")
 
+    # The terminal in a browser tab (emulator/page.py: the page, and who may press its buttons).
+    ui_token = page.new_token()
+    app.extensions["sentinel_ui_token"] = ui_token
+
+    def _raw(answer):
+        status, ctype, body = answer
+        return Response(body, status=status, content_type=ctype, headers={"Cache-Control": "no-store"})
+
     @app.route("/", methods=["GET"])
     def index():
-        return _answer(200, {"ok": True, "service": "gpu-sentinel emulator",
-                             "endpoints": ["POST /api/v1/send_msg", "POST /api/v1/ack", "POST /api/v1/heartbeat",
-                                           "GET /api/v1/status", "GET /metrics", "GET /snapshot.png"]})
+        return _raw(page.index(ui_token, request.remote_addr, request.headers.get("Host"), cfg.get("host")))
+
+    @app.route("/ui/view.json", methods=["GET"])
+    def ui_view():
+        return _raw(page.view(engine))
+
+    @app.route("/ui/press", methods=["POST"])
+    def ui_press():
+        body = request.stream.read(page.MAX_PRESS_BODY + 1)
+        return _raw(page.press(engine, ui_token, dict(request.headers.items()), body, cfg.get("host"),
+                               lambda kind: ui_act(engine, kind)))
 
     @app.route("/api/v1/<path:rest>", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
     def core(rest):
@@ -91,6 +108,14 @@ def create_app(cfg, engine=None):
         return _answer(405, {"ok": False, "error": "method_not_allowed", "message": "method not allowed here"})
 
     return app
+
+
+def ui_act(engine, kind):
+    """A press from the browser page, applied in the engine thread as the window's button applies it."""
+    if kind == "unmute":
+        engine.call(lambda t, now: t.on_unmute(None, now))
+    else:
+        engine.call(lambda t, now: t.on_button(kind, now))
 
 
 class Server:

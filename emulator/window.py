@@ -62,6 +62,50 @@ def find_cjk_font():
     return None
 
 
+ELLIPSIS = "\u2026"
+
+
+def wrap_text(text, measure, width, max_lines=4):
+    """Lines of at most width (measure(s) -> (w, h)); Chinese breaks between any two characters, other scripts
+    between words (a word longer than a line is broken too). A text that needs more than max_lines ends its last
+    line with an ellipsis, so a cut text never reads as a whole one."""
+    chinese = is_chinese(text)
+    tokens = list(text) if chinese else text.split(" ")
+    sep = "" if chinese else " "
+    lines = []
+    line = ""
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        trial = tok if not line else line + sep + tok
+        if measure(trial)[0] <= width:
+            line = trial
+            i += 1
+            continue
+        if not line:
+            # one word wider than the line: as many characters as fit
+            n = 1
+            while n < len(tok) and measure(tok[:n + 1])[0] <= width:
+                n += 1
+            lines.append(tok[:n])
+            tokens[i] = tok[n:]
+        else:
+            lines.append(line)
+            line = ""
+        if len(lines) == max_lines:
+            break
+    else:
+        if line:
+            lines.append(line)
+        return lines
+    # cut: the last line ends with an ellipsis that fits
+    last = lines[-1]
+    while last and measure(last.rstrip() + ELLIPSIS)[0] > width:
+        last = last[:-1]
+    lines[-1] = last.rstrip() + ELLIPSIS
+    return lines
+
+
 def fmt_mmss(seconds):
     seconds = max(0, int(seconds))
     return "%d:%02d" % (seconds // 60, seconds % 60)
@@ -174,24 +218,7 @@ class Window:
         return surf.get_height()
 
     def _wrap(self, text, font, width, max_lines=4):
-        lines = []
-        line = ""
-        # Chinese wraps between any two characters; other scripts between words.
-        tokens = list(text) if is_chinese(text) else text.split(" ")
-        sep = "" if is_chinese(text) else " "
-        for tok in tokens:
-            trial = tok if not line else line + sep + tok
-            if font.size(trial)[0] <= width:
-                line = trial
-            else:
-                if line:
-                    lines.append(line)
-                line = tok
-            if len(lines) >= max_lines:
-                break
-        if line and len(lines) < max_lines:
-            lines.append(line)
-        return lines
+        return wrap_text(text, font.size, width, max_lines)
 
     def _dot(self, x, y, ok, label):
         color = DIM if ok is None else (GOOD if ok else BAD)

@@ -1,4 +1,4 @@
-"""sentinel-send: send one alarm (a preset or your own), an ACK or a heartbeat to a terminal."""
+"""sentinel-send: send one alarm (a preset or your own), an ACK, an unmute or a heartbeat to a terminal."""
 import argparse
 import shlex
 import sys
@@ -15,8 +15,10 @@ EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EPILOG = """examples:
   sentinel-send --preset p0 --text "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁" --key A03:gpu-worker-08
   sentinel-send --preset normal --key A03:gpu-worker-08          # recovered: green for 10 s, clears the incident
-  sentinel-send --text "disk 91%% on ctl-01" --level P1 --color "#FFA500"
+  sentinel-send --text "disk 91% on ctl-01" --level P1 --color "#FFA500"
   sentinel-send --ack                                             # mute for 15 minutes, as the button does
+  sentinel-send --unmute                                          # end the mute and the acknowledgements
+  sentinel-send --heartbeat 60                                    # arm the dead-man's switch; --heartbeat 0 disarms
   sentinel-send --preset p1 --text test --dry-run                 # print the signed request as curl
 
 terminal: --url/--key-id/--secret-file, or SENTINEL_URL, SENTINEL_KEY_ID, SENTINEL_SECRET(_FILE), or --config FILE;
@@ -42,7 +44,10 @@ def build_parser():
     what.add_argument("--duration", type=int, help="seconds on display (NORMAL) or until expiry (P0/P1)")
     what.add_argument("--ack", action="store_true", help="send a remote ACK (mute) instead of an alarm")
     what.add_argument("--clear", action="store_true", help="with --ack: clear the display, as a long press")
-    what.add_argument("--heartbeat", type=int, metavar="SECONDS", help="send a heartbeat; alarm if the next one is "
+    what.add_argument("--unmute", action="store_true", help="end the mute and every acknowledgement (with --key: "
+                      "that incident's only)")
+    what.add_argument("--heartbeat", type=int, metavar="SECONDS", help="send a heartbeat; 0 disarms the dead-man's "
+                      "switch; else alarm if the next one is "
                       "later than SECONDS")
     where = p.add_argument_group("where to send it")
     where.add_argument("--url", help="terminal base URL, e.g. http://10.0.0.20")
@@ -69,7 +74,7 @@ def build_alarm(args):
         a = preset({"P0": "p0", "P1": "p1", "NORMAL": "normal"}[args.level or "P1"], args.text, key=args.key,
                    id=args.id, duration=args.duration)
     else:
-        raise ConfigError("nothing to send: give --preset, --text, --ack or --heartbeat")
+        raise ConfigError("nothing to send: give --preset, --text, --ack, --unmute or --heartbeat")
     if args.level:
         a.level = level_from_name(args.level)
     if args.color:
@@ -100,17 +105,29 @@ def main(argv=None):
         for extra in args.also:
             e = resolve(config=extra, env={})
             clients.append(AlarmClient(e.url, e.key_id, e.secret, timeout=args.timeout, retries=args.retries))
-        if args.ack or args.heartbeat is not None:
+        if args.ack or args.unmute or args.heartbeat is not None:
+            if sum((args.ack, args.unmute, args.heartbeat is not None)) > 1:
+                raise ConfigError("give one of --ack, --unmute and --heartbeat")
             c = clients[0]
             if args.dry_run:
-                from sentinel_core.receiver import PATH_ACK, PATH_HEARTBEAT
+                from sentinel_core.receiver import PATH_ACK, PATH_HEARTBEAT, PATH_UNMUTE
 
-                body = {"long": args.clear} if args.ack else {"interval": args.heartbeat}
-                if args.ack and args.key:
+                if args.ack:
+                    path, body = PATH_ACK, {"long": args.clear}
+                elif args.unmute:
+                    path, body = PATH_UNMUTE, {}
+                else:
+                    path, body = PATH_HEARTBEAT, {"interval": args.heartbeat}
+                if (args.ack or args.unmute) and args.key:
                     body["key"] = args.key
-                print(curl_command(c.sign(PATH_ACK if args.ack else PATH_HEARTBEAT, body)))
+                print(curl_command(c.sign(path, body)))
                 return EXIT_OK
-            ack = c.ack(args.key, long=args.clear) if args.ack else c.heartbeat(args.heartbeat)
+            if args.ack:
+                ack = c.ack(args.key, long=args.clear)
+            elif args.unmute:
+                ack = c.unmute(args.key)
+            else:
+                ack = c.heartbeat(args.heartbeat)
             print("%s: %s" % (ack.url, "duplicate" if ack.duplicate else "ok"))
             return EXIT_OK
         alarm = build_alarm(args)

@@ -14,7 +14,7 @@ from host_client.errors import AuthError, RefusedError, SentinelError, ServerErr
 from host_client.transport import HTTPTransport, Transport
 from sentinel_core.alarm import Alarm
 from sentinel_core.errors import ProtocolError
-from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT
+from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT, PATH_UNMUTE
 from sentinel_core.signing import Signer, scope
 from sentinel_core.validate import parse_alarm
 
@@ -120,8 +120,16 @@ class AlarmClient:
             body["key"] = key
         return self._deliver(PATH_ACK, body)
 
+    def unmute(self, key: str | None = None) -> Ack:
+        """The way out of an ACK: end the mute and every acknowledgement (with key: that incident's only)."""
+        body = {"id": uuid.uuid4().hex[:16]}
+        if key is not None:
+            body["key"] = key
+        return self._deliver(PATH_UNMUTE, body)
+
     def heartbeat(self, interval: int | None = None) -> Ack:
-        """Tell the terminal the alarm path is alive; with interval, it alarms if the next one is late."""
+        """Tell the terminal the alarm path is alive; with interval, it alarms if the next one is late; interval 0
+        disarms the terminal's dead-man's switch (a gateway that is being retired)."""
         body = {"id": uuid.uuid4().hex[:16]}
         if interval is not None:
             body["interval"] = int(interval)

@@ -136,6 +136,21 @@ def test_loose_permissions_and_unknown_keys_warn(tmp_path):
     assert any("colour" in w for w in warnings)
 
 
+@pytest.mark.parametrize("section,key", [("terminal", "mute"), ("terminal", "quiet_star"), ("voice", "speed")])
+def test_nested_unknown_keys_are_refused_like_the_box(tmp_path, section, key):
+    p = str(tmp_path / "c.json")
+    cfg, _, _, _ = cfgmod.load(p)
+    stored = {"url": cfg["url"], "key_id": cfg["key_id"], "secret": cfg["secret"], section: {key: 1}}
+    _write(p, stored, mode=0o600)
+    with pytest.raises(cfgmod.ConfigError) as e:
+        cfgmod.load(p)
+    assert "'%s.%s' is not a setting" % (section, key) in str(e.value)
+    # the known ones pass, and "_" keys are comments
+    stored[section] = {"mute_s": 60, "debounce_ms": 20, "_note": "x"} if section == "terminal" else {"rate": 150}
+    _write(p, stored, mode=0o600)
+    cfgmod.load(p)
+
+
 def test_send_command_names_the_port_when_overridden(tmp_path):
     cfg, _, _, _ = cfgmod.load(str(tmp_path / "c.json"))
     assert cfgmod.send_command(cfg).startswith('sentinel-send --preset p0 --text "')

@@ -10,6 +10,8 @@ command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -e /usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libespeak-ng.so.1 ] || need+=(libespeak-ng1)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v sox >/dev/null 2>&1 || need+=(sox)
+# Headless chromium: the browser test of the emulator's page (tests/test_emulator_browser.py, over DevTools).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # prometheus: promtool checks and unit-tests deploy/prometheus; the real server scrapes in the deploy e2e test.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # A CJK font so the emulator's window shows Chinese alarm text (without it: the ASCII label only).
