@@ -7,6 +7,17 @@ followed kernel log, an NCCL watchdog line written to a followed log pipe, a PCI
 appearing in the GPU readings) to the event's arrival at a recording HTTP sink on loopback that stands in for
 the gateway. The GPU classes use the default sampling interval (1 s) and a fake NVML source.
 
+Issue 11 classes: GPU_LOST (a GPU that stops answering NVML, fake source), FIRST_STEP (a job that called start()
+and never beat: time past its first-step deadline), STALL_DIED (a hung child process killed with SIGKILL: time from
+the kill to the "died while stalled" report), the R570 multi-line fallen-off-the-bus record, the watchdog-stuck and
+NET/IB lines.
+
+False positives: healthy loops in virtual time through the daemon's own decision code (ProgressTracker, GpuChecker,
+the Conditions ledger): jittery steps (log-normal, occasional 3x stragglers), periodic checkpoints inside pause(),
+evaluations announced with beat(next_s=...), jobs that end, GPUs that go idle in P0 at Gen1 or x8 between jobs and
+whose link retrains a sample late. Counts every P0 and P1 raised (target: 0 P0). The same run with the checkpoints
+*not* wrapped in pause() is printed too, to show what an unannounced long step costs.
+
 Cost: the real daemon (`python -m host_client.probes.cli`) in a subprocess with 8 replayed GPUs (18 NVLink links
 each), the default intervals, the status server on, a followed kernel log and NCCL log, and 8 ranks beating every
 200 ms; CPU from /proc/<pid>/stat over the run, memory from VmRSS / VmHWM.
@@ -41,8 +52,16 @@ FIELD = {  # FACTS.md section 7
     "XID": "gpud 30-60 s; DCGM policy 10 s sampling",
     "PCIE_DOWNGRADE": "gpud 30-60 s; dcgm-exporter 30 s + scrape + for:",
     "NVLINK_ERROR": "dcgm-exporter 30 s + scrape + for:; DCGM policy 10 s",
+    "GPU_LOST": "the seed probe crashed at start (issue 11)",
+    "FIRST_STEP": "the seed: never (no beat, no watch)",
+    "STALL_DIED": "the seed: stall stood forever",
+    "XID79_R570": "the seed: missed (no Xid number)",
+    "WATCHDOG_STUCK": "PyTorch heartbeat monitor 480-600 s",
 }
 TARGET = {"PROGRESS_STALL": "< 2 s after the last beat (issue 7)", "XID": "< 1 s (issue 7)",
+          "GPU_LOST": "<= 1 sampling interval", "FIRST_STEP": "< 2 s past the first-step deadline",
+          "STALL_DIED": "< 1 s (a stalled pid is checked every 0.5 s)", "XID79_R570": "< 1 s",
+          "WATCHDOG_STUCK": "< 1 s",
           "NCCL_TIMEOUT": "< 1 s", "PCIE_DOWNGRADE": "<= 2 sampling intervals = 2 s (issue 7)",
           "NVLINK_ERROR": "<= 1 sampling interval (5 with real NVML's nvlink_every)"}
 
@@ -113,7 +132,8 @@ def latency(trials):
     cfg = config.build({"node": {"rack": "A03", "host": "gpu-worker-08", "gateway": sink.url},
                         "gpu": {"util_drop": False},  # defaults otherwise: 1 s sampling, confirm 2
                         "xid": {"source": "file", "path": kern, "hold_s": 0.0},
-                        "nccl": {"logs": [fifo]}, "progress": {"socket": os.path.join(tmp, "p.sock")},
+                        "nccl": {"logs": [fifo]},
+                        "progress": {"socket": os.path.join(tmp, "p.sock"), "first_step_s": 2.0, "dead_clear_s": 2.0},
                         "status": {"listen": ""}})
     src = FakeSource(count=8, nvlinks=18)
     d = Daemon(cfg, gpu=src).start()
@@ -208,9 +228,190 @@ def latency(trials):
         time.sleep(1.2)
     results.append(stats("PCIE_DOWNGRADE", pl))
     results.append(stats("NVLINK_ERROR", nl))
+
+    # a GPU that stops answering (GpuIsLost on every call), at random phases of the sampling clock
+    lat = []
+    for rnd in range(max(1, trials // 5)):
+        g = rnd % 8
+        time.sleep(random.uniform(0.0, 1.0))
+        t0 = time.monotonic()
+        src.set(g, lost=True, error="NVMLError_GpuIsLost")
+        t = sink.wait(lambda e, g=g: e["event_type"] == "GPU_LOST" and e["gpu_index"] == g, 4, since=t0)
+        lat.append(None if t is None else t - t0)
+        src.set(g, lost=False, error=None)
+        sink.wait(lambda e, g=g: e.get("recovers") == "GPU_LOST" and e["gpu_index"] == g, 5, since=t0)
+    results.append(stats("GPU_LOST", lat))
+
+    # start() and then a hang at the first collective: time past the first-step deadline (2 s here)
+    lat = []
+    for rnd in range(max(1, trials // 10)):
+        job = "first-%d" % rnd
+        b = Beat(path=cfg["progress"]["socket"], job=job, local_rank=0)
+        t0 = time.monotonic()
+        b.start()
+        t = sink.wait(lambda e, job=job: e["event_type"] == "PROGRESS_STALL" and e.get("job") == job, 6, since=t0)
+        lat.append(None if t is None else t - t0 - cfg["progress"]["first_step_s"])
+        b.end()
+    results.append(stats("FIRST_STEP", lat))
+
+    # a hung process (beats, then sleeps in 'a collective') killed with SIGKILL
+    lat = []
+    child = ("import sys, time\nsys.path.insert(0, %r)\nfrom host_client.beat import Beat\n"
+             "b = Beat(path=%r, job=sys.argv[1])\nb.start()\nfor i in range(5):\n    b.beat(i)\n"
+             "    time.sleep(0.1)\ntime.sleep(600)\n")
+    for rnd in range(max(1, trials // 10)):
+        job = "killed-%d" % rnd
+        p = subprocess.Popen([sys.executable, "-c", child % (ROOT, cfg["progress"]["socket"]), job])
+        sink.wait(lambda e, job=job: e["event_type"] == "PROGRESS_STALL" and e.get("job") == job, 90)
+        t0 = time.monotonic()
+        p.kill()
+        p.wait()
+        t = sink.wait(lambda e, job=job: e["event_type"] == "PROGRESS_STALL" and e.get("job") == job
+                      and "died while stalled" in e.get("detail", ""), 5, since=t0)
+        lat.append(None if t is None else t - t0)
+    results.append(stats("STALL_DIED", lat))
+
+    # the forms issue 11 added, through the followed logs
+    lat = []
+    for i in range(max(1, trials // 3)):
+        bus = 0x20 + i
+        rec = ("[ %d.1] NVRM: The NVIDIA GPU 0000:%02x:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in "
+               "this system has\n               NVRM: fallen off the bus and is not responding to commands.\n"
+               % (i, bus))
+        with open(kern, "a") as f:
+            t0 = time.monotonic()
+            f.write(rec)
+        t = sink.wait(lambda e, bus=bus: e.get("xid") == 79 and e.get("pci") == "0000:%02x:00" % bus, 3, since=t0)
+        lat.append(None if t is None else t - t0)
+    results.append(stats("XID79_R570", lat))
+    lat = []
+    fd = os.open(fifo, os.O_WRONLY)
+    for i in range(max(1, trials // 3)):
+        line = ("[rank%d]:[E1019 01:04:03.356947152 ProcessGroupNCCL.cpp:1413] [PG 3 Rank %d] Heartbeat monitor "
+                "timed out! Process will be terminated after dumping debug info. workMetaList_.size()=121\n"
+                % (100 + i, i))
+        t0 = time.monotonic()
+        os.write(fd, line.encode())
+        t = sink.wait(lambda e, r=100 + i: e["event_type"] == "NCCL_TIMEOUT" and e.get("rank") == r, 3, since=t0)
+        lat.append(None if t is None else t - t0)
+    os.close(fd)
+    results.append(stats("WATCHDOG_STUCK", lat))
     d.close()
     sink.server.shutdown()
     return results
+
+
+def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=True):
+    """Realistic healthy loops in virtual time through the daemon's decision code. Returns counts of P0 and P1
+    conditions raised, and the number of steps and samples judged."""
+    from host_client.probes import events as ev
+    from host_client.probes.gpu_checks import GpuChecker
+    from host_client.probes.progress import ProgressTracker
+    rnd = random.Random(seed)
+    cfg = config.build({"node": {"rack": "A03", "host": "bench", "gateway": "http://127.0.0.1:1"}})
+    tr = ProgressTracker(config.progress_rules(cfg), alive=lambda pid: True)
+    src = FakeSource(count=8)
+    rules = config.gpu_rules(cfg)
+    if not idle_rule:
+        rules.load_util_pct = 0.0   # every sample counts as loaded: issue 7's rules (gen in P0, width always)
+    checker = GpuChecker(src.devices(), rules)
+    led = ev.Conditions()
+    raised = []
+    end_t = hours * 3600.0
+    # per rank: its next event time and state; jobs of 2-6 h, a new job (new pids) after a gap of idle GPUs
+    jobs = []
+    t = 0.0
+    jid = 0
+    while t < end_t:
+        length = rnd.uniform(2, 6) * 3600
+        jobs.append((t, min(end_t, t + length), jid, rnd.choice((0.2, 0.5, 1.0, 2.0))))
+        jid += 1
+        t += length + rnd.uniform(300, 1800)      # GPUs idle between jobs
+    heap = []
+    import heapq
+    for start, stop, j, step in jobs:
+        for r in range(ranks):
+            heapq.heappush(heap, (start, "start", j, r, step, stop))
+    steps = samples = 0
+    next_sample = 0.0
+    busy_until = {}   # gpu -> (start, stop)
+    for start, stop, _j, _step in jobs:
+        for g in range(8):
+            busy_until.setdefault(g, []).append((start, stop))
+
+    def gpu_state(g, now):
+        for a, b in busy_until[g]:
+            if a <= now < b:
+                return True, now - a
+        return False, 0.0
+
+    def apply(check, findings, now):
+        for f in led.update(check, findings, now)[0]:
+            raised.append((now, f))
+
+    def sample_until(now):
+        nonlocal next_sample, samples
+        while next_sample <= now:
+            for g in range(8):
+                busy, since = gpu_state(g, next_sample)
+                if busy:
+                    # the link retrains a sample after the load arrives: Gen1 with high utilisation once
+                    gen = 1 if since < 1.0 else 5
+                    src.set(g, util=rnd.randint(88, 100), power_w=rnd.uniform(450, 690), procs=1, pstate=0,
+                            gen=gen, width=16, temp=rnd.randint(55, 78))
+                else:   # idle in P0 at Gen1; half of them also narrow the link; monitoring blips up to 12 %
+                    src.idle(g, gen=1, width=8 if g % 2 else 16, util=rnd.choice((0, 0, 0, 3, 12)),
+                             power_w=rnd.uniform(55, 95), temp=rnd.randint(30, 40))
+            apply("gpu", checker.check(src.sample(), next_sample), next_sample)
+            samples += 1
+            next_sample += 1.0
+
+    while heap:
+        now, kind, j, r, step, stop = heapq.heappop(heap)
+        while True:     # what the daemon's loop does: wake at the earliest progress deadline
+            dl = tr.next_deadline()
+            if dl is None or dl >= now:
+                break
+            apply("progress", tr.evaluate(dl + 0.001), dl + 0.001)
+            if tr.next_deadline() == dl:
+                break
+        sample_until(now)
+        pid = 10000 + j * 100 + r
+        msg = {"job": "job%d" % j, "pid": pid, "rank": r, "local_rank": r}
+        if kind == "start":
+            tr.message(dict(msg, kind="start"), now)
+            # first step: compile + NCCL init, 20-240 s
+            heapq.heappush(heap, (now + rnd.uniform(20, 240), "beat", j, r, step, stop))
+            continue
+        if kind == "end" or now >= stop:
+            tr.message(dict(msg, kind="end"), now)
+            continue
+        n = tr._procs.get(("job%d" % j, pid))
+        count = n.steps if n else 0
+        if kind == "beat" and count and count % 2000 == 0:          # checkpoint, 30-180 s
+            ck = rnd.uniform(30, 180)
+            if pause_checkpoints:
+                tr.message(dict(msg, kind="pause"), now)
+            else:
+                tr.message(dict(msg, kind="beat", step=count), now)
+                steps += 1
+            heapq.heappush(heap, (now + ck, "after-checkpoint", j, r, step, stop))
+            continue
+        nxt = None
+        if count and count % 1000 == 500:        # evaluation, announced
+            nxt = rnd.uniform(20, 90)
+        tr.message(dict(msg, kind="beat", step=count, next_s=nxt), now)
+        steps += 1
+        if tr.dirty:
+            apply("progress", tr.evaluate(now), now)
+        gap = nxt * rnd.uniform(0.5, 0.95) if nxt else step * rnd.lognormvariate(0, 0.1)
+        if not nxt and rnd.random() < 0.003:
+            gap = step * rnd.uniform(2.0, 3.0)   # a straggler step
+        heapq.heappush(heap, (now + gap, "beat", j, r, step, stop))
+    p0 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P0"]
+    p1 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P1"]
+    return {"hours": hours, "jobs": len(jobs), "steps": steps, "samples": samples, "p0": len(p0), "p1": len(p1),
+            "p0_types": sorted({f.event_type for f in p0}), "p1_types": sorted({f.event_type for f in p1})}
 
 
 def proc_cpu(pid):
@@ -329,6 +530,16 @@ def main(argv):
             continue
         print("%-15s %4d %8.3fs %8.3fs %8.3fs  %-40s %s" % (r["class"], r["n"], r["mean_s"], r["worst_s"],
                                                           r["best_s"], TARGET[r["class"]], FIELD[r["class"]]))
+    print()
+    hours = 2 if quick else 8
+    for paused, idle_rule, what in ((True, True, "checkpoints in pause(), evals announced"),
+                                    (False, True, "same, checkpoints NOT in pause()"),
+                                    (True, False, "same, with issue 7's PCIe rules (no idle rule)")):
+        h = healthy_run(hours, pause_checkpoints=paused, idle_rule=idle_rule)
+        print("Healthy loops, %d h virtual (%d jobs x 8 ranks, %d steps, %d samples x 8 GPUs; %s): "
+              "false P0 %d %s, false P1 %d %s" % (
+                  h["hours"], h["jobs"], h["steps"], h["samples"], what,
+                  h["p0"], h["p0_types"] or "", h["p1"], h["p1_types"] or ""))
     print()
     secs = 10 if quick else 30
     c = cost(secs)

@@ -615,3 +615,23 @@ def test_announced_long_step_and_pause_raise_nothing():
     assert tr.evaluate(31.0) == []                    # the announced long step
     beat(tr, 31.5, pid=3)
     assert tr.evaluate(32.4) and tr.snapshot(32.4)[0]["step_time_s"] == 0.2   # the long gap was not learned
+
+
+def test_fallback_fills_what_nvml_failed_on_from_nvidia_smi_per_capability():
+    import pynvml
+    from probe_fakes import FakeNvml
+
+    from host_client.probes.gpu_source import FallbackSource, NvmlSource, SmiSource
+    nvml = FakeNvml(count=2)
+    nvml.fail("nvmlDeviceGetCurrPcieLinkGeneration", 1, pynvml.NVMLError_Unknown)   # one capability of one GPU
+    smi_out = ("0, 00000000:18:00.0, 5, 16, 60, 97, P0, 5, 16, 550.00, 700.00\n"
+               "1, 00000000:28:00.0, 3, 16, 61, 96, P0, 5, 16, 540.00, 700.00\n")
+    runs = []
+    src = FallbackSource(NvmlSource(nvml=nvml), lambda: SmiSource(runner=lambda argv: runs.append(argv) or smi_out))
+    r = src.sample()
+    assert (r[0]["gen"], r[1]["gen"]) == (5, 3)        # GPU 1's generation from nvidia-smi, the rest from NVML
+    assert r[1]["util"] == 97 and src.filled == 1 and src.failures[(1, "nvmlDeviceGetCurrPcieLinkGeneration")]
+    nvml.heal("nvmlDeviceGetCurrPcieLinkGeneration", 1)
+    n = len(runs)
+    src.sample()
+    assert len(runs) == n                               # nothing failing: nvidia-smi is not run

@@ -141,7 +141,7 @@ def run_daemon(cfg):
     return 0
 
 
-def run_once(cfg, as_json=False, out=None):
+def run_once(cfg, *, as_json=False, out=None):
     """The seed's script, grown up: every check once, a table, exit 1 when anything is wrong."""
     out = out or sys.stdout
     rows = []  # (check, gpu, status, detail)
@@ -167,7 +167,7 @@ def run_once(cfg, as_json=False, out=None):
         for r in readings:
             dv = devs.get(r["index"], {})
             if r["index"] not in bad:
-                rows.append(("gpu", str(r["index"]), _unconfirmed(r, dv, d.checker.rules),
+                rows.append(("gpu", str(r["index"]), _unconfirmed(r, dv, d.checker),
                              "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
                     dv.get("bus_id") or "", r.get("gen"), r.get("width"), dv.get("max_gen"), dv.get("max_width"),
                     r.get("pstate"), r.get("temp"), r.get("util"))))
@@ -209,15 +209,23 @@ def run_once(cfg, as_json=False, out=None):
     return 1 if findings else 0
 
 
-def _unconfirmed(r, dv, rules):
-    """OK, or UNCONFIRMED when the last reading alone looks degraded (one sample is not a finding)."""
-    gen, width, pstate = r.get("gen"), r.get("width"), r.get("pstate")
+def _unconfirmed(r, dv, checker):
+    """OK (also a reduced link on an idle GPU: power saving), or UNCONFIRMED when the last reading alone looks
+    degraded under load (one sample is not a finding)."""
+    rules = checker.rules
+    gen, width = r.get("gen"), r.get("width")
     exp_gen = rules.expected_gen or dv.get("max_gen")
     exp_width = rules.expected_width or dv.get("max_width")
-    if (pstate == 0 and gen is not None and exp_gen and gen < exp_gen) or \
-            (width is not None and exp_width and width < exp_width):
-        return "UNCONFIRMED"
-    return "OK"
+    low = (gen is not None and exp_gen and gen < exp_gen) or (width is not None and exp_width and width < exp_width)
+    if not low:
+        return "OK"
+    g = checker._gpus.get(r["index"])
+    load = checker.load(g, r) if g is not None else None
+    if load is False:
+        return "OK"
+    if load is None and r.get("pstate") != 0 and not (width is not None and exp_width and width < exp_width):
+        return "OK"
+    return "UNCONFIRMED"
 
 
 def _fresh(d, findings):

@@ -47,7 +47,7 @@ def proc_gpu_indexes(root="/proc/driver/nvidia/gpus"):
 
 
 class Daemon:
-    def __init__(self, cfg, gpu=None, sender=None, clock=time.monotonic, wall=time.time):
+    def __init__(self, cfg, *, gpu=None, sender=None, clock=time.monotonic, wall=time.time):
         self.cfg = cfg
         self.clock = clock
         self.wall = wall
@@ -295,6 +295,9 @@ class Daemon:
                 "uptime_s": round(self.wall() - self.started, 1),
                 "gpu_source": getattr(self.gpu, "name", None), "gpus": len(self.devices),
                 "samples": self.samples, "sample_errors": self.sample_errors, "loop_errors": self.loop_errors,
+                # the last error of each failing NVML call per GPU ("3:nvmlDeviceGetHandleByIndex": "NVMLError_...")
+                "gpu_failures": {"%s:%s" % k: v for k, v in sorted(getattr(self.gpu, "failures", {}).items(),
+                                                                    key=str)},
                 "sample_seconds": self.sample_seconds,
                 "active": active,
                 "xid_recent": [list(k) for k in self.xid_once.recent(now)],

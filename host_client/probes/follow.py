@@ -69,7 +69,7 @@ class Follower:
 
 
 class KmsgFollower(Follower):
-    def __init__(self, callback, stop, path="/dev/kmsg", from_start=False):
+    def __init__(self, callback, stop, *, path="/dev/kmsg", from_start=False):
         super().__init__("kmsg", callback, stop)
         self.path = path
         self.from_start = from_start
@@ -124,7 +124,7 @@ def read_kmsg_history(path="/dev/kmsg"):
 class CommandFollower(Follower):
     """Lines from a long-running command (journalctl -k -f); restarted if it exits."""
 
-    def __init__(self, name, argv, callback, stop, restart_s=2.0):
+    def __init__(self, name, argv, callback, stop, *, restart_s=2.0):
         super().__init__(name, callback, stop)
         self.argv = argv
         self.restart_s = restart_s
@@ -153,7 +153,7 @@ JOURNAL_ARGV = ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
 class FileFollower(Follower):
     """A growing file or a FIFO, tail -F style."""
 
-    def __init__(self, path, callback, stop, from_start=False, poll_s=0.25, exit_when_gone=False):
+    def __init__(self, path, callback, stop, *, from_start=False, poll_s=0.25, exit_when_gone=False):
         super().__init__(path, callback, stop)
         self.path = path
         self.from_start = from_start
@@ -259,7 +259,7 @@ class GlobWatcher:
     start (a new job's log: its first lines matter). At most ``limit`` files per pattern are followed.
     """
 
-    def __init__(self, pattern, callback, stop, from_start=False, rescan_s=2.0, limit=256):
+    def __init__(self, pattern, callback, stop, *, from_start=False, rescan_s=2.0, limit=256):
         self.name = pattern
         self.pattern = pattern
         self.callback = callback
@@ -281,7 +281,7 @@ class GlobWatcher:
         t.start()
         return self
 
-    def scan(self, first=False):
+    def scan(self, *, first=False):
         for path in sorted(glob.glob(self.pattern)):
             f = self.active.get(path)
             if f is not None and f.thread is not None and f.thread.is_alive():

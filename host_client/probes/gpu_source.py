@@ -388,6 +388,10 @@ class FallbackSource:
     def devices(self):
         return self.primary.devices()
 
+    @property
+    def failures(self):
+        return getattr(self.primary, "failures", {})
+
     def _secondary(self):
         if self._smi is None and self._clock() >= self._next_try:
             try:

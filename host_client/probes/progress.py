@@ -32,7 +32,7 @@ from . import events
 MAX_DATAGRAM = 2048
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 KINDS = ("beat", "start", "pause", "resume", "end")
-RECHECK_S = 1.0  # how often a stalled process is checked for death
+RECHECK_S = 0.5  # how often a stalled process is checked for death (one kill(0) and one /proc read)
 
 
 class ProgressRules:
@@ -61,7 +61,7 @@ class _Proc:
     __slots__ = ("job", "pid", "rank", "local_rank", "last", "intervals", "steps", "step", "paused",
                  "stalled_at", "dead_at", "checked_at", "first_step_s", "next_s")
 
-    def __init__(self, job, pid, rank, local_rank, now):
+    def __init__(self, job, pid, *, rank, local_rank, now):
         self.job = job
         self.pid = pid
         self.rank = rank
@@ -124,8 +124,8 @@ class ProgressTracker:
         if p is None:
             if len(self._procs) >= self.rules.max_processes:
                 self._evict()
-            p = self._procs[key] = _Proc(job, pid, _opt_int(msg.get("rank")), _opt_int(msg.get("local_rank")),
-                                         now)
+            p = self._procs[key] = _Proc(job, pid, rank=_opt_int(msg.get("rank")),
+                                         local_rank=_opt_int(msg.get("local_rank")), now=now)
             if kind in ("beat", "start"):
                 self._forget_dead(job)   # a new process of the job is running: the dead one's stall is over
             if kind == "beat":

@@ -53,7 +53,7 @@ def _reason(body):
 
 
 class Sender:
-    def __init__(self, url, capacity=1000, timeout_s=2.0, backoff_min_s=0.2, backoff_max_s=30.0, post=None,
+    def __init__(self, url, *, capacity=1000, timeout_s=2.0, backoff_min_s=0.2, backoff_max_s=30.0, post=None,
                  batch_max=100, batch_bytes=60000):
         if not url.startswith(("http://", "https://")):
             raise ValueError("gateway URL must start with http:// or https://")

@@ -110,7 +110,7 @@ def pci_text(key):
 class Xid:
     __slots__ = ("xid", "pci", "severity", "action", "message", "line")
 
-    def __init__(self, xid, pci, message, line, severity=None):
+    def __init__(self, xid, pci, message, line, *, severity=None):
         self.xid = xid
         self.pci = pci
         self.severity = severity or classify(xid, message)
