@@ -1,7 +1,8 @@
 """The pygame window: the matrix as round LEDs, the ACK button, and the terminal's state in words.
 
-It runs in the main thread (some platforms insist) and only reads the engine's published View; the button's raw
-level goes back through Engine.set_button, where the core's Button debouncer turns it into short and long presses.
+It runs in the main thread (some platforms insist) and only reads the engine's published View. A click (or space /
+A) is a press of the ACK button: a short one when released inside the button, a long one once held for the
+long-press time; U unmutes. The core's debouncer stays with the box's mechanical button.
 """
 
 import os
@@ -13,7 +14,9 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import pygame  # noqa: E402
 
-from emulator.voice import is_chinese  # noqa: E402
+from emulator import facts  # noqa: E402
+from emulator.facts import TO_SCREEN  # noqa: E402
+from emulator.reading import is_chinese  # noqa: E402
 
 BG = (18, 19, 24)
 PANEL = (28, 30, 38)
@@ -40,9 +43,8 @@ CJK_FONT_CANDIDATES = (
     "C:\\Windows\\Fonts\\simhei.ttf",
 )
 
-# The renderer's bytes are LED drive levels (linear light); a monitor expects sRGB-encoded values. Without this
-# a dimmed matrix (brightness 96 of 255) would look muddy on screen while the real LEDs look bright.
-_TO_SCREEN = bytes(min(255, int(round(255 * (v / 255.0) ** (1 / 2.2)))) for v in range(256))
+# The LEDs' drive levels through the sRGB curve, as the browser page shows them (emulator/facts.py).
+_TO_SCREEN = TO_SCREEN
 
 
 def find_cjk_font():
@@ -141,18 +143,46 @@ class Window:
         self.mouse_down = False
         self.key_down = False
         self.pressed_since = None
+        self.long_fired = False
         self.running = True
         self.frames = 0
         self._led_cache = {}
 
     # -- input ------------------------------------------------------------------
-    def _set_level(self):
-        pressed = self.mouse_down or self.key_down
-        self.engine.set_button(pressed)
-        if pressed and self.pressed_since is None:
+    # A click or a key press is a press of the ACK button: completed (released) inside the button it is one short
+    # press, however quick; held for the long-press time it is a long press at that moment, as on the box. The
+    # debounce belongs to the box's mechanical button (sentinel_core.button), not to a mouse.
+    def _long_s(self):
+        button = getattr(self.engine, "button", None)
+        return (getattr(button, "long_ms", 3000) or 3000) / 1000.0
+
+    def _press(self, kind):
+        press = getattr(self.engine, "press_event", None)
+        if press is not None:
+            press(kind)
+        elif kind == "unmute":
+            self.engine.call(lambda t, now: t.on_unmute(None, now))
+        else:
+            self.engine.call(lambda t, now: t.on_button(kind, now))
+        self.log("window: %s" % ("unmute" if kind == "unmute" else "%s press" % kind))
+
+    def _down(self):
+        if self.pressed_since is None:
             self.pressed_since = time.monotonic()
-        elif not pressed:
+            self.long_fired = False
+
+    def _up(self, inside=True):
+        if not (self.mouse_down or self.key_down):
+            if self.pressed_since is not None and not self.long_fired and inside:
+                self._press("short")
             self.pressed_since = None
+            self.long_fired = False
+
+    def _check_long(self):
+        if self.pressed_since is not None and not self.long_fired and \
+                time.monotonic() - self.pressed_since >= self._long_s():
+            self.long_fired = True
+            self._press("long")
 
     def handle(self, event):
         if event.type == pygame.QUIT:
@@ -160,21 +190,24 @@ class Window:
         elif event.type == pygame.KEYDOWN:
             if event.key == pygame.K_ESCAPE:
                 self.running = False
-            elif event.key in (pygame.K_SPACE, pygame.K_a):
+            elif event.key in (pygame.K_SPACE, pygame.K_a) and not self.key_down:
                 self.key_down = True
-                self._set_level()
+                self._down()
+            elif event.key == pygame.K_u:
+                self._press("unmute")
         elif event.type == pygame.KEYUP:
-            if event.key in (pygame.K_SPACE, pygame.K_a):
+            if event.key in (pygame.K_SPACE, pygame.K_a) and self.key_down:
                 self.key_down = False
-                self._set_level()
+                self._up()
         elif event.type == pygame.MOUSEBUTTONDOWN and event.button == 1:
             if self.button_rect.collidepoint(event.pos):
                 self.mouse_down = True
-                self._set_level()
+                self._down()
         elif event.type == pygame.MOUSEBUTTONUP and event.button == 1:
             if self.mouse_down:
                 self.mouse_down = False
-                self._set_level()
+                # released outside the button: no press (a click the operator took back)
+                self._up(inside=self.button_rect.collidepoint(event.pos))
 
     # -- drawing ------------------------------------------------------------------
     def _led(self, rgb):
@@ -276,17 +309,21 @@ class Window:
             line = self._wrap(head + said, self.font_text_small, self.panel_w - 40, 1)
             y += self._text(line[0] if line else head, (x, y), self.font_text_small, WARN) + 4
         else:
-            voice = view.voice if view else None
-            if voice and not voice.get("available") and voice.get("mode") != "off":
-                y += self._text("voice: no speech engine (light only)", (x, y), self.font_small, BAD) + 4
-            else:
-                queued = len(speech.get("queued") or [])
-                y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y),
-                                self.font_small, DIM) + 4
+            queued = len(speech.get("queued") or [])
+            y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y),
+                            self.font_small, DIM) + 4
+        f = facts.panel(view)
+        if f["silence"]:
+            # Why the alarm the room sees is not being spoken.
+            y += self._text("SILENT: " + f["silence"], (x, y), self.font_small, WARN) + 4
+        if not f["voice"]["audible"]:
+            y += self._text("voice silent: " + f["voice"]["reason"] + " (light only)", (x, y), self.font_small,
+                            BAD) + 4
 
         mute = snap.get("mute") or {}
         if mute.get("active"):
-            y += self._text("MUTED  %s left" % fmt_mmss(mute.get("remaining_s", 0)), (x, y), self.font, WARN) + 4
+            y += self._text("MUTED until %s  (%s left)" % (f["mute"]["until"], fmt_mmss(mute.get("remaining_s", 0))),
+                            (x, y), self.font, WARN) + 4
         else:
             y += self._text("sound on", (x, y), self.font_small, DIM) + 4
         quiet = snap.get("quiet") or {}
@@ -301,7 +338,7 @@ class Window:
         health = snap.get("health") or {}
         hb = health.get("heartbeat") or {}
         dots = [("clock", health.get("clock", True)), ("network", health.get("network", True)),
-                ("voice", health.get("speech", True)),
+                ("voice", f["health"]["voice"]),
                 ("heartbeat", hb.get("ok", True) if hb.get("armed") else None)]
         cx = x
         for label, ok in dots:
@@ -317,7 +354,7 @@ class Window:
         pygame.draw.rect(self.screen, base, r.move(0, 3 if pressed else 0), border_radius=14)
         label = self.font_title.render("ACK", True, INK)
         self.screen.blit(label, (r.centerx - label.get_width() // 2, r.y + 10 + (3 if pressed else 0)))
-        hint = "click or space / A: mute 15 min   hold 3 s: clear"
+        hint = "click or space / A: mute 15 min   hold 3 s: clear   U: unmute"
         sub = self.font_small.render(hint, True, DIM)
         self.screen.blit(sub, (r.centerx - sub.get_width() // 2, r.bottom + 6))
         if self.pressed_since is not None:
@@ -337,22 +374,20 @@ class Window:
         pygame.image.save(self.screen, path)
 
     def run(self, max_frames=None, screenshot=None, screenshot_at=None, should_stop=None):
-        """The window loop. max_frames/screenshot(_at frame) let tests and the docs run it unattended."""
-        try:
-            while self.running and self.engine.alive and not (should_stop and should_stop()):
-                for event in pygame.event.get():
-                    self.handle(event)
-                self.draw()
-                self.frames += 1
-                if screenshot and screenshot_at is not None and self.frames == screenshot_at:
-                    self.save(screenshot)
-                    self.log("window: screenshot saved to %s" % screenshot)
-                if max_frames is not None and self.frames >= max_frames:
-                    break
-                self.clock.tick(self.fps)
-        finally:
-            if self.mouse_down or self.key_down:
-                self.engine.set_button(False)
+        """The window loop. max_frames/screenshot(_at frame) let tests and the docs run it unattended. A press still
+        held when it returns has sent nothing (a press acts on release, or at the long-press time)."""
+        while self.running and self.engine.alive and not (should_stop and should_stop()):
+            for event in pygame.event.get():
+                self.handle(event)
+            self._check_long()
+            self.draw()
+            self.frames += 1
+            if screenshot and screenshot_at is not None and self.frames == screenshot_at:
+                self.save(screenshot)
+                self.log("window: screenshot saved to %s" % screenshot)
+            if max_frames is not None and self.frames >= max_frames:
+                break
+            self.clock.tick(self.fps)
 
     def close(self):
         pygame.display.quit()

@@ -130,3 +130,69 @@ def test_chinese_without_a_cjk_font_falls_back_to_the_label(tmp_path, monkeypatc
             assert pygame.image.load(path).get_size() == win.size
         finally:
             win.close()
+
+
+def test_a_click_quicker_than_the_debounce_is_one_short_press(emu):
+    h, win = emu
+    h.client().send(preset("p1", "NVLink slow down", key=KEY))
+    pos = win.button_rect.center
+    # down and up in the same frame: far shorter than the box's 30 ms debounce, still one press
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=pos, button=1))
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=pos, button=1))
+    pump(win, 2)
+    st = h.wait_for(lambda s: s["mute"]["active"], timeout=3)
+    assert st["active"][0]["acknowledged"]
+
+
+def test_a_click_released_outside_the_button_is_taken_back(emu):
+    h, win = emu
+    h.client().send(preset("p1", "NVLink slow down", key=KEY))
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=win.button_rect.center, button=1))
+    pump(win, 2)
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=(5, 5), button=1))
+    pump(win, 3)
+    assert not h.status()["mute"]["active"]
+
+
+def test_key_u_unmutes(emu):
+    h, win = emu
+    h.client().send(preset("p0", "XID 79", key=KEY))
+    h.client().ack()
+    assert h.status()["mute"]["active"]
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_u, mod=0, unicode="u", scancode=24))
+    pump(win, 3)
+    h.wait_for(lambda s: not s["mute"]["active"] and not s["mute"]["acknowledged"], timeout=3)
+
+
+def _shows(win, path, text, font):
+    """The screenshot at path holds the rendered text: its exact pixels appear somewhere in the panel."""
+    shot = pygame.image.load(path)
+    want = font.render(text, True, (240, 190, 40))
+    w, h = want.get_size()
+    # its fully inked pixels, looked for at every height of the panel (text is drawn at x = panel + 20)
+    ink = [(i, j) for i in range(w) for j in range(h) if want.get_at((i, j))[3] == 255]
+    assert len(ink) > 50
+    color = want.get_at(ink[0])[:3]
+    x = win.panel_x + 20
+    for y in range(0, win.size[1] - h):
+        if all(shot.get_at((x + i, y + j))[:3] == color for i, j in ink):
+            return True
+    return False
+
+
+def test_screenshot_shows_why_the_alarm_is_silent(emu, tmp_path):
+    from emulator.facts import hhmm
+
+    h, win = emu
+    h.client().send(preset("p0", "XID 79 on gpu-worker-08", key=KEY))
+    pos = win.button_rect.center
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=pos, button=1))
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=pos, button=1))
+    pump(win, 2)
+    st = h.wait_for(lambda s: s["mute"]["active"], timeout=3)
+    pump(win, 2)
+    path = str(tmp_path / "silent.png")
+    win.save(path)
+    reason = "SILENT: acknowledged: silent until %s" % hhmm(st, st["mute"]["remaining_s"])
+    assert _shows(win, path, reason, win.font_small), reason
+    assert not _shows(win, path, "SILENT: muted until 00:00", win.font_small)
