@@ -40,10 +40,9 @@ def test_memory_figures_stay_in_bounds():
     assert m["per_frame"] <= 512, m              # 25 fps all day
     assert m["per_speech"] <= 1024 and m["per_net"] <= 1024, m
     assert m["per_req"] <= 16 * 1024, m
-    # The budget, the .mpy install on a plain ESP32 (docs/FIRMWARE.md "Memory"): boot's worst phase and
-    # the running terminal's worst request both fit its ~110 KB of heap.
-    boot, running, worst_name, worst, peaks = bench_firmware.budget(m)
-    assert boot < bench_firmware.ESP32_HEAP, (boot, m["boot_first"], m["boot_reboot"])
-    assert running < bench_firmware.ESP32_HEAP, (running, m["running"], worst_name, peaks)
-    assert m["running"] <= 104 * 1024, m         # the held part alone: creeping here eats the headroom
+    # The .mpy install is for a board with PSRAM (docs/FIRMWARE.md "Memory"): on a real heap a plain WROOM's ~110 KB
+    # is not enough for it once fragmentation and contiguous blocks count (bench/bench_firmware.py bisects the
+    # smallest heap on the Unix port); the plain WROOM runs the frozen image. What this guards is creep: what the
+    # running terminal holds, its replay memory of 256 entries preallocated at boot (~7.4 KB) included.
+    assert m["running"] <= 110 * 1024, m
     assert m["dropped"] >= 4 * 1024, m           # the boot-only modules really leave the heap

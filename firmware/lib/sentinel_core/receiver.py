@@ -1,11 +1,16 @@
 # The one request handler both HTTP shells call (microdot on the board, flask in the emulator):
 # method, path, headers, body and now in; status, JSON answer and what to act on out. It never raises.
+#
+# Acceptance is atomic: with commit=False a new request's message id is made ready in the replay memory but not
+# recorded; the caller applies the request to the state machine, then calls commit(). A request that could not be
+# applied (a MemoryError in the state machine) is therefore never remembered, and its retry is applied instead of
+# being answered "duplicate" for an alarm the terminal never showed.
 import json
 
 from sentinel_core import strictjson
 from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.errors import ProtocolError, bad_json, unauthorized
-from sentinel_core.replay import DUPLICATE, ReplayGuard
+from sentinel_core.replay import CAPACITY, DUPLICATE, ReplayGuard
 from sentinel_core.signing import equal, scope, unhex_signature
 from sentinel_core.validate import parse_ack, parse_alarm, parse_heartbeat, parse_unmute
 
@@ -45,6 +50,7 @@ class Result:
         self.heartbeat = heartbeat
         self.duplicate = duplicate
         self.payload = payload  # what the endpoint's parse gave (the Alarm, the ack's dict, ...)
+        self.pending = False  # a new request made ready in the replay memory, not recorded yet (Receiver.commit)
 
     def body_bytes(self):
         return json.dumps(self.answer).encode()
@@ -128,18 +134,24 @@ def _printable(s, limit=40):
 
 
 class Receiver:
-    def __init__(self, keyring, window=300, replay_capacity=64, max_body=MAX_BODY):
+    def __init__(self, keyring, window=300, replay_capacity=CAPACITY, max_body=MAX_BODY):
         self.keyring = keyring
         self.max_body = max_body
         self.replay = ReplayGuard(window, replay_capacity)
 
-    def handle(self, method, path, headers, body, now, synced=True):
+    def handle(self, method, path, headers, body, now, synced=True, commit=True):
+        """The answer to one request (a Result). commit=False: a new accepted request is not recorded in the replay
+        memory until commit() (result.pending says whether one waits)."""
         try:
-            return self._handle(method, path, headers, body, int(now), synced)
+            r = self._handle(method, path, headers, body, int(now), synced)
+            if r.pending and commit:
+                self.replay.commit()
+                r.pending = False
+            return r
         except ProtocolError as e:
             return refusal(e.status, e.code, e.message)
         except MemoryError:
-            return refusal(503, "internal", "out of memory; try again")
+            return refusal(503, "busy", "out of memory; try again")
         except Exception:  # noqa: BLE001 - an answer, never a crash, whatever the input
             return refusal(500, "internal", "internal error")
 
@@ -197,7 +209,6 @@ class Receiver:
         mid = None if msg_id is None else "%s/%s" % (key_id, msg_id)  # one string, not an intermediate too
         if self.replay.check(ts, mac, mid, now, synced) == DUPLICATE:
             return Result(200, {"ok": True, "kind": kind, "duplicate": True}, kind, duplicate=True)
-        self.replay.accept(ts, mac, mid, now, synced)
         answer = {"ok": True, "kind": kind, "duplicate": False}
         if kind == "alarm" and not isinstance(payload, dict):
             answer["level"] = LEVEL_NAMES[payload.level]
@@ -205,9 +216,22 @@ class Receiver:
                 answer["key"] = payload.key
             if payload.id is not None:
                 answer["id"] = payload.id
-            return Result(200, answer, kind, alarm=payload, payload=payload)
-        if kind == "ack":
-            return Result(200, answer, kind, ack=payload, payload=payload)
-        if kind == "heartbeat":
-            return Result(200, answer, kind, heartbeat=payload, payload=payload)
-        return Result(200, answer, kind, payload=payload)
+            r = Result(200, answer, kind, alarm=payload, payload=payload)
+        elif kind == "ack":
+            r = Result(200, answer, kind, ack=payload, payload=payload)
+        elif kind == "heartbeat":
+            r = Result(200, answer, kind, heartbeat=payload, payload=payload)
+        else:
+            r = Result(200, answer, kind, payload=payload)
+        # Last, once nothing else can fail: what recording the request needs (a MemoryError here is a 503 and
+        # nothing is remembered); the record itself is commit(), which cannot fail.
+        self.replay.prepare(ts, mac, mid, now, synced)
+        r.pending = True
+        return r
+
+    def commit(self, result):
+        """Record result's request in the replay memory, once the terminal has applied it (handle(commit=False)).
+        Allocates nothing. A retry of it is a duplicate from now on."""
+        if result.pending:
+            self.replay.commit()
+            result.pending = False

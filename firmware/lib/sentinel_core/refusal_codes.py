@@ -16,4 +16,6 @@ CODES = {
     "unsupported_media_type": 415,
     "not_found": 404,
     "internal": 500,
+    "busy": 503,
+    "bad_request": 400,
 }
