@@ -266,7 +266,7 @@ def test_hung_job_killed_with_sigkill_is_reported_then_clears(tmp_path, chain):
     d, _ = probe(tmp_path, gw, "A07", progress={"dead_clear_s": 1.0})
     p = _child(d.cfg["progress"]["socket"], "killed-job", 8, "hang")
     try:
-        first_seen(h, "A07:gpu-worker-08:PROGRESS_STALL", "P0", 20)   # 8 steps of 0.1 s, then the early floor
+        first_seen(h, "A07:gpu-worker-08:PROGRESS_STALL", "P0", 20)   # 8 steps of 0.1 s: learned, 0.5 s floor
         p.kill()
         p.wait()
         assert wait_until(lambda: any("died while stalled" in e.get("detail", "") for e in d.recent

@@ -542,6 +542,13 @@ def test_lost_gpu_comes_back_after_a_reset_and_clears():
     for t in range(1, 6):
         cleared += led.update("gpu", checker.check(src.sample(), t))[1]
     assert [f.event_type for f in cleared] == ["GPU_LOST"]
+    # opened again: its facts are known now, and after a refresh the PCIe rules judge it like the others
+    assert src.generation == 1 and src.devices()[1]["max_gen"] == 5 and checker._gpus[1].dev["max_gen"] is None
+    checker.refresh(src.devices())
+    nvml.gen[1] = 3
+    for t in range(6, 9):
+        fs = checker.check(src.sample(), t)
+    assert [(f.event_type, f.gpu_index) for f in fs] == [("PCIE_DOWNGRADE", 1)]
 
 
 def test_smi_error_row_among_csv_rows_is_that_gpu_lost_the_others_parsed():

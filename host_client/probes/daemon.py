@@ -66,6 +66,7 @@ class Daemon:
         # started); NVML's numbering wins where both know a bus.
         self._pci = proc_gpu_indexes()
         self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
+        self._gpu_generation = getattr(gpu, "generation", 0)
         self.sender = sender
         self.q = queue.Queue()
         self.stop = threading.Event()
@@ -255,6 +256,12 @@ class Daemon:
             log.warning("GPU sample failed: %s", e)
             return
         self.samples += 1
+        gen = getattr(self.gpu, "generation", 0)
+        if gen != self._gpu_generation:   # a GPU came back: its facts (bus, maxima, thresholds) are known now
+            self._gpu_generation = gen
+            self.devices = self.gpu.devices()
+            self.checker.refresh(self.devices)
+            self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         findings = self.checker.check(readings, now)
         self._apply("gpu", findings)
         self.sample_seconds += time.perf_counter() - t0
@@ -335,7 +342,7 @@ class Daemon:
             by[a["event_type"]] = by.get(a["event_type"], 0) + 1
         m("active_conditions", "Conditions currently raised, by type.", "gauge",
           [((("type", t),), by.get(t, 0)) for t in events.EVENT_TYPES if t not in
-           (events.RECOVERED, events.XID_FATAL, events.XID_WARNING, events.NCCL_TIMEOUT)])
+           (events.RECOVERED, events.XID_FATAL, events.XID_WARNING, events.NCCL_TIMEOUT, events.NCCL_NET_ERROR)])
         m("gpu_samples_total", "GPU samples taken.", "counter", [((), s["samples"])])
         m("gpu_sample_errors_total", "GPU samples that failed.", "counter", [((), s["sample_errors"])])
         m("gpu_sample_seconds_total", "Time spent reading and checking GPUs (NVML cost).", "counter",

@@ -81,6 +81,15 @@ class GpuChecker:
         self._gpus = {d["index"]: _Gpu(d) for d in devices}
         self.last_util = {}
 
+    def refresh(self, devices):
+        """New device facts (a GPU lost at start was opened again: its maxima and thresholds are known now)."""
+        for d in devices:
+            g = self._gpus.get(d["index"])
+            if g is None:
+                self._gpus[d["index"]] = _Gpu(d)
+            else:
+                g.dev = d
+
     def check(self, readings, now):
         out = []
         for r in readings:

@@ -77,6 +77,7 @@ class NvmlSource:
         except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             raise SourceError("NVML unavailable: %s" % (e,)) from e
         self.failures = {}  # (index, call) -> error name, the last failure of each call (for /status and tests)
+        self.generation = 0  # bumped when a device's facts change (a lost GPU opened again): callers re-read devices()
         buses = proc_bus_ids(proc_root)
         self._proc_buses = buses if len(buses) == count else []
         self._handles = []
@@ -160,6 +161,7 @@ class NvmlSource:
                 if h is not None:
                     self._handles[i] = h
                     self._devices[i] = dev = self._device(i, h)
+                    self.generation += 1
             if h is None:
                 out.append(dict(_reading_defaults(i), lost=True, error=dev.get("error") or "no handle"))
                 continue
@@ -391,6 +393,10 @@ class FallbackSource:
     @property
     def failures(self):
         return getattr(self.primary, "failures", {})
+
+    @property
+    def generation(self):
+        return getattr(self.primary, "generation", 0)
 
     def _secondary(self):
         if self._smi is None and self._clock() >= self._next_try:

@@ -81,6 +81,8 @@ def parse(line):
     """Return a Timeout for a hang or fabric line, else None (never raises on any text)."""
     if "atchdog" not in line and "NCCL" not in line and "blocking wait" not in line and "eartbeat" not in line:
         return None
+    if "NCCL INFO" in line:   # NCCL_DEBUG=INFO chatter, thousands of lines per job start: never an event
+        return None
     m = _CAUGHT.search(line)
     if m:
         f = dict(_FIELD.findall(m.group(1)))

@@ -232,7 +232,7 @@ class ProgressTracker:
                         continue
                     p.stalled_at = now
                     p.checked_at = now
-            elif now - p.checked_at >= RECHECK_S or now == p.stalled_at:
+            elif now - p.checked_at >= RECHECK_S:
                 p.checked_at = now
                 if not self._alive(p.pid):
                     p.dead_at = now
