@@ -1,0 +1,157 @@
+"""docs/DEPLOY.md's plain-host steps, run as written in a clean temporary directory: the two marked shell blocks
+with their paths redirected (PREFIX, ETC, UNITS under tmp; SRC a copy of this checkout), the lines that change
+the machine itself left out (useradd, systemctl) and the owners mapped to the test's own user. The result must
+be a gateway (and a probe) that passes --check-config, files with the documented modes, a venv holding only the
+extra each part needs, and units that `systemd-analyze verify` accepts (where it is installed)."""
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+from deploy_live import ROOT
+
+DOC = os.path.join(ROOT, "docs", "DEPLOY.md")
+
+
+def block(name):
+    """The ```sh block right after the marker <!-- plain-host: NAME ... -->."""
+    with open(DOC) as f:
+        text = f.read()
+    m = re.search(r"<!-- plain-host: %s\b[^>]*-->\s*```sh\n(.*?)```" % re.escape(name), text, re.S)
+    assert m, "docs/DEPLOY.md has no plain-host block %r" % name
+    return m.group(1)
+
+
+def redirect(script, tmp, src):
+    """The block as the test runs it; every rewrite must apply, so the docs keep a form this test understands."""
+    lines = script.rstrip("\n").split("\n")
+    first = lines[0]
+    for var, path in (("SRC", "$PWD"), ("PREFIX", "/opt/gpu-sentinel"), ("ETC", "/etc/sentinel"),
+                      ("UNITS", "/etc/systemd/system")):
+        assert "%s=%s" % (var, path) in first, (var, first)
+    first = first.replace("SRC=$PWD", "SRC=%s" % src)
+    for var, path in (("PREFIX", "/opt/gpu-sentinel"), ("ETC", "/etc/sentinel"), ("UNITS", "/etc/systemd/system")):
+        first = first.replace("%s=%s" % (var, path), "%s=%s%s" % (var, tmp, path))
+    out = ["set -euo pipefail", first]
+    skipped = []
+    for ln in lines[1:]:
+        if re.match(r"(useradd|systemctl) ", ln):
+            skipped.append(ln.split()[0])
+            continue
+        ln = re.sub(r"-o root -g (sentinel|root)", "-o %d -g %d" % (os.getuid(), os.getgid()), ln)
+        out.append(ln)
+    return "\n".join(out) + "\n", skipped
+
+
+def copy_checkout(dst):
+    """The tracked and new files of this checkout (not .venv, node_modules or build output)."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        s = os.path.join(ROOT, rel)
+        if os.path.isfile(s):
+            os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+            shutil.copy2(s, os.path.join(dst, rel))
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    d = tmp_path_factory.mktemp("checkout") / "gpu-sentinel"
+    copy_checkout(str(d))
+    return str(d)
+
+
+def run_block(name, tmp, src):
+    script, skipped = redirect(block(name), str(tmp), src)
+    (tmp / "etc" / "systemd" / "system").mkdir(parents=True)   # what every systemd host has
+    work = tmp / "work"
+    work.mkdir()
+    (work / "machine-room.secret").write_text("a3f1" * 16 + "\n")
+    (work / "office.secret").write_text("9c0e" * 16 + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "SENTINEL_"))}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    p = subprocess.run(["bash", "-c", script], cwd=str(work), env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, "%s\n--- stdout\n%s\n--- stderr\n%s" % (script, p.stdout[-3000:], p.stderr[-3000:])
+    return p, skipped
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def installed(prefix):
+    py = os.path.join(prefix, ".venv", "bin", "python")
+    out = subprocess.run([py, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True, check=True)
+    return {ln.split("==")[0].lower() for ln in out.stdout.split()}
+
+
+def verify_unit(unit, tmp):
+    """systemd-analyze verify on the installed unit, its absolute paths pointed at the test's install."""
+    exe = shutil.which("systemd-analyze")
+    if exe is None:
+        pytest.skip("systemd-analyze is not installed")
+    text = open(unit).read()
+    assert "/opt/gpu-sentinel/.venv/bin/" in text and "/etc/sentinel/" in text
+    text = text.replace("/opt/gpu-sentinel", "%s/opt/gpu-sentinel" % tmp).replace("/etc/sentinel",
+                                                                                  "%s/etc/sentinel" % tmp)
+    copy = tmp / "verify" / os.path.basename(unit)
+    copy.parent.mkdir()
+    copy.write_text(text)
+    p = subprocess.run([exe, "verify", str(copy)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the hardening the docs report stays in place
+    p = subprocess.run([exe, "security", "--offline=true", str(copy)], capture_output=True, text=True, timeout=120)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", p.stdout)
+    return float(m.group(1)) if m else None
+
+
+def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(tmp_path, src):
+    p, skipped = run_block("gateway", tmp_path, src)
+    assert skipped == ["useradd", "systemctl"]
+    etc, prefix = tmp_path / "etc" / "sentinel", str(tmp_path / "opt" / "gpu-sentinel")
+    assert "configuration OK" in p.stderr
+    assert "a3f1" * 16 not in p.stdout + p.stderr and "9c0e" * 16 not in p.stdout + p.stderr  # no secret printed
+    assert (mode(etc), mode(etc / "gateway.toml"), mode(etc / "gateway.env")) == (0o750, 0o640, 0o600)
+    assert (etc / "gateway.env").read_text() == "SENTINEL_SECRET_MACHINE_ROOM=%s\nSENTINEL_SECRET_OFFICE=%s\n" % (
+        "a3f1" * 16, "9c0e" * 16)
+    # only the gateway's extra: its server, not the emulator's window or the probes' NVML
+    pkgs = installed(prefix)
+    assert {"gpu-sentinel-alarm", "flask", "waitress"} <= pkgs
+    assert not pkgs & {"pygame", "pyttsx3", "nvidia-ml-py", "pytest"}
+    # the installed gateway checks the installed file again, as the unit's ExecStartPre does
+    env = dict(os.environ, SENTINEL_SECRET_MACHINE_ROOM="a3f1" * 16, SENTINEL_SECRET_OFFICE="9c0e" * 16)
+    q = subprocess.run([os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c",
+                        str(etc / "gateway.toml")], env=env, capture_output=True, text=True, timeout=60)
+    assert q.returncode == 0, q.stderr
+    q = subprocess.run([os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c",
+                        str(etc / "gateway.toml")], env={"PATH": os.environ["PATH"]}, capture_output=True,
+                       text=True, timeout=60)
+    assert q.returncode == 2 and "SENTINEL_SECRET_MACHINE_ROOM" in q.stderr   # no secret, no start: named
+    score = verify_unit(str(tmp_path / "etc" / "systemd" / "system" / "sentinel-gateway.service"), tmp_path)
+    assert score is None or score <= 2.0, score
+    print("systemd-analyze security sentinel-gateway.service: %s" % score)
+
+
+def test_plain_host_probe_steps_give_a_probe_that_passes_check_config(tmp_path, src):
+    p, skipped = run_block("probe", tmp_path, src)
+    assert skipped == ["systemctl"]
+    etc, prefix = tmp_path / "etc" / "sentinel", str(tmp_path / "opt" / "gpu-sentinel")
+    assert "configuration OK: rack A03" in p.stdout and "gateway http://10.0.0.5:8080" in p.stdout
+    assert mode(etc / "probe.toml") == 0o644
+    pkgs = installed(prefix)
+    assert {"gpu-sentinel-alarm", "nvidia-ml-py"} <= pkgs and not pkgs & {"flask", "waitress", "pygame"}
+    score = verify_unit(str(tmp_path / "etc" / "systemd" / "system" / "sentinel-probe.service"), tmp_path)
+    assert score is None or score <= 3.5, score
+    print("systemd-analyze security sentinel-probe.service: %s" % score)
+
+
+def test_units_name_the_paths_the_docs_install():
+    for unit in ("sentinel-gateway.service", "sentinel-probe.service"):
+        text = open(os.path.join(ROOT, "deploy", unit)).read()
+        assert "ExecStartPre=/opt/gpu-sentinel/.venv/bin/%s --check-config" % unit.split(".")[0] in text
+    assert sys.version_info >= (3, 10)
