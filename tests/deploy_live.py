@@ -341,3 +341,23 @@ def wait_status(url, pred, timeout, interval=0.05):
             return time.monotonic(), last
         time.sleep(interval)
     raise AssertionError("emulator: condition not met within %.0f s; last status %r" % (timeout, last))
+
+
+def live_metric_names(tmp):
+    """The metric families a real gateway (delivering to a real emulator), a real probe and that emulator export
+    right now: what dashboards and rules must use (the names change as the code does: never a hand-made list)."""
+    from emulator.harness import Harness
+    from emulator.metrics import render_metrics
+
+    tmp = str(tmp)
+    with Harness(os.path.join(tmp, "emu")) as h:
+        gw, gw_url = start_gateway(tmp, h.url, h.cfg["key_id"], h.cfg["secret"])
+        probe = None
+        try:
+            probe, probe_url = start_probe(tmp, gw_url)
+            return {"gateway": metric_names(get(gw_url + "/metrics")[1]),
+                    "probe": metric_names(get(probe_url + "/metrics")[1]),
+                    "emulator": metric_names(render_metrics(h.engine))}
+        finally:
+            stop(probe)
+            stop(gw)

@@ -9,9 +9,10 @@ import re
 import shutil
 import subprocess
 
+import deploy_live
 import pytest
 import yaml
-from deploy_live import ROOT, get, metric_names, start_gateway, start_probe, stop
+from deploy_live import ROOT
 
 PROM = os.path.join(ROOT, "deploy", "prometheus")
 AM_CFG = os.path.join(ROOT, "deploy", "alertmanager", "alertmanager.yml")
@@ -164,23 +165,7 @@ def test_receivers_send_resolved_and_do_not_regroup():
 
 @pytest.fixture(scope="module")
 def live_metric_names(tmp_path_factory):
-    """The names a real gateway, probe and emulator export right now (helpers are changing them: no hand list)."""
-    from emulator.harness import Harness
-    from emulator.metrics import render_metrics
-
-    tmp = tmp_path_factory.mktemp("live")
-    with Harness(str(tmp / "emu")) as h:
-        gw, gw_url = start_gateway(tmp, h.url, h.cfg["key_id"], h.cfg["secret"])
-        probe = None
-        try:
-            probe, probe_url = start_probe(tmp, gw_url)
-            names = {"gateway": metric_names(get(gw_url + "/metrics")[1]),
-                     "probe": metric_names(get(probe_url + "/metrics")[1]),
-                     "emulator": metric_names(render_metrics(h.engine))}
-        finally:
-            stop(probe)
-            stop(gw)
-    return names
+    return deploy_live.live_metric_names(tmp_path_factory.mktemp("live"))
 
 
 def _firmware_names():
