@@ -131,7 +131,9 @@ class _Pyttsx3Synth:
     def close(self):
         """At exit, while the modules still exist: pyttsx3's DriverProxy.__del__ would otherwise run during the
         interpreter's teardown and print "Exception ignored in DriverProxy.__del__"."""
-        with self.lock:
+        # A daemon voice thread may be stuck inside a synthesis at exit: do not wait for it for long.
+        locked = self.lock.acquire(timeout=2.0)
+        try:
             proxy = getattr(self.engine, "proxy", None)
             driver = getattr(proxy, "_driver", None)
             if driver is None:
@@ -141,6 +143,9 @@ class _Pyttsx3Synth:
             except Exception:  # noqa: BLE001  (best effort at exit)
                 pass
             proxy._driver = None
+        finally:
+            if locked:
+                self.lock.release()
 
     def pick_voices(self, voice_ids):
         return {lang: self._pick(self.available, lang, wanted) for lang, wanted in voice_ids.items()}
