@@ -100,7 +100,8 @@ def serve(args):
         voice.stop()
         return 2
     try:
-        server = Server(create_app(cfg, engine), cfg["host"], cfg["port"])
+        app = create_app(cfg, engine)
+        server = Server(app, cfg["host"], cfg["port"])
     except OSError as e:
         _log("cannot listen on %s:%d: %s" % (cfg["host"], cfg["port"], e))
         engine.stop()
@@ -122,6 +123,10 @@ def serve(args):
     _log("send the first alarm from another terminal:")
     print("    " + config_mod.send_command(dict(cfg, port=server.port)), flush=True)
     _log("status: curl %s/api/v1/status    metrics: %s/metrics" % (cfg_url, cfg_url))
+    # The page's right to press, for this run only: a browser on this machine gets it inside the page; the URL
+    # below carries it to another screen (stdout, like the send command; it is not the signing secret).
+    _log("the terminal in a browser: %s/  (to press ACK from another machine, open:)" % cfg_url)
+    print("    %s/?token=%s" % (cfg_url, app.extensions["sentinel_ui_token"]), flush=True)
 
     stop = threading.Event()
 

@@ -234,6 +234,27 @@ def test_heartbeat_arms_the_dead_mans_switch(emu):
     assert not st["health"]["heartbeat"]["ok"]
 
 
+def test_heartbeat_disarmed_over_http_returns_the_terminal_to_idle(tmp_path):
+    """The way out of NO HEARTBEAT: interval 0 on the wire, from the CLI as a person types it; it survives a
+    restart (the disarm is saved), and --ack --clear was never the way."""
+    import sys
+
+    d = str(tmp_path / "cfg")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with Harness(d, voice="off", persist=True) as h:
+        h.client().heartbeat(interval=1)
+        h.wait_for(lambda s: s["shown"]["pattern"] == "health_heartbeat", timeout=5)
+        r = subprocess.run([sys.executable, "-m", "host_client.cli", "--heartbeat", "0", "--url", h.url],
+                           env=_cli_env(h), capture_output=True, text=True, timeout=30, cwd=root)
+        assert r.returncode == 0, r.stderr
+        st = h.wait_for(lambda s: s["shown"]["pattern"] == "idle", timeout=3)
+        assert st["health"]["heartbeat"] == {"armed": False, "ok": True, "interval_s": None,
+                                             "last_age_s": st["health"]["heartbeat"]["last_age_s"]}
+    with Harness(d, voice="off", persist=True) as h2:  # stopping saved the state
+        time.sleep(3)  # an armed 1 s switch would have tripped by now
+        assert h2.status()["shown"]["pattern"] == "idle"
+
+
 # -- refusals ----------------------------------------------------------------------------------------------------------
 
 def _signed(cfg, obj=None, raw=None, ts=None, secret=None, key_id=None, ctype="application/json",
