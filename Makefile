@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tool
 
 # The emulator's runtime set only; a .venv that already has the full set (newer $(STAMP)) is used as it is.
 $(RUN_STAMP): pyproject.toml tools/install-system-deps.sh
-	bash tools/install-system-deps.sh
+	bash tools/install-system-deps.sh emulator
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[emulator]'

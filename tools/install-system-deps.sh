@@ -2,18 +2,23 @@
 # Debian packages the test suite drives for real: espeak-ng (pyttsx3's speech engine on Linux, for WAV output),
 # sox (measures the WAVs), prometheus-alertmanager (the gateway's end-to-end test against a real Alertmanager),
 # prometheus (promtool and the server, for deploy/prometheus).
+# `install-system-deps.sh emulator` (what `make emulator` runs): only what the emulator itself needs at run time
+# (python3-venv, espeak-ng, a CJK font), not the test suite's servers and browser.
 set -euo pipefail
+mode="${1:-all}"
 need=()
 # Debian's system Python needs python3-venv for `python3 -m venv` (ensurepip is split out of python3 there).
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -e /usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libespeak-ng.so.1 ] || need+=(libespeak-ng1)
+if [ "$mode" != emulator ]; then
 command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v sox >/dev/null 2>&1 || need+=(sox)
 # Headless chromium: the browser test of the emulator's page (tests/test_emulator_browser.py, over DevTools).
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # prometheus: promtool checks and unit-tests deploy/prometheus; the real server scrapes in the deploy e2e test.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+fi
 # A CJK font so the emulator's window shows Chinese alarm text (without it: the ASCII label only).
 [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)
 [ ${#need[@]} -eq 0 ] && exit 0
