@@ -2,9 +2,11 @@
 test serves (values changed by the test), the gateway and the emulator, with the shipped scrape configuration
 and rules; a rule fires; the real Alertmanager, with the shipped receiver and routes, posts to our gateway (a
 real sentinel-gateway process); the emulator (its real CLI, headless, voice to --wav-dir) shows and speaks it;
-the metric goes back to normal, the alert resolves, the terminal turns green. Short scrape / evaluation / group
-intervals (and a 2 s resend delay, so the dead-man alert that fired before Prometheus found its Alertmanager
-is re-sent soon) keep the wall time down; bench/bench_prometheus.py measures the shipped defaults."""
+the metric goes back to normal, the alert resolves, the terminal turns green. Meanwhile a second gateway
+address answers nothing: SentinelGatewayDown fires after its minute and reaches the same terminal through the
+second gateway (Alertmanager's fallback route), the dead-man's switch for the alarm path. Short scrape,
+evaluation and group intervals (and a 2 s resend delay, so the dead-man alert that fired before Prometheus found
+its Alertmanager is re-sent soon) keep the wall time down; bench/bench_prometheus.py measures the shipped ones."""
 
 import json
 import os
@@ -18,6 +20,7 @@ from deploy_live import (
     DcgmExporter,
     Sink,
     alertmanager_config,
+    free_port,
     get,
     prometheus_config,
     start_alertmanager,
@@ -57,17 +60,23 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         procs.append(emu)
         gw, gw_url = start_gateway(tmp_path, emu_url, emu_cfg["key_id"], emu_cfg["secret"])
         procs.append(gw)
+        # the fallback: a second gateway, its own process and state, delivering to the same room
+        (tmp_path / "gw2").mkdir()
+        gw2, gw2_url = start_gateway(tmp_path / "gw2", emu_url, emu_cfg["key_id"], emu_cfg["secret"])
+        procs.append(gw2)
+        dead = "127.0.0.1:%d" % free_port()   # a gateway that died: nothing listens there
         am, am_url = start_alertmanager(tmp_path, alertmanager_config(
-            tmp_path, gw_url, gw_url, deadman.url, group_wait="1s", group_interval="1s"))
+            tmp_path, gw_url, gw2_url, deadman.url, group_wait="1s", group_interval="1s"))
         procs.append(am)
         prom, prom_url = start_prometheus(tmp_path, prometheus_config(
-            tmp_path, 1, 1, am_url.split("//")[1], [gw_url.split("//")[1]], [dcgm.address],
+            tmp_path, 1, 1, am_url.split("//")[1], [gw_url.split("//")[1], dead], [dcgm.address],
             [emu_url.split("//")[1]]), extra_args=["--rules.alert.resend-delay=2s"])
         procs.append(prom)
 
         # Prometheus scrapes all three, with the shipped relabelling (rack from the targets file, node_host)
         wait_query(prom_url, 'up{job="dcgm-exporter",rack="A03",node_host="127.0.0.1"} == 1')
         wait_query(prom_url, 'up{job="sentinel-gateway"} == 1')
+        wait_query(prom_url, 'up{job="sentinel-gateway",instance="%s"} == 0' % dead)
         wait_query(prom_url, 'up{job="sentinel-terminal",terminal="emu"} == 1')
         wait_query(prom_url, 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-worker-08"} == 0')
         assert emulator_quiet(emu_url)
@@ -97,8 +106,10 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         dcgm.set("DCGM_FI_DEV_XID_ERRORS", 3, 0)
         _t, st = wait_status(emu_url, lambda s: {a["key"]: a["level"] for a in s["active"]}.get(alarm["key"])
                              == "NORMAL", 90)
-        assert st["shown"]["color"] == "#00FF00" and st["shown"]["pattern"] == "solid"
-        assert not [a for a in st["active"] if a["level"] in ("P0", "P1")], st["active"]
+        down_text = "Sentinel gateway %s is down, alarms cannot reach the terminals through it" % dead
+        assert not [a for a in st["active"] if a["level"] in ("P0", "P1") and a["text"] != down_text], st["active"]
+        if not [a for a in st["active"] if a["text"] == down_text]:
+            assert st["shown"]["color"] == "#00FF00" and st["shown"]["pattern"] == "solid"
 
         # the dead-man's switch reached its own receiver, never the terminal
         end = time.monotonic() + 30
@@ -108,6 +119,15 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         assert not [a for a in st["active"] if "Watchdog" in a["text"] or "alive" in a["text"]]
         # and Prometheus saw the gateway deliver it (its own metrics, scraped)
         wait_query(prom_url, 'sentinel_gateway_alarms_total{job="sentinel-gateway",outcome="delivered"} >= 2')
+
+        # the dead gateway: SentinelGatewayDown (for: 1m), critical, fallback route -> the second gateway -> P0
+        _t, st = wait_status(emu_url, lambda s: any(a["text"] == down_text and a["level"] == "P0"
+                                                    for a in s["active"]), 120)
+        assert st["shown"]["level"] == "P0"
+        m2 = get(gw2_url + "/metrics")[1]
+        assert 'sentinel_gateway_events_total{source="alertmanager",type="firing"} 1' in m2, m2
+        m1 = get(gw_url + "/metrics")[1]
+        assert 'sentinel_gateway_events_total{source="alertmanager",type="firing"} 1' in m1  # only the XID
     finally:
         for p in reversed(procs):
             stop(p)
