@@ -327,14 +327,13 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         jobs.append((t, min(end_t, t + length), jid, rnd.choice((0.2, 0.5, 1.0, 2.0))))
         jid += 1
         t += length + rnd.uniform(300, 1800)      # GPUs idle between jobs
-    heap = []
     import heapq
-    for start, stop, j, step in jobs:
-        for r in range(ranks):
-            heapq.heappush(heap, (start, "start", j, r, step, stop))
+    heap = [(start, "start", j, step, stop, 0) for start, stop, j, step in jobs]   # one entry per job: its ranks
+    heapq.heapify(heap)                                                            # step together (collectives)
     steps = samples = 0
     next_sample = 0.0
-    busy_until = {}   # gpu -> (start, stop)
+    ck_base = {}
+    busy_until = {}   # gpu -> [(start, stop)]
     for start, stop, _j, _step in jobs:
         for g in range(8):
             busy_until.setdefault(g, []).append((start, stop))
@@ -366,8 +365,13 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
             samples += 1
             next_sample += 1.0
 
+    def send(j, now, **fields):
+        for r in range(ranks):   # the ranks of a job, within a few ms of each other
+            tr.message(dict(fields, job="job%d" % j, pid=10000 + j * 100 + r, rank=r, local_rank=r),
+                       now + r * 0.002)
+
     while heap:
-        now, kind, j, r, step, stop = heapq.heappop(heap)
+        now, kind, j, step, stop, count = heapq.heappop(heap)
         while True:     # what the daemon's loop does: wake at the earliest progress deadline
             dl = tr.next_deadline()
             if dl is None or dl >= now:
@@ -376,38 +380,37 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
             if tr.next_deadline() == dl:
                 break
         sample_until(now)
-        pid = 10000 + j * 100 + r
-        msg = {"job": "job%d" % j, "pid": pid, "rank": r, "local_rank": r}
         if kind == "start":
-            tr.message(dict(msg, kind="start"), now)
+            send(j, now, kind="start")
             # first step: compile + NCCL init, 20-240 s
-            heapq.heappush(heap, (now + rnd.uniform(20, 240), "beat", j, r, step, stop))
+            heapq.heappush(heap, (now + rnd.uniform(20, 240), "beat", j, step, stop, 0))
             continue
-        if kind == "end" or now >= stop:
-            tr.message(dict(msg, kind="end"), now)
+        if now >= stop:
+            send(j, now, kind="end")
+            apply("progress", tr.evaluate(now), now)
             continue
-        n = tr._procs.get(("job%d" % j, pid))
-        count = n.steps if n else 0
-        if kind == "beat" and count and count % 2000 == 0:          # checkpoint, 30-180 s
-            ck = rnd.uniform(30, 180)
+        if kind == "beat" and count and count % 2000 == 0:
+            # checkpoint: a job's takes 30-180 s, +-20 % from one to the next (storage load)
+            ck = ck_base.setdefault(j, rnd.uniform(30, 180)) * rnd.lognormvariate(0, 0.2)
             if pause_checkpoints:
-                tr.message(dict(msg, kind="pause"), now)
+                send(j, now, kind="pause")
             else:
-                tr.message(dict(msg, kind="beat", step=count), now)
-                steps += 1
-            heapq.heappush(heap, (now + ck, "after-checkpoint", j, r, step, stop))
+                send(j, now, kind="beat", step=count)
+                steps += ranks
+                count += 1
+            heapq.heappush(heap, (now + ck, "after-checkpoint", j, step, stop, count))
             continue
         nxt = None
-        if count and count % 1000 == 500:        # evaluation, announced
+        if count % 1000 == 500:        # evaluation, announced
             nxt = rnd.uniform(20, 90)
-        tr.message(dict(msg, kind="beat", step=count, next_s=nxt), now)
-        steps += 1
+        send(j, now, kind="beat", step=count, next_s=nxt)
+        steps += ranks
         if tr.dirty:
             apply("progress", tr.evaluate(now), now)
         gap = nxt * rnd.uniform(0.5, 0.95) if nxt else step * rnd.lognormvariate(0, 0.1)
         if not nxt and rnd.random() < 0.003:
             gap = step * rnd.uniform(2.0, 3.0)   # a straggler step
-        heapq.heappush(heap, (now + gap, "beat", j, r, step, stop))
+        heapq.heappush(heap, (now + gap, "beat", j, step, stop, count + 1))
     p0 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P0"]
     p1 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P1"]
     return {"hours": hours, "jobs": len(jobs), "steps": steps, "samples": samples, "p0": len(p0), "p1": len(p1),

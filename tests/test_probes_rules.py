@@ -642,3 +642,23 @@ def test_fallback_fills_what_nvml_failed_on_from_nvidia_smi_per_capability():
     n = len(runs)
     src.sample()
     assert len(runs) == n                               # nothing failing: nvidia-smi is not run
+
+
+def test_recurring_unannounced_long_step_is_learned_after_two_and_other_steps_keep_their_limit():
+    tr = _tracker(early_floor_s=1)
+    t = 0.0
+    p0 = []
+    for _ck in range(4):                   # a 30 s checkpoint every 100 steps of 0.2 s, not in pause()
+        for _ in range(100):
+            beat(tr, t, pid=3)
+            t += 0.2
+        t -= 0.2
+        f = tr.evaluate(t + 25.0)          # 25 s into the checkpoint
+        p0.append(bool(f))
+        t += 30.0
+    assert p0 == [True, True, False, False]   # the first two raise (and clear at their next beat), then allowed
+    # a hang anywhere else is still seen at the normal limit
+    for _ in range(10):
+        beat(tr, t, pid=3)
+        t += 0.2
+    assert tr.evaluate(t + 1.0)

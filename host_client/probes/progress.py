@@ -12,7 +12,9 @@ its limit (docs/PROBES.md, "Progress watchdog"):
 - ``pause()`` (checkpointing, evaluation: a phase of unknown length) leaves only the ceiling until the next beat or
   ``resume``; a single step known to be long is announced with ``beat(step, next_s=...)``: that one step's limit is
   at least ``next_s``. An unannounced long step is a stall (a hang looks the same); it clears by itself with the
-  next beat (RECOVERED) and that gap is never learned as a step time.
+  next beat (RECOVERED) and that gap is never learned as a step time. When such steps recur at a fixed period (a
+  checkpoint every N steps without ``pause()``: two of them give the period), the step at which the next one is
+  due is allowed ``2 x`` the longest of them; every other step keeps its normal limit.
 
 Processes of one job (same job name: the ranks on this node) form one condition: it raises when the first of them
 stalls and clears when none is stalled any more. A process that exits (``end`` message, or its pid is gone or a
@@ -32,6 +34,7 @@ from . import events
 MAX_DATAGRAM = 2048
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 KINDS = ("beat", "start", "pause", "resume", "end")
+LONG_FACTOR = 2.0  # a recurring unannounced long step is allowed this multiple of the longest one seen
 RECHECK_S = 0.5  # how often a stalled process is checked for death (one kill(0) and one /proc read)
 
 
@@ -59,7 +62,8 @@ class ProgressRules:
 
 class _Proc:
     __slots__ = ("job", "pid", "rank", "local_rank", "last", "intervals", "steps", "step", "paused",
-                 "stalled_at", "dead_at", "checked_at", "first_step_s", "next_s")
+                 "stalled_at", "dead_at", "checked_at", "first_step_s", "next_s", "long_at", "long_s",
+                 "long_period")
 
     def __init__(self, job, pid, *, rank, local_rank, now):
         self.job = job
@@ -76,6 +80,9 @@ class _Proc:
         self.checked_at = now
         self.first_step_s = None
         self.next_s = None
+        self.long_at = None      # step count at which the last unannounced long step ended
+        self.long_s = 0.0        # the longest of them
+        self.long_period = None  # steps between the last two (a checkpoint every N steps)
 
 
 def _median(values):
@@ -154,6 +161,14 @@ class ProgressTracker:
         else:
             gap = now - p.last
             limit = self.limit(p)
+            if p.dead_at is None and p.steps >= 1 and not p.paused and p.next_s is None \
+                    and gap > self.limit(p, recurring=False):
+                # an unannounced long step that ended by itself (a stall that cleared, or the recurring one it was
+                # allowed): remember where, to allow it when it recurs
+                if p.long_at is not None:
+                    p.long_period = p.steps - p.long_at
+                p.long_at = p.steps
+                p.long_s = max(p.long_s, gap)
             # a gap that ended a stall or a pause, the first step, or an announced long step is not a normal step
             if p.stalled_at is None and not p.paused and p.steps >= 1 and p.next_s is None and gap <= limit:
                 p.intervals.append(gap)
@@ -190,7 +205,7 @@ class ProgressTracker:
             return None
         return _median(p.intervals)
 
-    def limit(self, p):
+    def limit(self, p, recurring=True):
         r = self.rules
         if p.paused:
             return r.ceiling_s
@@ -204,6 +219,8 @@ class ProgressTracker:
                 base = min(max(r.k * st, r.floor_s), r.ceiling_s)
         if p.next_s is not None:
             base = max(base, p.next_s)
+        if recurring and p.long_period and abs(p.steps - p.long_at - p.long_period) <= max(1, p.long_period // 100):
+            base = max(base, min(LONG_FACTOR * p.long_s, r.ceiling_s))   # the recurring long step is due
         return base
 
     def phase(self, p):
