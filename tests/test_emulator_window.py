@@ -30,6 +30,15 @@ def pump(win, frames):
     win.run(max_frames=win.frames + frames)
 
 
+def click(win, down, up=None, frames_held=0):
+    """Mouse button 1 down at `down`, `frames_held` frames, up at `up` (default: the same place)."""
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=down, button=1))
+    if frames_held:
+        pump(win, frames_held)
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=up or down, button=1))
+    pump(win, 2)
+
+
 def test_draws_leds_in_the_alarm_colour(emu, tmp_path):
     h, win = emu
     h.client().send(preset("normal", "Ring rebuilt", duration=30))
@@ -63,10 +72,7 @@ def test_mouse_click_on_ack_mutes(emu):
 def test_click_outside_the_button_does_nothing(emu):
     h, win = emu
     h.client().send(preset("p0", "XID 79", key=KEY))
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=(5, 5), button=1))
-    pump(win, 6)
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=(5, 5), button=1))
-    pump(win, 3)
+    click(win, (5, 5), frames_held=6)
     assert not h.status()["mute"]["active"]
 
 
@@ -137,9 +143,7 @@ def test_a_click_quicker_than_the_debounce_is_one_short_press(emu):
     h.client().send(preset("p1", "NVLink slow down", key=KEY))
     pos = win.button_rect.center
     # down and up in the same frame: far shorter than the box's 30 ms debounce, still one press
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=pos, button=1))
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=pos, button=1))
-    pump(win, 2)
+    click(win, pos)
     st = h.wait_for(lambda s: s["mute"]["active"], timeout=3)
     assert st["active"][0]["acknowledged"]
 
@@ -147,10 +151,7 @@ def test_a_click_quicker_than_the_debounce_is_one_short_press(emu):
 def test_a_click_released_outside_the_button_is_taken_back(emu):
     h, win = emu
     h.client().send(preset("p1", "NVLink slow down", key=KEY))
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=win.button_rect.center, button=1))
-    pump(win, 2)
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=(5, 5), button=1))
-    pump(win, 3)
+    click(win, win.button_rect.center, up=(5, 5), frames_held=2)
     assert not h.status()["mute"]["active"]
 
 
@@ -185,10 +186,7 @@ def test_screenshot_shows_why_the_alarm_is_silent(emu, tmp_path):
 
     h, win = emu
     h.client().send(preset("p0", "XID 79 on gpu-worker-08", key=KEY))
-    pos = win.button_rect.center
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=pos, button=1))
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONUP, pos=pos, button=1))
-    pump(win, 2)
+    click(win, win.button_rect.center)
     st = h.wait_for(lambda s: s["mute"]["active"], timeout=3)
     pump(win, 2)
     path = str(tmp_path / "silent.png")
