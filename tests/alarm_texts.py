@@ -1,9 +1,12 @@
 """Every alarm text the product itself generates, collected from the code that generates it (not a hand list):
-the gateway's speech templates in each language (GPU-numbered, node-level and PCI wordings), its summaries, the
-presets' built-in text and the demo's story. Values are the RFC's and the fixtures' (rack A03, gpu-worker-08)."""
+the gateway's speech templates in each language (GPU-numbered, node-level and PCI wordings) for two of the RFC's
+racks and nodes, its summaries, the Alertmanager bridge's resolved wording, the presets' built-in text, the demo's
+story and the send command the emulator prints at first start."""
 
+import inspect
 import re
 
+from emulator import config as emulator_config
 from emulator.demo import P0_TEXT
 from host_client.gateway import alertmanager, events, grouping
 from sentinel_core.alarm import RECOVERED_TEXT
@@ -58,6 +61,8 @@ def product_alarm_texts():
                 out.append(("gateway summary %s" % name, lang, _fill(tpl, phrases)))
     out.append(("preset normal", "zh", RECOVERED_TEXT))
     out.append(("demo", "zh", P0_TEXT))
+    first = inspect.signature(emulator_config.send_command).parameters["text"].default
+    out.append(("first-start send command", "en", first))
     seen = set()
     unique = []
     for origin, lang, text in out:
