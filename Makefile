@@ -52,6 +52,7 @@ deploy: $(STAMP)
 	$(PY) firmware/deploy.py $(if $(PORT),--port $(PORT)) $(if $(CONFIG),--config $(CONFIG)) $(ARGS)
 
 bench: $(STAMP)
+	bash tools/install-system-deps.sh --bench
 	$(PY) bench/run_all.py $(ARGS)
 
 clean:

@@ -210,16 +210,16 @@ def metric(text, name, **labels):
     return int(total)
 
 
-def phase_storm(mode="event", procs=2, threads=8):
+def phase_storm(mode="event", procs=2, threads=8, server="asyncio"):
     term = SlowTerminal(1.0)
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
         state = "" if os.environ.get("BENCH_NO_STATE") else 'state_dir = "%s"\n' % os.path.join(tmp, "state")
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\n\n'
+        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n\n'
                 '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, GW_THREADS, term.url))
+                % (port, state, GW_THREADS, server, term.url))
     env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
                                                                                               "lib")]))
     log_path = os.path.join(tmp, "gateway.log")
@@ -302,10 +302,10 @@ def phase_storm(mode="event", procs=2, threads=8):
              for k in ("delivered", "expired", "dropped", "refused")}
     pending = metric(m, "sentinel_gateway_queue_depth")
     alarms = term.alarms()
-    print("storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d connections"
-          % ("SECONDARY, one event per request (RFC-era probes, or [sender] batch_max = 1)" if mode == "event" else
-             "HEADLINE, as the probes send it (one JSON array per node per sampling round)", sent, NODES, GPUS,
-             RACKS, len(payloads), procs, threads))
+    what = ("SECONDARY, one event per request (RFC-era probes, or [sender] batch_max = 1)" if mode == "event" else
+            "HEADLINE, as the probes send it (one JSON array per node per sampling round)")
+    print("[%s front] storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d "
+          "connections" % (server, what, sent, NODES, GPUS, RACKS, len(payloads), procs, threads))
     print("  ingest time (first send -> last answer) %.3f s  (%.0f events/s)   target < 2 s   %s"
           % (ingest, sent / ingest, "OK" if ingest < 2 else "MISSED"))
     print("  gateway CPU during ingest %.2f s (%.0f us per event); machine load average %s"
@@ -464,6 +464,8 @@ def phase_memory(n=100_000):
 def main(argv):
     quick = "--quick" in argv
     ok = phase_storm("node")
+    print()
+    ok = phase_storm("node", server="waitress") and ok      # the batched path, on the previous front
     print()
     phase_floor()
     ok = phase_storm("event") and ok

@@ -21,6 +21,12 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 fi
 # A CJK font so the emulator's window shows Chinese alarm text (without it: the ASCII label only).
 [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)
+# `--bench` (make bench): golang-go builds the RFC's Go gateway and wrk drives both in bench/bench_gateway_rfc.py.
+# The tests need neither, so a plain setup does not install them.
+if [ "${1:-}" = "--bench" ]; then
+  command -v go >/dev/null 2>&1 || need+=(golang-go)
+  command -v wrk >/dev/null 2>&1 || need+=(wrk)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}"
 SUDO=""

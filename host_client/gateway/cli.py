@@ -1,4 +1,4 @@
-"""sentinel-gateway: run the gateway (waitress), or check a configuration and exit."""
+"""sentinel-gateway: run the gateway (its asyncio front, or waitress), or check a configuration and exit."""
 
 from __future__ import annotations
 
@@ -55,7 +55,33 @@ def main(argv=None) -> int:
         print("configuration OK: %s" % a.config, file=sys.stderr)
         return 0
     setup_logging(cfg.log_format, a.log_level)
+    if cfg.server == "asyncio":
+        return _serve_asyncio(cfg)
+    return _serve_waitress(cfg)
 
+
+def _serve_asyncio(cfg) -> int:
+    from .server import IngestFront
+    from .service import Gateway
+
+    gw = Gateway(cfg)
+    front = IngestFront(gw, cfg)
+    gw.start()
+
+    def on_term(_sig, _frm):
+        front.stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    try:
+        front.run(cfg.host, cfg.port)
+    finally:
+        gw.stop()
+        logging.getLogger("sentinel.gateway").info("gateway_stopped")
+    return 0
+
+
+def _serve_waitress(cfg) -> int:
     import waitress
 
     from .app import create_app, gateway_of

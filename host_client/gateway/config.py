@@ -81,7 +81,7 @@ class Route:
 
 _SECTIONS = {
     "gateway": {"host", "port", "language", "unknown_event_types", "state_dir", "max_body", "threads",
-                "log_format", "instance"},
+                "log_format", "instance", "server"},
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
     "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
@@ -97,6 +97,7 @@ _TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "
                   "rate_burst", "rate_interval_s", "timeout_s", "compat"}
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
+SERVERS = ("asyncio", "waitress")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -150,6 +151,7 @@ class Config:
         self.threads = 4   # waitress default; more threads only add GIL contention (bench_gateway.py)
         self.log_format = "json"
         self.instance = "gw"
+        self.server = "asyncio"   # the HTTP front: "asyncio" (server.py, the fast one) or "waitress" (WSGI)
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True
@@ -211,6 +213,7 @@ class Config:
         c.max_body = _num(g, "max_body", "gateway", default=c.max_body, lo=256, hi=16 << 20, integer=True)
         c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
         c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
+        c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
         c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")

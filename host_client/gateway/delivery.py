@@ -158,6 +158,7 @@ class Persister:
         self.failed = 0
         self.broken = False         # the last save failed: the gateway answers 503 until one succeeds
         self.last_error = None
+        self._waiters = []          # (gen, callback(ok)) of answers waiting for their alarm to be on disk
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="persist-%s" % self.lane.name, daemon=True)
@@ -165,6 +166,31 @@ class Persister:
 
     def alive(self) -> bool:
         return self._thread is None or self._thread.is_alive() or self._stop
+
+    def add_waiter(self, gen, callback) -> None:
+        """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
+        the persister's thread (or at once): the asyncio front hands it to its loop."""
+        with self.lane.cond:
+            if self.saved >= gen:
+                ok = True
+            elif self.broken or self._stop:
+                ok = False
+            else:
+                self._waiters.append((gen, callback))
+                return
+        callback(ok)
+
+    def _wake_waiters(self, ok):
+        """Under lane.cond."""
+        if not self._waiters:
+            return
+        if ok:
+            done = [w for w in self._waiters if w[0] <= self.saved]
+            self._waiters = [w for w in self._waiters if w[0] > self.saved]
+        else:
+            done, self._waiters = self._waiters, []
+        for _gen, cb in done:
+            cb(ok)
 
     def stop(self, timeout=5.0):
         with self.lane.cond:
@@ -193,6 +219,7 @@ class Persister:
             with self.lane.cond:
                 self.broken = True
                 self.last_error = err
+                self._wake_waiters(False)
                 self.lane.cond.notify_all()
             return False
         with self.lane.cond:
@@ -202,6 +229,7 @@ class Persister:
             self.writes += 1
             if snap["gen"] > self.saved:
                 self.saved = snap["gen"]
+            self._wake_waiters(True)
             self.lane.cond.notify_all()
         return True
 
@@ -278,6 +306,31 @@ class Worker:
 
     def alive(self) -> bool:
         return self._thread is None or self._thread.is_alive() or self._stop
+
+    def add_waiter(self, gen, callback) -> None:
+        """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
+        the persister's thread (or at once): the asyncio front hands it to its loop."""
+        with self.lane.cond:
+            if self.saved >= gen:
+                ok = True
+            elif self.broken or self._stop:
+                ok = False
+            else:
+                self._waiters.append((gen, callback))
+                return
+        callback(ok)
+
+    def _wake_waiters(self, ok):
+        """Under lane.cond."""
+        if not self._waiters:
+            return
+        if ok:
+            done = [w for w in self._waiters if w[0] <= self.saved]
+            self._waiters = [w for w in self._waiters if w[0] > self.saved]
+        else:
+            done, self._waiters = self._waiters, []
+        for _gen, cb in done:
+            cb(ok)
 
     def stop(self, timeout=5.0):
         with self.lane.cond:

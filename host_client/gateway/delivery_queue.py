@@ -7,14 +7,23 @@ Pure state, time passed in; the lane (lane.py) owns one and does the accounting 
 
 from __future__ import annotations
 
+import hashlib
 from enum import Enum
 
 from sentinel_core.alarm import LEVEL_NAMES, NORMAL, P0, P1
+
+from .grouping import summary_text
 
 DEFAULT_DEADLINES = {P0: 3600.0, P1: 1800.0, NORMAL: 600.0}
 # A summary can stand for thousands of incidents; the persisted queue lists the first few (recovery tracking after a
 # restart) and the count, so saving stays cheap enough to do before every answer.
 PERSIST_CARRIED = 64
+
+
+def alarm_id(*parts) -> str:
+    """The message id of an alarm, from what it says about which incident: the same on every gateway that sends it,
+    so a terminal that already has it answers a copy as a duplicate (its replay memory) and shows it once."""
+    return "s" + hashlib.sha256("|".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:31]
 
 
 class ItemKind(str, Enum):
@@ -29,14 +38,16 @@ class ItemKind(str, Enum):
 class Item:
     """One alarm waiting for its terminal. carried: the incident keys it stands for (accounting, recovery)."""
 
-    __slots__ = ("id", "seq", "level", "text", "key", "carried", "created", "deadline", "attempts", "inflight",
-                 "kind", "group", "queued", "extra")
+    __slots__ = ("_id", "seq", "level", "_text", "key", "carried", "created", "deadline", "attempts", "inflight",
+                 "kind", "group", "queued", "extra", "dirty", "lang")
 
     def __init__(self, *, id, seq, level, text, key, carried, created, deadline, kind=ItemKind.ALONE):
-        self.id = id
+        self._id = id
         self.seq = seq
         self.level = level
-        self.text = text
+        self._text = text
+        self.dirty = False      # a summary that grew: its text and id are brought up to date when next read
+        self.lang = None
         self.key = key
         self.carried = carried
         self.created = created
@@ -47,6 +58,38 @@ class Item:
         self.group = None
         self.queued = True
         self.extra = 0          # incidents carried but not listed (a restored summary lists its first few)
+
+    def grew(self, language: str) -> None:
+        """A summary took one more incident. Its words and id (they follow its content) are rebuilt when read, not
+        on each of a storm's thousands of folds."""
+        self.dirty = True
+        self.lang = language
+
+    def _refresh(self) -> None:
+        self.dirty = False
+        if self.group is not None:
+            self._text = summary_text(self.group, self.lang)
+        self._id = alarm_id(self.key, str(self.ncarried))
+
+    @property
+    def id(self) -> str:
+        if self.dirty:
+            self._refresh()
+        return self._id
+
+    @id.setter
+    def id(self, v):
+        self._id = v
+
+    @property
+    def text(self) -> str:
+        if self.dirty:
+            self._refresh()
+        return self._text
+
+    @text.setter
+    def text(self, v):
+        self._text = v
 
     @property
     def ncarried(self) -> int:

@@ -154,7 +154,7 @@ class Event:
     """A validated GPU event. recovers: for a recovery, the event type that cleared (else None)."""
 
     __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
-                 "xid", "known", "pci", "ts")
+                 "xid", "known", "pci", "ts", "_rfc_key", "_key")
 
     def __init__(self, rack, raw_host, event_type, *, gpu_index=None, gpu_util=None, recovers=None, detail=None,
                  xid=None, pci=None, ts=None):
@@ -169,6 +169,8 @@ class Event:
         self.xid = xid
         self.pci = pci              # bus id without the "PCI:" prefix, or None
         self.ts = ts                # the probe's time of the event (Unix seconds), or None
+        self._rfc_key = None
+        self._key = None
         self.known = event_type in EVENT_TYPES
 
     @property
@@ -186,16 +188,20 @@ class Event:
     @property
     def rfc_key(self) -> str:
         """The RFC's debounce key rack:clean-host:event_type (for a recovery, of the type it clears)."""
-        return debounce_key(self.rack, self.host, self.fault_type)
+        if self._rfc_key is None:
+            self._rfc_key = debounce_key(self.rack, self.host, self.fault_type)
+        return self._rfc_key
 
     @property
     def key(self) -> str:
         """The incident's name: the RFC key, plus :gpuN for a numbered GPU's fault; a recovery names what it clears.
         An unnumbered GPU (-1) stays at node level: there is nothing to tell two of them apart by."""
-        k = self.rfc_key
-        if self.fault_type in GPU_SCOPED and self.gpu_index is not None and self.gpu_index >= 0:
-            k += ":gpu%d" % self.gpu_index
-        return k
+        if self._key is None:
+            k = self.rfc_key
+            if self.fault_type in GPU_SCOPED and self.gpu_index is not None and self.gpu_index >= 0:
+                k += ":gpu%d" % self.gpu_index
+            self._key = k
+        return self._key
 
     @property
     def debounce_key(self) -> str:

@@ -20,7 +20,8 @@ class Incident:
         self.rack = rack or ""
         self.host = host or ""
         self.kind = kind            # event type or alertname: what a summary says happened
-        self.text = text            # the words for this incident alone: a str, or {"zh": ..., "en": ...}
+        self.text = text            # the words for this incident alone: a str, {"zh": ..., "en": ...}, or a
+        #                             function returning one (called once, when the words are needed)
         self.labels = labels or {}
         self.source = source
         self.recovery = recovery
@@ -39,6 +40,9 @@ class Incident:
 
     def text_for(self, language):
         t = self.text
+        if callable(t):
+            # built when first needed: a debounced GPU that attaches to its node's alarm is never spoken
+            t = self.text = t()
         if isinstance(t, dict):
             return t.get(language) or t.get("en") or next(iter(t.values()))
         return t

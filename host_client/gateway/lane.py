@@ -21,13 +21,13 @@ from enum import Enum
 
 from sentinel_core.alarm import LEVEL_NAMES, NORMAL
 
-from .delivery_queue import DEFAULT_DEADLINES, AlarmQueue, Item, ItemKind
+from .delivery_queue import DEFAULT_DEADLINES, AlarmQueue, Item, ItemKind, alarm_id
 from .grouping import Grouping, Placement, summary_text, texts
 from .ratelimit import RateLimit
 from .recovery import RecoveryTracker
 from .stats import LATENCY_BUCKETS, LaneStats
 
-__all__ = ["DEFAULT_DEADLINES", "LATENCY_BUCKETS", "Item", "ItemKind", "Lane", "Outcome", "RateLimit"]
+__all__ = ["DEFAULT_DEADLINES", "LATENCY_BUCKETS", "Item", "ItemKind", "Lane", "Outcome", "RateLimit", "alarm_id"]
 
 
 class Outcome(str, Enum):
@@ -39,12 +39,6 @@ class Outcome(str, Enum):
     RECOVERY = "recovery"                   # a recovery alarm was queued
     RECOVERY_PENDING = "recovery_pending"   # recovered, but its alarm still stands for other incidents
     DROPPED = "dropped"                     # the queue was full of alarms at least as urgent
-
-
-def alarm_id(*parts) -> str:
-    """The message id of an alarm, from what it says about which incident: the same on every gateway that sends it,
-    so a terminal that already has it answers a copy as a duplicate (its replay memory) and shows it once."""
-    return "s" + hashlib.sha256("|".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:31]
 
 
 class Lane:
@@ -165,8 +159,7 @@ class Lane:
             if upgraded:
                 it.level = g.level
                 it.deadline = self.queue.deadline(it.level, it.created)
-            it.text = summary_text(g, self.language)
-            it.id = alarm_id(it.key, str(it.ncarried))    # new content, new message id (retries keep theirs)
+            it.grew(self.language)    # new content, new words and message id (retries keep theirs)
             self.stats.alarms.replaced += 1
             self._touch(quiet=not upgraded)
         if not inc.recovery:
@@ -195,8 +188,7 @@ class Lane:
                     it.level = old.level
                 if old.seq < it.seq:
                     it.seq = old.seq          # keep the earliest queue position: order of incidents holds
-            it.text = summary_text(cg, self.language)
-            it.id = alarm_id(it.key, str(it.ncarried))
+            it.grew(self.language)
             self._touch()
         return result
 
@@ -246,7 +238,10 @@ class Lane:
     def next_item(self, now: float):
         """The item to send next (P0 first, then oldest), after expiring those past their deadline."""
         self.expire(now)
-        return self.queue.next()
+        it = self.queue.next()
+        if it is not None and it.dirty:
+            it.id   # brought up to date under the lock: ingest may be counting its group right now  # noqa: B018
+        return it
 
     def expire(self, now: float) -> list:
         gone = self.queue.take_expired(now)

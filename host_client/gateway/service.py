@@ -170,11 +170,12 @@ class Gateway:
         log_event("event_not_durable", logging.ERROR, source=source, reason=reason)
         return 503, {"ok": False, "error": "persist_failed", "message": reason + "; retry later"}
 
-    def gpu_event(self, body):
+    def gpu_event(self, body, waits=None):
         """One probe event, or a JSON array of up to MAX_BATCH (a node reporting its GPUs at once).
         Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order. While a
         terminal's queue cannot be saved, every event is answered 503 (the sender retries) and changes nothing:
-        nothing is answered 200 that a crash could lose."""
+        nothing is answered 200 that a crash could lose. waits: a list to collect (persister, gen) in instead of
+        blocking until they are on disk (the asyncio front awaits them, then answers; see durable_answer)."""
         broken = self.persist_broken()
         if broken:
             return self._unavailable("gpu_event", broken)
@@ -185,7 +186,7 @@ class Gateway:
             results = [self._event(b) for b in body]
             incs = [r[2] for r in results if r[2] is not None]
             if incs:
-                routed, durable = self._dispatch(incs)
+                routed, durable = self._dispatch(incs, waits)
                 if not durable:
                     return self._unavailable("gpu_event", "the pending queue was not saved in time")
                 i = 0
@@ -198,7 +199,7 @@ class Gateway:
                          "rejected": sum(1 for r in results if r[0] != 200)}
         status, answer, inc = self._event(body)
         if inc is not None:
-            routed, durable = self._dispatch([inc])
+            routed, durable = self._dispatch([inc], waits)
             if not durable:
                 return self._unavailable("gpu_event", "the pending queue was not saved in time")
             answer["terminals"] = routed[0]
@@ -233,7 +234,11 @@ class Gateway:
             return 200, answer, None
         kind = ev.fault_type
         # both languages: each terminal speaks its own (terminals.<name>.language, else gateway.language)
-        text = {"zh": ev.text("zh", self.cfg.templates), "en": ev.text("en", self.cfg.templates)}
+        templates = self.cfg.templates
+
+        def text():
+            return {"zh": ev.text("zh", templates), "en": ev.text("en", templates)}
+
         inc = Incident(key, level, rack=ev.rack, host=ev.host, kind=kind, text=text, labels=ev.labels(),
                        source="gpu_event", recovery=recovery, phrase_zh=phrase(kind, "zh"),
                        phrase_en=phrase(kind, "en"))
@@ -266,7 +271,7 @@ class Gateway:
                 self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
         return ident
 
-    def alertmanager(self, body, source="alertmanager"):
+    def alertmanager(self, body, source="alertmanager", waits=None):
         broken = self.persist_broken()
         if broken:
             return self._unavailable(source, broken)
@@ -300,7 +305,7 @@ class Gateway:
                     self._count(self.suppressed, (source, "resolved" if inc.recovery else "firing"))
         results = []
         if take:
-            results, durable = self._dispatch(take)
+            results, durable = self._dispatch(take, waits)
             if not durable:
                 return self._unavailable(source, "the pending queue was not saved in time")
         log_event("alertmanager_notification", logging.INFO, alerts=len(incs), taken=len(take), suppressed=n_sup,
@@ -309,7 +314,11 @@ class Gateway:
                      "firing": sum(1 for i in take if not i.recovery),
                      "resolved": sum(1 for i in take if i.recovery), "results": results}
 
-    def _dispatch(self, incidents):
+    def not_durable_answer(self, source):
+        """The answer that replaces a 200 whose alarm did not reach the disk in time (the asyncio front)."""
+        return self._unavailable(source, "the pending queue was not saved in time")
+
+    def _dispatch(self, incidents, waits=None):
         now = self.clock()
         out = []
         before = {}
@@ -337,6 +346,9 @@ class Gateway:
                 continue
             with lane.cond:
                 gen = lane.gen
+            if waits is not None:
+                waits.append((p, gen))
+                continue
             if not p.wait(gen, self.cfg.persist_wait_s):
                 log_event("persist_slow", logging.WARNING, terminal=name, error=p.last_error)
                 durable = False

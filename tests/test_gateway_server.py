@@ -1,0 +1,165 @@
+"""The gateway's asyncio front (host_client/gateway/server.py) over real sockets: keep-alive and pipelining, the
+limits (413, 411, 431), 404/405, Expect: 100-continue, /healthz and /metrics, and durability: an event that created
+an alarm is answered only once it is on disk, 503 when the save fails."""
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from host_client.gateway.config import Config
+from host_client.gateway.server import IngestFront
+from host_client.gateway.service import Gateway
+
+
+class Fake:
+    url = "http://fake"
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, alarm):
+        self.sent.append(alarm)
+
+        class A:
+            duplicate = False
+        return A()
+
+    def heartbeat(self, interval=None):
+        pass
+
+
+@pytest.fixture
+def front(tmp_path):
+    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "max_body": 4096},
+                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+                            "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
+    fake = Fake()
+    gw = Gateway(cfg, clients={"room": fake})
+    gw.start()
+    f = IngestFront(gw, cfg)
+    ready = threading.Event()
+    t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    yield f, gw, fake, tmp_path
+    f.stop()
+    t.join(5)
+    gw.stop()
+
+
+def request(path, body=None, method=None, headers=None):
+    method = method or ("POST" if body is not None else "GET")
+    body = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    h = {"Host": "x", "Content-Length": str(len(body)), "Content-Type": "application/json"}
+    h.update(headers or {})
+    return ("%s %s HTTP/1.1\r\n" % (method, path) + "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode() \
+        + body
+
+
+def read_answers(sock, n, timeout=10):
+    sock.settimeout(timeout)
+    buf = b""
+    out = []
+    while len(out) < n:
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            head = buf[:end].decode()
+            length = int([ln.split(":", 1)[1] for ln in head.split("\r\n") if ln.lower().startswith(
+                "content-length:")][0])
+            if len(buf) >= end + 4 + length:
+                status = int(head.split(" ")[1])
+                out.append((status, head, buf[end + 4:end + 4 + length]))
+                buf = buf[end + 4 + length:]
+                continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return out
+
+
+EV = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
+
+
+def test_keep_alive_pipelining_in_order(front):
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/api/v1/gpu_event", EV) + request("/api/v1/gpu_event", EV) + request("/healthz")
+              + request("/metrics"))
+    (a, b, c, d) = read_answers(s, 4)
+    assert (a[0], json.loads(a[2])["result"], json.loads(a[2])["terminals"]) == (200, "alarm", {"room": "alone"})
+    assert (b[0], json.loads(b[2])["result"]) == (200, "suppressed")
+    assert c[0] == 200 and json.loads(c[2])["ok"] is True
+    assert d[0] == 200 and b"sentinel_gateway_events_total" in d[2] and "text/plain" in d[1]
+    s.close()
+
+
+def test_answer_only_once_the_alarm_is_on_disk(front):
+    f, gw, fake, tmp = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="B01")))
+    (a,) = read_answers(s, 1)
+    assert a[0] == 200
+    with open(os.path.join(str(tmp / "state"), "pending-room.json"), encoding="utf-8") as fh:
+        on_disk = fh.read()
+    assert "B01:gpu-worker-08:NCCL_TIMEOUT" in on_disk or fake.sent      # on disk, or already delivered
+    s.close()
+
+
+def test_save_failure_is_503(front):
+    f, gw, fake, tmp = front
+    p = gw.persisters["room"]
+
+    def broken(data, *, fsync=True):
+        raise OSError(28, "No space left on device")
+
+    p.store.save = broken
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="C01")))
+    (a,) = read_answers(s, 1)
+    assert a[0] == 503 and json.loads(a[2])["error"] == "persist_failed"
+    s.sendall(request("/api/v1/alertmanager", {"version": "4", "alerts": []}))
+    (b,) = read_answers(s, 1)
+    assert b[0] == 503
+    s.close()
+
+
+@pytest.mark.parametrize("raw,status", [
+    (request("/api/v1/gpu_event", b"x" * 5000), 413),
+    (b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
+    (b"garbage\r\n\r\n", 400),
+    (request("/nope"), 404),
+    (request("/api/v1/gpu_event", method="GET"), 405),
+    (request("/metrics", b"{}"), 405),
+    (request("/api/v1/gpu_event", b'{"a": NaN}'), 400),
+    (request("/api/v1/gpu_event", b'{"node_host": "\\ud800"}'), 422),
+])
+def test_limits_and_errors(front, raw, status):
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(raw)
+    (a,) = read_answers(s, 1)
+    assert a[0] == status
+    assert json.loads(a[2])["ok"] is False
+    s.close()
+
+
+def test_expect_100_continue_and_connection_close(front):
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    body = json.dumps(dict(EV, cluster_rack="D01")).encode()
+    s.sendall(("POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n"
+               "Connection: close\r\n\r\n" % len(body)).encode())
+    s.settimeout(5)
+    assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")
+    s.sendall(body)
+    (a,) = read_answers(s, 1)
+    assert a[0] == 200 and "Connection: close" in a[1]
+    time.sleep(0.1)
+    assert s.recv(10) == b""          # closed after the answer
+    s.close()
