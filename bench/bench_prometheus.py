@@ -14,7 +14,8 @@ Neither includes dcgm-exporter's own collection interval (its -c flag, 30 s by d
 page: on a real node add up to that much (or run it with -c 1000).
 
 Probe path: the real sentinel-probe following a kernel log, the same gateway and emulator; the clock starts when
-the XID line is written. (bench/bench_probes.py measures the probe alone, to a sink.)
+the XID line is written, one new GPU incident per trial. (bench/bench_probes.py measures the probe alone, to a
+sink.)
 
 The gateway runs with grouping off and a 0 s debounce so each trial's incident is news (both add no wait to a
 first alarm; they only decide what follows it). Trials start at a random phase of the scrape cycle.
@@ -70,15 +71,21 @@ def stats(xs):
     return "mean %6.2f s  min %6.2f s  max %6.2f s  (n=%d)" % (statistics.mean(xs), min(xs), max(xs), len(xs))
 
 
+def room(tmp, procs):
+    """The emulator (its CLI, no voice) and a gateway delivering to it; their processes go into procs."""
+    emu, emu_url, emu_cfg = start_emulator(os.path.join(tmp, "emu"))
+    procs.append(emu)
+    gw, gw_url = start_gateway(tmp, emu_url, emu_cfg["key_id"], emu_cfg["secret"], extra_toml=GATEWAY_EXTRA)
+    procs.append(gw)
+    return emu_url, gw_url
+
+
 def prometheus_path(scrape_s, eval_s, group_wait, trials, timeout):
     tmp = tempfile.mkdtemp(prefix="bench-prom-")
     dcgm, deadman = DcgmExporter(), Sink()
     procs = []
     try:
-        emu, emu_url, emu_cfg = start_emulator(os.path.join(tmp, "emu"))
-        procs.append(emu)
-        gw, gw_url = start_gateway(tmp, emu_url, emu_cfg["key_id"], emu_cfg["secret"], extra_toml=GATEWAY_EXTRA)
-        procs.append(gw)
+        emu_url, gw_url = room(tmp, procs)
         am, am_url = start_alertmanager(tmp, alertmanager_config(tmp, gw_url, gw_url, deadman.url,
                                                                  group_wait=group_wait))
         procs.append(am)
@@ -112,22 +119,28 @@ def prometheus_path(scrape_s, eval_s, group_wait, trials, timeout):
 
 
 def probe_path(trials):
+    """XID lines for the replayed node's four GPUs (bus ids from tests/fixtures/probes/nvml_replay.json), a new
+    node name every four trials: each trial is a new incident (the gateway derives the alarm id from the incident,
+    so a second XID on the same GPU would be the same alarm, answered as a duplicate)."""
+    buses = ("18", "2a", "3a", "5d")
     tmp = tempfile.mkdtemp(prefix="bench-probe-")
     procs = []
+    probe = None
     try:
-        emu, emu_url, emu_cfg = start_emulator(os.path.join(tmp, "emu"))
-        procs.append(emu)
-        gw, gw_url = start_gateway(tmp, emu_url, emu_cfg["key_id"], emu_cfg["secret"], extra_toml=GATEWAY_EXTRA)
-        procs.append(gw)
-        probe, _purl = start_probe(tmp, gw_url, xid_hold_s=0)
-        procs.append(probe)
-        time.sleep(1.0)
-        kern = os.path.join(tmp, "kern.log")
+        emu_url, gw_url = room(tmp, procs)
         out = []
         for i in range(trials):
+            if i % len(buses) == 0:
+                stop(probe)
+                node = os.path.join(tmp, "node%d" % (i // len(buses)))
+                os.makedirs(node)
+                probe, _purl = start_probe(node, gw_url, xid_hold_s=0, host="gpu-worker-%02d" % (i // len(buses)))
+                kern = os.path.join(node, "kern.log")
+                time.sleep(1.0)
             time.sleep(random.uniform(0.2, 1.0))
             before = p0_count(emu_url)
-            line = "[ %d.0] NVRM: Xid (PCI:0000:18:00): %d, pid=1, name=python3, bench\n" % (100 + i, FATAL[i % 8])
+            line = "[ %d.0] NVRM: Xid (PCI:0000:%s:00): %d, pid=1, name=python3, bench\n" % (
+                100 + i, buses[i % len(buses)], FATAL[i % len(FATAL)])
             with open(kern, "a") as f:
                 f.write(line)
             t0 = time.monotonic()
@@ -138,6 +151,7 @@ def probe_path(trials):
             out.append(t1 - t0)
         return out
     finally:
+        stop(probe)
         for p in reversed(procs):
             stop(p)
 

@@ -95,7 +95,7 @@ def start_gateway(tmp, terminal_url, key_id, secret, port=None, extra_toml=""):
     return proc, url
 
 
-def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0):
+def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0, host="gpu-worker-08"):
     """sentinel-probe replaying recorded NVML readings, following tmp/kern.log as its kernel log, its status
     server on 127.0.0.1. (process, base URL)."""
     port = port or free_port()
@@ -104,10 +104,10 @@ def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0):
     open(kern, "a").close()
     cfg = os.path.join(tmp, "probe.toml")
     with open(cfg, "w") as f:
-        f.write('[node]\nrack = "A03"\nhost = "gpu-worker-08"\ngateway = "%s"\n\n'
+        f.write('[node]\nrack = "A03"\nhost = "%s"\ngateway = "%s"\n\n'
                 '[gpu]\nsource = "replay"\nreplay = "%s"\n\n[xid]\nsource = "file"\npath = "%s"\nhold_s = %r\n\n'
                 '[progress]\nsocket = "%s"\n\n[status]\nlisten = "127.0.0.1:%d"\n'
-                % (gateway_url, REPLAY, kern, float(xid_hold_s), os.path.join(tmp, "progress.sock"), port))
+                % (host, gateway_url, REPLAY, kern, float(xid_hold_s), os.path.join(tmp, "progress.sock"), port))
     proc = subprocess.Popen([sys.executable, "-m", "host_client.probes.cli", "-c", cfg], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = "http://127.0.0.1:%d" % port
