@@ -44,6 +44,7 @@ def main():
 
     train_step = toy_step_factory()
     with Beat(path=args.socket, job=args.job) as progress:  # leaving the block tells the daemon we are done
+        progress.start()  # watched from now: a hang before the first step ends is caught (first-step deadline)
         for step in range(args.steps):
             if args.hang_after and step == args.hang_after:
                 print("simulating a hang at step %d (Ctrl-C to stop)" % step, flush=True)

@@ -61,7 +61,7 @@ class NvmlSource:
     def __init__(self, nvml=None, *, nvlink_every=5, proc_root=PROC_GPUS, reopen_every=30):
         # NVLink counters cost 4 NVML calls per link (72 per GPU on an 18-link H100): read them every
         # ``nvlink_every`` samples; an increase is still seen within that many intervals. PCIe throughput (two calls
-        # that each sample for 20 ms) is read at the same cadence.
+        # that each sample for 20 ms) is read at the same cadence, and only where it can decide the idle rule.
         self.nvlink_every = max(1, int(nvlink_every))
         self.reopen_every = max(1, int(reopen_every))
         self._count = 0
@@ -180,16 +180,22 @@ class NvmlSource:
                     if v is not None:
                         nvlink["%d:%s" % (link, cname)] = int(v)
             power = self._try(i, getattr(n, "nvmlDeviceGetPowerUsage", _missing), h, lost=lost)
+            gen = self._try(i, n.nvmlDeviceGetCurrPcieLinkGeneration, h, lost=lost)
+            width = self._try(i, n.nvmlDeviceGetCurrPcieLinkWidth, h, lost=lost)
             pcie = None
-            if links_now and hasattr(n, "nvmlDeviceGetPcieThroughput"):
+            # PCIe throughput (a load signal) costs two calls that each sample for 20 ms: only when it can decide
+            # something (a reduced link) and the power draw, the usual load signal, cannot be read
+            degraded = (gen is not None and dev["max_gen"] and gen < dev["max_gen"]) or \
+                (width is not None and dev["max_width"] and width < dev["max_width"])
+            if links_now and power is None and degraded and hasattr(n, "nvmlDeviceGetPcieThroughput"):
                 tx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_TX_BYTES)
                 rx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_RX_BYTES)
                 if tx is not None and rx is not None:
                     pcie = (tx + rx) / 1000.0  # KB/s -> MB/s
             r = {
                 "index": dev["index"],
-                "gen": self._try(i, n.nvmlDeviceGetCurrPcieLinkGeneration, h, lost=lost),
-                "width": self._try(i, n.nvmlDeviceGetCurrPcieLinkWidth, h, lost=lost),
+                "gen": gen,
+                "width": width,
                 "pstate": self._try(i, n.nvmlDeviceGetPerformanceState, h, lost=lost),
                 "temp": temp,
                 "util": None if util is None else util.gpu,
