@@ -99,7 +99,7 @@ def main(argv=None):
     return run_daemon(cfg)
 
 
-def _open_gpu(cfg, required):
+def _open_gpu(cfg, *, required):
     g = cfg["gpu"]
     try:
         return gpu_source.open_source(g["source"], replay=g["replay"], smi_binary=g["nvidia_smi"]), None
