@@ -190,14 +190,15 @@ function facts(f) {
   const c = ["P0", "P1", "NORMAL"].filter(k => f.counts[k]).map(k => f.counts[k] + " " + k).join(", ");
   $("counts").textContent = c ? "active: " + c : "no active alarm";
   $("text").textContent = f.text || "";
-  $("speech").textContent = f.speaking ? "speaking " + f.speaking.n + "/" + f.speaking.of + ": " + f.speaking.text
+  $("speech").textContent = f.speaking
+    ? (f.voice.audible ? "speaking " : "not heard ") + f.speaking.n + "/" + f.speaking.of + ": " + f.speaking.text
     : "voice idle" + (f.queued ? ", " + f.queued + " queued" : "");
   $("silence").textContent = f.silence ? "SILENT: " + f.silence : "";
   const vo = $("voice");
   vo.textContent = f.voice.audible ? "" : "voice silent: " + f.voice.reason;
   vo.className = f.voice.audible ? "" : "bad";
   $("mute").textContent = f.mute.active ? "MUTED until " + f.mute.until + " (" + mmss(f.mute.remaining_s) + " left)"
-    : "sound on";
+    : f.voice.audible ? "sound on" : "not muted";
   $("mute").className = f.mute.active ? "warn" : "dim";
   const q = f.quiet;
   $("quiet").textContent = q.active ? "QUIET HOURS " + q.start + "-" + q.end + " (only P0 speaks)"

@@ -301,8 +301,11 @@ class Window:
 
         speech = snap.get("speech") or {}
         speaking = speech.get("speaking")
+        f = facts.panel(view)
         if speaking:
-            head = "speaking %s/%s: " % (speaking.get("n"), speaking.get("of"))
+            # Not "speaking" when nobody can hear it: the utterance only takes its time.
+            head = ("speaking %s/%s: " if f["voice"]["audible"] else "not heard %s/%s: ") % (
+                speaking.get("n"), speaking.get("of"))
             said = speaking.get("text") or ""
             if is_chinese(said) and not self.cjk_path:
                 said = "(Chinese)"
@@ -312,7 +315,6 @@ class Window:
             queued = len(speech.get("queued") or [])
             y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y),
                             self.font_small, DIM) + 4
-        f = facts.panel(view)
         if f["silence"]:
             # Why the alarm the room sees is not being spoken.
             y += self._text("SILENT: " + f["silence"], (x, y), self.font_small, WARN) + 4
@@ -325,7 +327,7 @@ class Window:
             y += self._text("MUTED until %s  (%s left)" % (f["mute"]["until"], fmt_mmss(mute.get("remaining_s", 0))),
                             (x, y), self.font, WARN) + 4
         else:
-            y += self._text("sound on", (x, y), self.font_small, DIM) + 4
+            y += self._text("sound on" if f["voice"]["audible"] else "not muted", (x, y), self.font_small, DIM) + 4
         quiet = snap.get("quiet") or {}
         if quiet:
             span = "%s-%s" % (quiet.get("start"), quiet.get("end"))

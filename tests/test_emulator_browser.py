@@ -57,7 +57,8 @@ def _red(rgb):
 def test_the_page_flashes_red_for_a_p0_and_its_ack_button_mutes(emu, browser, tmp_path):
     browser.goto(emu.url + "/")
     browser.wait_js("document.body.dataset.ready === '1'")
-    assert "sound on" in browser.js("document.getElementById('mute').textContent")
+    # voice off in this fixture: not muted, and the page does not pretend there is sound
+    assert browser.js("document.getElementById('mute').textContent") == "not muted"
     emu.client().send(preset("p0", P0_TEXT, key=KEY))
     browser.wait_js("document.getElementById('badge').textContent.startsWith('P0')")
     # The flash: samples over 2.5 s (the flash period is 400 ms, the page polls every 100 ms) must show many red
