@@ -81,7 +81,7 @@ class Route:
 
 _SECTIONS = {
     "gateway": {"host", "port", "language", "unknown_event_types", "state_dir", "max_body", "threads",
-                "log_format", "instance", "server"},
+                "log_format", "instance", "server", "io_loops"},
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
     "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
@@ -152,6 +152,7 @@ class Config:
         self.log_format = "json"
         self.instance = "gw"
         self.server = "asyncio"   # the HTTP front: "asyncio" (server.py, the fast one) or "waitress" (WSGI)
+        self.io_loops = 2         # asyncio front: event loops (threads) serving connections; one per core
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True
@@ -214,6 +215,7 @@ class Config:
         c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
         c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
         c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
+        c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
         c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")

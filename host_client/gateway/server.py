@@ -43,10 +43,11 @@ def _head(status, ctype, n, close=False, extra=b""):
 
 
 class _Conn(asyncio.Protocol):
-    __slots__ = ("front", "transport", "buf", "busy", "closing", "last")
+    __slots__ = ("front", "home", "transport", "buf", "busy", "closing", "last")
 
-    def __init__(self, front):
+    def __init__(self, front, home):
         self.front = front
+        self.home = home           # the _Loop whose thread serves this connection
         self.transport = None
         self.buf = bytearray()
         self.busy = False          # an answer is waiting for its alarm to reach the disk
@@ -55,10 +56,10 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
-        self.front.conns.add(self)
+        self.home.conns.add(self)
 
     def connection_lost(self, exc):
-        self.front.conns.discard(self)
+        self.home.conns.discard(self)
         self.closing = True
 
     def data_received(self, data):
@@ -140,18 +141,32 @@ class _Conn(asyncio.Protocol):
         self.answer(status, answer, close=True)
 
 
-class IngestFront:
-    """Serves one Gateway over asyncio. run() blocks until stop() (or SIGTERM handled by the caller)."""
+class _Loop:
+    """One event loop in its own thread, accepting on its own SO_REUSEPORT socket of the shared port."""
 
-    def __init__(self, gw, config):
+    def __init__(self):
+        self.loop = None
+        self.stopped = None
+        self.conns = set()
+        self.thread = None
+
+
+class IngestFront:
+    """Serves one Gateway over asyncio. run() blocks until stop() (or SIGTERM handled by the caller).
+
+    io_loops event loops, each in its own thread with its own listening socket on the port (SO_REUSEPORT: the
+    kernel spreads connections over them). The GIL is released in every socket call, so one loop's recv/send (on
+    loopback the kernel does both ends' TCP work inside send, about half of a request's cost) runs while another
+    loop's thread runs the gateway's Python: the two cores of a small gateway host both work. The Gateway is
+    thread-safe (its locks are those the WSGI front's threads use)."""
+
+    def __init__(self, gw, config, io_loops=None):
         self.gw = gw
         self.cfg = config
         self.max_body = config.max_body
-        self.conns = set()
-        self.loop = None
-        self.server = None
+        self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 2)))
+        self.loops = []
         self.port = None
-        self._stopped = None
         self.ingest = {"/api/v1/gpu_event": ("gpu_event", lambda b, w: gw.gpu_event(b, waits=w)),
                        "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, waits=w)),
                        "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, source="grafana", waits=w))}
@@ -201,7 +216,7 @@ class IngestFront:
     def _after_durable(self, conn, source, status, answer, close, waits):
         """Answer once every (persister, gen) is on disk; 503 if one fails or takes over persist_wait_s."""
         conn.busy = True
-        loop = self.loop
+        loop = conn.home.loop
         state = {"left": len(waits), "done": False}
 
         def finish(ok):
@@ -230,48 +245,79 @@ class IngestFront:
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
-    async def _main(self, host, port, ready=None):
-        self.loop = asyncio.get_running_loop()
-        self._stopped = asyncio.Event()
-        self.server = await self.loop.create_server(lambda: _Conn(self), host, port, backlog=1024,
-                                                    reuse_address=True)
-        self.port = self.server.sockets[0].getsockname()[1]
-        if ready is not None:
-            ready()
-        sweeper = self.loop.create_task(self._sweep())
+    def _socket(self, host, port):
+        import socket
+
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.io_loops > 1:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((host, port))
+        s.listen(1024)
+        s.setblocking(False)
+        return s
+
+    async def _main(self, home, sock, started):
+        home.loop = asyncio.get_running_loop()
+        home.stopped = asyncio.Event()
+        server = await home.loop.create_server(lambda: _Conn(self, home), sock=sock)
+        started.set()
+        sweeper = home.loop.create_task(self._sweep(home))
         try:
-            await self._stopped.wait()
+            await home.stopped.wait()
         finally:
             sweeper.cancel()
-            self.server.close()
-            for c in list(self.conns):
+            server.close()
+            for c in list(home.conns):
                 if c.transport is not None:
                     c.transport.close()
-            await self.server.wait_closed()
+            await server.wait_closed()
 
-    async def _sweep(self):
+    async def _sweep(self, home):
         while True:
             await asyncio.sleep(10)
             limit = time.monotonic() - IDLE_S
-            for c in list(self.conns):
+            for c in list(home.conns):
                 if c.last < limit and not c.busy and c.transport is not None:
                     c.transport.close()
 
-    def run(self, host, port, ready=None):
-        # Everything built at start lives to the end: out of the collector's way, and collections rarer, since a
-        # request allocates a few hundred short-lived objects and creates no cycles
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(20_000, 20, 50)
+    def _loop_thread(self, home, sock, started):
         try:
             import uvloop
         except ImportError:
             uvloop = None
         if uvloop is not None:
-            uvloop.run(self._main(host, port, ready))
+            uvloop.run(self._main(home, sock, started))
         else:
-            asyncio.run(self._main(host, port, ready))
+            asyncio.run(self._main(home, sock, started))
+
+    def run(self, host, port, ready=None):
+        import threading
+
+        # Everything built at start lives to the end: out of the collector's way, and collections rarer, since a
+        # request allocates a few hundred short-lived objects and creates no cycles
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 20, 50)
+        first = self._socket(host, port)
+        self.port = first.getsockname()[1]
+        socks = [first] + [self._socket(host, self.port) for _ in range(self.io_loops - 1)]
+        self.loops = [_Loop() for _ in socks]
+        starts = []
+        for i, (home, sock) in enumerate(zip(self.loops, socks, strict=True)):
+            started = threading.Event()
+            starts.append(started)
+            home.thread = threading.Thread(target=self._loop_thread, args=(home, sock, started),
+                                           name="http-%d" % i, daemon=True)
+            home.thread.start()
+        for st in starts:
+            st.wait(10)
+        if ready is not None:
+            ready()
+        for home in self.loops:
+            home.thread.join()
 
     def stop(self):
-        if self.loop is not None and self._stopped is not None:
-            self.loop.call_soon_threadsafe(self._stopped.set)
+        for home in self.loops:
+            if home.loop is not None and home.stopped is not None:
+                home.loop.call_soon_threadsafe(home.stopped.set)
