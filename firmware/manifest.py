@@ -10,7 +10,11 @@
 # include(), package() and module() are provided by MicroPython's tools/makemanifest.py.
 import os
 
-include("$(PORT_DIR)/boards/manifest.py")  # noqa: F821 - the port's own frozen modules (asyncio, neopixel...)
+# The port's own frozen modules (asyncio, neopixel...). bench/manifest_unix.py includes this file for a Unix-port
+# build (the memory bench's frozen figures) with port_manifest=False: that port has no boards/manifest.py.
+options.defaults(port_manifest=True)  # noqa: F821
+if options.port_manifest:  # noqa: F821
+    include("$(PORT_DIR)/boards/manifest.py")  # noqa: F821
 package("sentinel_core", base_path="lib")  # noqa: F821
 package("sentinel_fw", base_path="lib")  # noqa: F821
 # Relative paths are resolved against this file's directory (firmware/).

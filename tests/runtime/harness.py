@@ -28,6 +28,8 @@ def _inject(spec):
     nth = spec.get("nth", 1)  # the first call that fails
     times = spec.get("times", 1)  # how many calls in a row fail
     after = spec.get("after")  # a generator: fail after this many pieces instead of at the call
+    hang = spec.get("hang", False)  # block the whole loop at that call instead (a hung task, for the watchdog)
+    arm = spec.get("arm")  # or let the call through and make the next call of this other point fail instead
     owner, name = _resolve(point)
     real = getattr(owner, name)
     calls = [0]
@@ -40,7 +42,19 @@ def _inject(spec):
             return True
         return False
 
-    if after is None:
+    if arm is not None:
+        def wrapper(*a, **kw):
+            if failing():
+                _inject({"at": arm, "nth": 1})
+            return real(*a, **kw)
+    elif hang:
+        def wrapper(*a, **kw):
+            if failing():
+                report("hanging at %s" % point)
+                while True:
+                    pass
+            return real(*a, **kw)
+    elif after is None:
         def wrapper(*a, **kw):
             if failing():
                 raise MemoryError("injected at " + point)
@@ -58,14 +72,69 @@ def _inject(spec):
 
 
 def _loopback():
-    # The firmware listens on every interface, as a board does; in the tests it must only be reachable locally.
-    import asyncio
-    real = asyncio.start_server
+    # The firmware listens on every interface, as a board does; in the tests it must only be reachable locally:
+    # socket is a shim whose getaddrinfo() maps 0.0.0.0 to the loopback address.
+    import socket as real
 
-    async def start_server(cb, host, port, *a, **kw):
-        kw.pop("start_serving", None)  # microdot tries CPython's keyword first; the board's asyncio has none
-        return await real(cb, settings.get("bind", "127.0.0.1"), port, *a, **kw)
-    asyncio.start_server = start_server
+    class Shim:
+        pass
+    shim = Shim()
+    for k in dir(real):
+        if not k.startswith("__"):
+            setattr(shim, k, getattr(real, k))
+    bind = settings.get("bind", "127.0.0.1")
+
+    def getaddrinfo(host, port, *a):
+        return real.getaddrinfo(bind if host == "0.0.0.0" else host, port, *a)
+    shim.getaddrinfo = getaddrinfo
+    sys.modules["socket"] = shim
+
+
+def _watchdog():
+    # machine.WDT as the hardware does it: a timer outside the Python loop that resets the board when it is not
+    # fed in time. Here a thread, and the reset is the process killed (the harness boots it again).
+    import _thread
+    import os
+    import time
+    fake = sys.modules["machine"]
+    real_init = fake.WDT.__init__
+    real_feed = fake.WDT.feed
+
+    def init(self, id=0, timeout=5000):
+        real_init(self, id, timeout)
+        self.fed_at = time.ticks_ms()
+        _thread.start_new_thread(watch, (self,))
+
+    def feed(self):
+        real_feed(self)
+        self.fed_at = time.ticks_ms()
+
+    def watch(wdt):
+        while True:
+            time.sleep_ms(100)
+            if time.ticks_diff(time.ticks_ms(), wdt.fed_at) > wdt.timeout:
+                print("[harness] watchdog reset: not fed for %d ms" % wdt.timeout)
+                os.system("kill -9 $PPID")  # the shell's parent: this process
+    fake.WDT.__init__ = init
+    fake.WDT.feed = feed
+
+
+def _short_pause():
+    # main.py waits 10 s before machine.reset() after a fatal error (time for Ctrl-C at a REPL); this console is
+    # not one, so that pause is cut to 0.2 s. Every other sleep is the real one.
+    import time as real
+
+    class Shim:
+        pass
+    shim = Shim()
+    for k in dir(real):
+        if not k.startswith("__"):
+            setattr(shim, k, getattr(real, k))
+
+    def sleep(s):
+        real.sleep(0.2 if s >= 5 else s)
+    shim.sleep = sleep
+    sys.modules["time"] = shim
 
 
 def install():
@@ -76,5 +145,13 @@ def install():
     except OSError:
         settings = {}
     _loopback()
+    if settings.get("lean"):
+        # A run whose heap matters: the fakes count what the firmware sends instead of keeping copies of it.
+        sys.modules["neopixel"].NeoPixel.KEEP = 0
+        sys.modules["machine"].UART.RECORD = False
+    if settings.get("watchdog"):
+        _watchdog()
+    if settings.get("short_pause"):
+        _short_pause()
     for spec in settings.get("faults", ()):
         _inject(spec)

@@ -110,7 +110,9 @@ class Sentinel:
                 return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
             return 200, "".join(self.metrics_parts(now)).encode()
         self.requests += 1
-        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced)
+        # Not recorded as seen until the terminal took it (commit): if applying it fails (a MemoryError), the
+        # exception is the answer (503) and the sender's retry is applied, not answered "duplicate".
+        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced, False)
         if r.status != 200:
             self.refused += 1
         elif not r.duplicate:
@@ -122,6 +124,7 @@ class Sentinel:
                 t.on_ack(r.ack["key"], r.ack["long"], now)
             elif r.kind == "heartbeat":
                 t.on_heartbeat(r.heartbeat["interval"], now)
+            self.receiver.commit(r)
             if persist:
                 self.persist()
         return r.status, r.body_bytes()
@@ -291,12 +294,13 @@ class Sentinel:
     async def run(self):
         import asyncio
 
-        from sentinel_fw.server import make_app
-        web = make_app(self, self.cfg["http"]["max_body"])
+        from sentinel_fw.server import make_server
+        http = self.cfg["http"]
+        self.server = make_server(self, http)
         for coro in self.tasks():
             asyncio.create_task(coro)
-        log("listening on port %d" % self.cfg["http"]["port"])
-        await web.start_server(port=self.cfg["http"]["port"])
+        log("listening on port %d" % http["port"])
+        await self.server.run("0.0.0.0", http["port"])
 
 
 def main(terminal):

@@ -1,21 +1,70 @@
-# The HTTP server on microdot: the same endpoints as the emulator. Every request goes to Sentinel.handle_http, the
-# core's Receiver for the signed POSTs, so the board and the emulator answer byte for byte alike; wrong methods
-# (OPTIONS included) and unknown paths get the core's JSON answers too.
+# The HTTP server: microdot's routes and answers, served by a connection loop of our own that treats sockets as a
+# budget. Every request goes to Sentinel.handle_http, the core's Receiver for the signed POSTs, so the board and
+# the emulator answer alike (same status, error code and JSON); wrong methods (OPTIONS included) and unknown paths
+# get the core's JSON answers too.
+#
+# Why not microdot's own start_server: asyncio's accept loop takes every connection (an idle client holds a socket
+# and ~760 B of heap for good; with lwIP's ~16 sockets a dozen idle clients made the box deaf) and spins when
+# accept() fails; microdot reads a request without a deadline and answers an out-of-memory as 400 or 500. Here:
+# - at most http.max_conn connections at once; when a new one waits and all are taken, the oldest one still
+#   reading its request is shed (closed); one that is already answering is never shed;
+# - deadlines from the accept: the request line within LINE_MS, the headers within HEAD_MS, the body within
+#   BODY_MS, the answer written within ANSWER_MS; a connection past its deadline is closed;
+# - a request line or header longer than MAX_LINE, more than MAX_HEADERS headers, a Content-Length that is not
+#   decimal: 400; a body over http.max_body: the core's 413, without reading more than DRAIN bytes of it;
+# - running out of heap anywhere in a request: 503 "try again" (Retry-After: 1), the connection closed; a page that
+#   runs out while streaming is cut off and closed (its status line is already out).
+# The accept loop polls the listening socket every POLL_MS (as the button task polls its pin): it never spins, and
+# while the budget is full the kernel (lwIP) holds new connections in the listen backlog instead of the heap.
 #
 # The handlers are module-level `async def` functions on purpose: microdot asks inspect.iscoroutinefunction()
 # whether to await a handler, and MicroPython answers False for closures and bound methods, which then fail (500).
 # So the running Sentinel is held in a module global (there is one terminal per board).
+import sys
+
 from microdot import Microdot, Request, Response
 
+from sentinel_core.compat import const
+from sentinel_fw import ticks
 from sentinel_fw.app import log
 
 JSON = {"Content-Type": "application/json"}
 TEXT = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+RETRY = {"Content-Type": "application/json", "Retry-After": "1"}  # a 503: out of memory, try again in a second
 PATHS = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat", "/api/v1/status", "/metrics")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
-TOO_LARGE = b'{"ok": false, "error": "too_large", "message": "body too large"}'
+
+MAX_CONN = const(8)  # the default of http.max_conn: lwIP's 16 sockets less the listener, NTP and a margin
+# The default of http.backlog: a waiting connection is a PCB of lwIP's own pool (or the kernel's), never heap;
+# lwIP caps it at its pool. Concurrent senders beyond it wait for SYN retries (1 s, 3 s, ...).
+BACKLOG = const(32)
+LINE_MS = const(2000)
+HEAD_MS = const(4000)
+BODY_MS = const(8000)
+ANSWER_MS = const(10000)
+POLL_MS = const(10)
+MAX_LINE = const(1024)
+MAX_HEADERS = const(32)
+DRAIN = const(16384)  # a refused body up to this size is read and dropped, so the client reads the 413
+_CHUNK = const(512)
+_LINE = const(0)
+_HEAD = const(1)
+_BODY = const(2)
+_ANSWER = const(3)
+
+BUSY = b'{"ok": false, "error": "busy", "message": "out of memory; try again"}'
+# The whole answer to an out-of-memory, ready in flash: writing it allocates nothing.
+BUSY_HTTP = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+             b"Content-Length: 69\r\n\r\n" + BUSY)
+BAD_REQUEST = b'{"ok": false, "error": "bad_request", "message": "malformed HTTP request"}'
 
 _sentinel = None
+_MPY = sys.implementation.name == "micropython"
+
+
+class _Refused(Exception):
+    # The request cannot be read: args are (status, JSON body) to answer before closing.
+    pass
 
 
 class _Answer(Response):
@@ -45,20 +94,365 @@ async def _endpoint(request):
         if p == "/metrics":
             return Response(s.metrics_parts(s.clock.now()), 200, TEXT)
     status, body = s.handle_http(request.method, p, request.headers, request.body or b"", False)
-    return _Answer(body, status, JSON)
+    return _Answer(body, status, JSON if status != 503 else RETRY)
 
 
-async def _too_large(request):
-    return Response(TOO_LARGE, 413, JSON)
+_busy = None  # the 503 Response, made at boot (not while memory is short)
+_scratch = None  # made at boot: what closing a connection reads unread input into
+
+
+async def _out_of_memory(request, exc):
+    return _busy
+
+
+class _Conn:
+    """One accepted connection: the stream microdot reads the request from and writes the answer to, with the
+    deadlines and limits above. MicroPython: one asyncio Stream for both ways; CPython (tests): a reader and a
+    writer."""
+
+    def __init__(self, sock, reader, writer, t_ms, max_body):
+        self.sock = sock
+        self.r = reader
+        self.w = writer
+        self.since = t_ms
+        self.phase = _LINE
+        self.deadline = ticks.add(t_ms, LINE_MS)
+        self.task = None
+        self.max_body = max_body
+        self.buf = b""
+        self.headers = 0
+        self.length = 0
+        self.wrote = False
+        self.closed = False
+        self.draining = False
+
+    def _enter(self, phase, ms):
+        self.phase = phase
+        self.deadline = ticks.add(self.since, ms)
+
+    async def _more(self):
+        b = await self.r.read(_CHUNK)
+        if not b:
+            raise EOFError()
+        self.buf = self.buf + b if self.buf else b
+
+    # -- what microdot's Request.create calls
+    async def readline(self):
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                break
+            if len(self.buf) > MAX_LINE:
+                raise _Refused(400, BAD_REQUEST)
+            try:
+                await self._more()
+            except EOFError:
+                line = self.buf
+                self.buf = b""
+                return line
+        line = self.buf[:i + 1]
+        self.buf = self.buf[i + 1:]
+        if i > MAX_LINE:
+            raise _Refused(400, BAD_REQUEST)
+        if self.draining:
+            pass
+        elif self.phase == _LINE:
+            self._enter(_HEAD, HEAD_MS)
+        elif line == b"\r\n" or line == b"\n":
+            self._enter(_BODY, BODY_MS)
+        else:
+            self.headers += 1
+            if self.headers > MAX_HEADERS:
+                raise _Refused(400, BAD_REQUEST)
+            self._header(line)
+        return line
+
+    def _header(self, line):
+        # Content-Length is checked here, before microdot trusts it: a negative or non-decimal one would make it
+        # wait for a body that never comes; a body over the limit is refused without reading it into the heap.
+        if len(line) < 15 or line[14] != 58 or line[:14].lower() != b"content-length":  # 58 is ':'
+            return
+        v = line[15:].strip()
+        if not v.isdigit() or len(v) > 9:
+            raise _Refused(400, BAD_REQUEST)
+        n = int(v)
+        if n > self.max_body:
+            self.length = n
+            raise _Refused(413, ('{"ok": false, "error": "too_large", "message": "body is %d bytes, at most %d"}'
+                                 % (n, self.max_body)).encode())
+        self.length = n
+
+    async def readexactly(self, n):
+        while len(self.buf) < n:
+            await self._more()
+        b = self.buf[:n]
+        self.buf = self.buf[n:]
+        return b
+
+    async def read(self, n=-1):
+        if not self.buf:
+            await self._more()
+        if n < 0 or n >= len(self.buf):
+            b = self.buf
+            self.buf = b""
+            return b
+        return await self.readexactly(n)
+
+    async def drain_body(self):
+        # A refused body: read and drop it (bounded), so that the client gets to read the answer instead of a
+        # reset for the data it is still sending.
+        self.draining = True
+        if self.phase == _HEAD:
+            while True:  # the rest of the headers, up to the blank line (each line bounded as before)
+                line = await self.readline()
+                if line == b"\r\n" or line == b"\n" or not line:
+                    break
+        self.phase = _ANSWER
+        left = self.length - len(self.buf)
+        self.buf = b""
+        if left > DRAIN:
+            return
+        while left > 0:
+            b = await self.r.read(_CHUNK if left > _CHUNK else left)
+            if not b:
+                return
+            left -= len(b)
+
+    # -- what microdot's Response.write calls
+    async def awrite(self, data):
+        self.wrote = True
+        self.w.write(data)
+        await self.w.drain()
+
+    async def aclose(self):
+        self.close()
+
+    def get_extra_info(self, name):
+        return None
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if _MPY:
+                # What the client sent and nobody read (a request cut off by a MemoryError or a refusal) is
+                # dropped first: a socket closed with unread input answers with a reset, which can reach the client
+                # before the answer does. Into a buffer made at boot: this allocates nothing.
+                sock = self.sock
+                left = DRAIN
+                while left > 0:
+                    n = sock.readinto(_scratch)
+                    if not n:
+                        break
+                    left -= n
+                sock.close()
+            else:
+                self.w.close()
+        except Exception:  # noqa: BLE001 - already gone
+            try:
+                self.sock.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class Server:
+    """The connection loop around a microdot app. max_conn: connections served at once; backlog: the listen
+    queue."""
+
+    def __init__(self, web, max_body, max_conn=MAX_CONN, backlog=BACKLOG):
+        self.web = web
+        self.max_body = max_body
+        self.max_conn = max_conn
+        self.backlog = backlog
+        self.conns = []
+        self.accepted = 0
+        self.shed = 0
+        self.expired = 0
+        self.busy = 0  # answered 503 for lack of memory
+        self.port = None
+
+    # -- one connection
+
+    async def serve(self, c):
+        """Read one request from c (a _Conn), answer it, close. Never raises (a handler's exception, a deadline or
+        a shed is the end of this connection only)."""
+        import asyncio
+        try:
+            try:
+                req = await Request.create(self.web, c, c, None)
+            except _Refused as e:
+                c.deadline = ticks.add(c.since, ANSWER_MS)
+                if e.args[0] == 413:
+                    await c.drain_body()
+                c.phase = _ANSWER
+                await Response(e.args[1], e.args[0], JSON).write(c)
+                return
+            except (ValueError, IndexError, UnicodeError):  # a request line or header microdot cannot split
+                c._enter(_ANSWER, ANSWER_MS)
+                await Response(BAD_REQUEST, 400, JSON).write(c)
+                return
+            except EOFError:
+                return
+            if req is None:  # the client closed before a request line
+                return
+            c._enter(_ANSWER, ANSWER_MS)
+            res = await self.web.dispatch_request(req)
+            if res is _busy:
+                self.busy += 1
+            try:
+                await res.write(c)
+            finally:
+                # A streamed page cut off (by a MemoryError): its generator's clean-up runs now, not at some
+                # later collection (the metrics module is dropped there).
+                body = res.body
+                if hasattr(body, "close") and not isinstance(body, (bytes, str)):
+                    try:
+                        body.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+        except MemoryError:
+            self.busy += 1
+            if not c.wrote:
+                try:
+                    c.w.write(BUSY_HTTP)
+                    await c.w.drain()
+                except BaseException:  # noqa: BLE001 - the client may be gone too
+                    pass
+        except asyncio.CancelledError:
+            pass  # shed, or past its deadline: closed below
+        except Exception as e:  # noqa: BLE001 - one connection's end, never the server's
+            try:
+                log("http: %s: %s" % (type(e).__name__, e))
+            except MemoryError:
+                pass
+        finally:
+            c.close()
+            self._forget(c)
+
+    def _forget(self, c):
+        try:
+            self.conns.remove(c)
+        except ValueError:
+            pass
+
+    def _drop(self, c):
+        # Close now (the socket is free at once) and cancel its task (it ends at its next wait).
+        c.close()
+        self._forget(c)
+        if c.task is not None:
+            c.task.cancel()
+
+    def shed_oldest(self):
+        """Close the oldest connection still reading its request; False when every one is answering."""
+        old = None
+        for c in self.conns:
+            if c.phase != _ANSWER and (old is None or ticks.diff(c.since, old.since) < 0):
+                old = c
+        if old is None:
+            return False
+        self.shed += 1
+        self._drop(old)
+        return True
+
+    def expire(self, t_ms):
+        for c in list(self.conns) if len(self.conns) else ():
+            if ticks.diff(t_ms, c.deadline) >= 0:
+                self.expired += 1
+                self._drop(c)
+
+    # -- the listening socket
+
+    def listen(self, host, port):
+        import socket
+        ai = socket.getaddrinfo(host, port)[0]
+        s = socket.socket(ai[0], socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(ai[-1])
+        s.listen(self.backlog)
+        s.setblocking(False)
+        self.port = s.getsockname()[1] if hasattr(s, "getsockname") else port
+        return s
+
+    async def _start(self, sock, t_ms):
+        import asyncio
+        sock.setblocking(False)
+        if _MPY:
+            st = asyncio.StreamReader(sock)
+            c = _Conn(sock, st, st, t_ms, self.max_body)
+        else:
+            r, w = await asyncio.open_connection(sock=sock)
+            c = _Conn(sock, r, w, t_ms, self.max_body)
+        self.conns.append(c)
+        self.accepted += 1
+        c.task = asyncio.create_task(self.serve(c))
+
+    async def _step(self, s, ipoll, poller):
+        t = ticks.ms()
+        self.expire(t)
+        ready = False
+        for _ in (ipoll(0) if ipoll is not None else poller.poll(0)):
+            ready = True
+        if not ready or (len(self.conns) >= self.max_conn and not self.shed_oldest()):
+            await _sleep_ms(POLL_MS)
+            return
+        try:
+            c, _addr = s.accept()
+        except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
+            self.shed_oldest()
+            await _sleep_ms(POLL_MS)
+            return
+        try:
+            await self._start(c, t)
+        except Exception:  # noqa: BLE001 - MemoryError making its stream: refuse this one
+            self.busy += 1
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+        # Let the new connection read what it was sent before the next accept.
+        await _sleep_ms(0)
+
+    async def run(self, host, port):
+        import select
+        s = self.listen(host, port)
+        poller = select.poll()
+        poller.register(s, select.POLLIN)
+        ipoll = getattr(poller, "ipoll", None)  # MicroPython's allocation-free poll
+        try:
+            while True:
+                try:
+                    await self._step(s, ipoll, poller)
+                except Exception as e:  # noqa: BLE001 - a MemoryError here is this turn's, not the server's end
+                    try:
+                        log("http: accept loop: %s: %s" % (type(e).__name__, e))
+                    except MemoryError:
+                        pass
+                    await _sleep_ms(POLL_MS)
+        finally:
+            s.close()
+
+
+async def _sleep_ms(ms):
+    import asyncio
+    if _MPY:
+        await asyncio.sleep_ms(ms)
+    else:
+        await asyncio.sleep(ms / 1000)
 
 
 def make_app(sentinel, max_body=2048):
     """The microdot application serving sentinel (a sentinel_fw.app.Sentinel)."""
-    global _sentinel
+    global _sentinel, _busy, _scratch
     _sentinel = sentinel
-    # microdot refuses larger bodies itself (413) before they take heap; the Receiver checks its own limit too.
+    _scratch = bytearray(_CHUNK)
+    _busy = Response(BUSY, 503, dict(RETRY))
+    _busy.complete()
+    # The connection loop refuses larger bodies itself (413) before they take heap; the Receiver checks its own
+    # limit too.
     Request.max_content_length = max_body
     Request.max_body_length = max_body
+    Request.max_readline = MAX_LINE
     web = Microdot()
     # OPTIONS goes to the routes like any method, as the emulator sends it to the core: microdot's own answer
     # would list methods instead of the core's 405.
@@ -66,5 +460,11 @@ def make_app(sentinel, max_body=2048):
     for path in PATHS:
         web.route(path, methods=METHODS)(_endpoint)
     web.errorhandler(404)(_endpoint)
-    web.errorhandler(413)(_too_large)
+    web.errorhandler(MemoryError)(_out_of_memory)
     return web
+
+
+def make_server(sentinel, http):
+    """The Server for a checked config's http section."""
+    web = make_app(sentinel, http["max_body"])
+    return Server(web, http["max_body"], http.get("max_conn", MAX_CONN), http.get("backlog", BACKLOG))

@@ -59,6 +59,7 @@ class Pin:
 
 class UART:
     registry = {}
+    RECORD = True  # what each new UART does with writes (False: count only, for runs whose heap is measured)
 
     def __init__(self, id, baudrate=9600, tx=None, rx=None, timeout=0, **kw):
         self.id = id
@@ -69,7 +70,7 @@ class UART:
         self.writes = []
         self._rx = bytearray()
         self.responder = None  # f(frame) -> bytes the chip answers
-        self.record = True  # False: count only (benchmarks must not measure the fake's own copies)
+        self.record = UART.RECORD  # False: count only (benchmarks must not measure the fake's own copies)
         self.count = 0
         UART.registry[id] = self
 

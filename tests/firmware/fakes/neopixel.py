@@ -8,6 +8,7 @@ fail = False  # True: the constructor raises, like a pin the RMT peripheral cann
 class NeoPixel:
     ORDER = (1, 0, 2, 3)
     instances = []
+    KEEP = 4  # frames kept by each new strip (0: count only, for runs whose heap is measured)
 
     def __init__(self, pin, n, bpp=3, timing=1):
         if fail:
@@ -17,7 +18,7 @@ class NeoPixel:
         self.bpp = bpp
         self.buf = bytearray(n * bpp)
         self.frames = []
-        self.keep = 4  # frames kept: enough for assertions, bounded for long runs
+        self.keep = NeoPixel.KEEP  # frames kept: enough for assertions, bounded for long runs
         self.writes = 0
         pin.init(pin.OUT)
         NeoPixel.instances.append(self)
