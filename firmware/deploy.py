@@ -33,8 +33,9 @@ PACKAGES = ("sentinel_core", "sentinel_fw")
 TOP_FILES = ("boot.py", "main.py")
 # microdot: the two modules the server imports (its __init__ and microdot.py), pinned by pyproject (2.7.0).
 MICRODOT_FILES = ("__init__.py", "microdot.py")
-# A .mpy's bytecode is loaded into the heap: without the line-number tables it is 3.3 KB smaller on a plain ESP32
-# (tracebacks still name the module and the function). deploy.py --line-numbers keeps them for a debugging session.
+# Source line numbers are kept by default: the .mpy install runs on a board with PSRAM (megabytes of heap), where
+# the 3.3 KB the line-number tables cost is nothing and a traceback that names the line is worth a lot; a plain
+# WROOM runs the frozen image, whose tables live in flash. --no-line-numbers drops them (every line then shows as 1).
 NO_LINES = ["-X", "no-source-lines"]
 # USB-serial bridges found on ESP32 boards: Silicon Labs CP210x, WCH CH34x, FTDI, Espressif's native USB.
 USB_VIDS = {0x10C4: "CP210x", 0x1A86: "CH34x", 0x0403: "FTDI", 0x303A: "Espressif USB"}
@@ -111,7 +112,7 @@ def source_name(dst):
     return name[:-9] if name.endswith(".__init__") else name
 
 
-def compile_all(files, build_dir, log=print, lines=False):
+def compile_all(files, build_dir, log=print, lines=True):
     """Compile to build_dir; returns [(local built path, board path)]. DeployError names the file that fails.
     lines: keep source line numbers (tracebacks then say the line, not only the file and function)."""
     cross = mpy_cross_cmd() + ([] if lines else NO_LINES)
@@ -277,9 +278,10 @@ def parser():
     p.add_argument("--frozen", action="store_true",
                    help="the libraries are frozen into the MicroPython image (firmware/manifest.py, for a plain "
                         "ESP32 without PSRAM): copy only boot.py, main.py and the config")
-    p.add_argument("--line-numbers", action="store_true",
-                   help="keep source line numbers in the compiled files (tracebacks then show lines; costs ~3 KB "
-                        "of heap on the board)")
+    p.add_argument("--no-line-numbers", action="store_true",
+                   help="drop source line numbers from the compiled files (~3 KB less heap; every traceback line "
+                        "then shows as 1); kept by default")
+    p.add_argument("--line-numbers", action="store_true", help=argparse.SUPPRESS)  # the default now; still accepted
     p.add_argument("--reset-state", action="store_true", help="delete the saved alarm state on the board")
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build", "board"),
                    help="where the compiled files go (default: build/board)")
@@ -307,8 +309,8 @@ def main(argv=None, runner=subprocess.run, ports=None, log=print):
         files = board_files()
         if args.frozen:
             files = [f for f in files if f[1] in TOP_FILES]
-        if args.line_numbers:
-            built = compile_all(files, args.build_dir, log, lines=True)
+        if args.no_line_numbers:
+            built = compile_all(files, args.build_dir, log, lines=False)
         else:
             built = compile_all(files, args.build_dir, log)
         port = args.port or ("<PORT>" if args.dry_run and not (ports or find_ports()) else None)

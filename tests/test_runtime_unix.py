@@ -252,7 +252,7 @@ FAULT_POINTS = [
     "microdot.microdot:Request.create",            # microdot's request object
     "sentinel_core.signing:Signer.digest",         # the HMAC
     "sentinel_core.strictjson:loads",              # parsing the body
-    "sentinel_core.receiver:parse_alarm",          # the alarm object
+    "sentinel_core.alarm:Alarm.__init__",          # the alarm object
     "sentinel_core.replay:ReplayGuard.prepare",    # what recording the message id needs
     "sentinel_core.terminal:Terminal.on_alarm",    # the state machine taking it
     "sentinel_core.receiver:Result.body_bytes",    # the answer's JSON
@@ -350,7 +350,9 @@ def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
         def one(i):
             c = AlarmClient(b.url, unixport.KEY_ID, unixport.SECRET, timeout=5, retries=0)
             try:
-                return c.send(preset("p1", "storm in a small heap %d" % i, key="small-%d" % i)).status
+                # Four incidents: the pressure is the storm's concurrency, not a terminal full of alarms (16
+                # active ones need their own ~11 KB on this port: the smallest working heap counts them, the bench).
+                return c.send(preset("p1", "storm in a small heap %d" % i, key="small-%d" % (i % 4))).status
             except AuthError as e:
                 return e.status
             except Exception as e:  # noqa: BLE001
@@ -371,8 +373,17 @@ def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
             except Exception:  # noqa: BLE001 - a collection may still be due: try again, as senders do
                 time.sleep(0.5)
         assert ok is not None and ok.status == 200
-        _, body = _get(b, "/metrics")
-        assert _metric(body.decode(), "sentinel_alarms_total", '{level="P1"}') == counts.get(200, 0), counts
+        text = ""
+        for _ in range(10):  # a scrape can run out of this heap too (503, or cut off): scrape again, as Prometheus does
+            try:
+                code, body = _get(b, "/metrics")
+            except (ConnectionError, IndexError):
+                continue
+            text = body.decode()
+            if code == 200 and 'sentinel_alarms_total{level="P1"}' in text:
+                break
+            time.sleep(0.2)
+        assert _metric(text, "sentinel_alarms_total", '{level="P1"}') == counts.get(200, 0), counts
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and b.open_fds() > base_fds:
             time.sleep(0.1)

@@ -117,7 +117,7 @@ class Box:
     fd_limit: RLIMIT_NOFILE of the process (the ESP32's lwIP has about 16 sockets)."""
 
     def __init__(self, cfg=None, heap=None, faults=(), fd_limit=None, mpy=True, state=None, watchdog=False,
-                 short_pause=False):
+                 short_pause=False, exe=None, frozen=False, collect_on_status=False):
         self.dir = tempfile.mkdtemp(prefix="sentinel-unix-box-")
         self.port = free_port()
         cfg = dict(cfg or config())
@@ -129,7 +129,10 @@ class Box:
         self.fd_limit = fd_limit
         self.proc = None
         self.log_path = os.path.join(self.dir, "_console.log")
+        self.exe = exe or micropython()
         for src, dst in built_files(mpy):
+            if frozen and dst.startswith("lib/"):
+                continue  # in the image (a build with firmware/manifest.py frozen): only main.py and boot.py on flash
             target = os.path.join(self.dir, dst)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(src, target)
@@ -146,6 +149,7 @@ class Box:
                 json.dump(state, f)
         self.watchdog = watchdog
         self.short_pause = short_pause
+        self.collect_on_status = collect_on_status
         self.set_faults(faults)
 
     def set_faults(self, faults):
@@ -153,14 +157,15 @@ class Box:
         a machine.WDT that really resets (watchdog), main.py's pause before a reset cut short (short_pause)."""
         with open(os.path.join(self.dir, "_harness", "settings.json"), "w") as f:
             json.dump({"bind": "127.0.0.1", "faults": list(faults), "lean": self.heap is not None,
-                       "watchdog": self.watchdog, "short_pause": self.short_pause}, f)
+                       "watchdog": self.watchdog, "short_pause": self.short_pause,
+                       "collect_on_status": self.collect_on_status}, f)
 
     @property
     def url(self):
         return "http://127.0.0.1:%d" % self.port
 
     def start(self, wait=10.0):
-        cmd = [micropython()]
+        cmd = [self.exe]
         if self.heap:
             cmd += ["-X", "heapsize=%d" % self.heap]
         cmd += [os.path.join(self.dir, "_harness", "board.py"), self.dir]

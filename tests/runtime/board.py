@@ -17,6 +17,13 @@ import os  # noqa: E402
 
 os.chdir("/")
 sys.path[:] = ["", ".frozen", "/lib", "/_harness"]
+try:
+    os.stat("/lib/sentinel_fw")
+    # The .mpy install on flash: it runs even on a build that has the firmware frozen in (the memory bench compares
+    # both installs on one binary), as it would after deploy.py without --frozen.
+    sys.path[:] = ["", "/lib", ".frozen", "/_harness"]
+except OSError:
+    pass
 
 # machine, network and neopixel are built into the Unix port (and shadow files of the same name), so the fakes are
 # installed in sys.modules under the board's names before anything imports them.
