@@ -43,6 +43,7 @@ def test_memory_figures_stay_in_bounds():
     # The .mpy install is for a board with PSRAM (docs/FIRMWARE.md "Memory"): on a real heap a plain WROOM's ~110 KB
     # is not enough for it once fragmentation and contiguous blocks count (bench/bench_firmware.py bisects the
     # smallest heap on the Unix port); the plain WROOM runs the frozen image. What this guards is creep: what the
-    # running terminal holds, its replay memory of 256 entries preallocated at boot (~7.4 KB) included.
-    assert m["running"] <= 110 * 1024, m
+    # running terminal holds: 127.2 KB measured with source line numbers kept (deploy's default now), the connection
+    # budget's server and the replay memory of 256 entries preallocated at boot (~7.4 KB) included.
+    assert m["running"] <= 136 * 1024, m
     assert m["dropped"] >= 4 * 1024, m           # the boot-only modules really leave the heap

@@ -156,7 +156,8 @@ class Box:
         """The harness's settings for the next start: MemoryErrors or hangs at named steps (tests/runtime/harness.py),
         a machine.WDT that really resets (watchdog), main.py's pause before a reset cut short (short_pause)."""
         with open(os.path.join(self.dir, "_harness", "settings.json"), "w") as f:
-            json.dump({"bind": "127.0.0.1", "faults": list(faults), "lean": self.heap is not None,
+            lean = self.heap is not None or self.collect_on_status  # heap figures: the fakes keep no copies
+            json.dump({"bind": "127.0.0.1", "faults": list(faults), "lean": lean,
                        "watchdog": self.watchdog, "short_pause": self.short_pause,
                        "collect_on_status": self.collect_on_status}, f)
 

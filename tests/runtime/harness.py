@@ -151,6 +151,9 @@ def _collecting_mem_free():
 
     def mem_free():
         real.collect()
+        if settings.get("qstr_report"):
+            import micropython
+            micropython.qstr_info()
         return real.mem_free()
     shim.mem_free = mem_free
     sys.modules["gc"] = shim

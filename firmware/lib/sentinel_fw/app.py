@@ -110,9 +110,7 @@ class Sentinel:
                 return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
             return 200, "".join(self.metrics_parts(now)).encode()
         self.requests += 1
-        # Not recorded as seen until the terminal took it (commit): if applying it fails (a MemoryError), the
-        # exception is the answer (503) and the sender's retry is applied, not answered "duplicate".
-        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced, False)
+        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced)
         if r.status != 200:
             self.refused += 1
         elif not r.duplicate:
@@ -124,7 +122,6 @@ class Sentinel:
                 t.on_ack(r.ack["key"], r.ack["long"], now)
             elif r.kind == "heartbeat":
                 t.on_heartbeat(r.heartbeat["interval"], now)
-            self.receiver.commit(r)
             if persist:
                 self.persist()
         return r.status, r.body_bytes()
