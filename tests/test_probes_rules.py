@@ -662,3 +662,16 @@ def test_recurring_unannounced_long_step_is_learned_after_two_and_other_steps_ke
         beat(tr, t, pid=3)
         t += 0.2
     assert tr.evaluate(t + 1.0)
+
+
+def test_an_allowed_recurring_long_step_is_not_learned_as_a_step_time():
+    tr = _tracker(early_floor_s=1)
+    t = 0.0
+    for _ck in range(3):
+        for _ in range(50):
+            beat(tr, t, pid=3)
+            t += 0.2
+        tr.evaluate(t + 1.0)
+        t += 30.0
+    beat(tr, t, pid=3)
+    assert tr.snapshot(t)[0]["step_time_s"] == 0.2 and max(tr._procs[("train", 3)].intervals) < 1

@@ -160,17 +160,17 @@ class ProgressTracker:
             self._unstall(p)
         else:
             gap = now - p.last
-            limit = self.limit(p)
-            if p.dead_at is None and p.steps >= 1 and not p.paused and p.next_s is None \
-                    and gap > self.limit(p, recurring=False):
+            long_step = gap > self.limit(p, recurring=False)
+            if p.dead_at is None and p.steps >= 1 and not p.paused and p.next_s is None and long_step:
                 # an unannounced long step that ended by itself (a stall that cleared, or the recurring one it was
                 # allowed): remember where, to allow it when it recurs
                 if p.long_at is not None:
                     p.long_period = p.steps - p.long_at
                 p.long_at = p.steps
                 p.long_s = max(p.long_s, gap)
-            # a gap that ended a stall or a pause, the first step, or an announced long step is not a normal step
-            if p.stalled_at is None and not p.paused and p.steps >= 1 and p.next_s is None and gap <= limit:
+            # a gap that ended a stall or a pause, the first step, or a long step (announced, recurring or not) is
+            # not a normal step
+            if p.stalled_at is None and not p.paused and p.steps >= 1 and p.next_s is None and not long_step:
                 p.intervals.append(gap)
                 if len(p.intervals) > self.rules.window:
                     del p.intervals[0]
