@@ -324,5 +324,10 @@ def test_gpu_lost_at_start_is_p0_and_the_node_keeps_reporting_everything_else(tm
         first_seen(h, "A09:gpu-worker-08:XID_WARNING:gpu2", "P1", 3)
         nvml.gen[1], nvml.width[1] = 3, 4    # and the other GPUs are still checked
         first_seen(h, "A09:gpu-worker-08:PCIE_DOWNGRADE:gpu1", "P1", 4)
+        b = Beat(path=d.cfg["progress"]["socket"], job="on-a-sick-node", rank=0, local_rank=0)
+        for i in range(10):                  # and the progress socket is still read
+            b.beat(i)
+            time.sleep(0.1)
+        first_seen(h, "A09:gpu-worker-08:PROGRESS_STALL", "P0", 4)
     finally:
         d.close()

@@ -675,3 +675,22 @@ def test_an_allowed_recurring_long_step_is_not_learned_as_a_step_time():
         t += 30.0
     beat(tr, t, pid=3)
     assert tr.snapshot(t)[0]["step_time_s"] == 0.2 and max(tr._procs[("train", 3)].intervals) < 1
+
+
+def test_auto_falls_back_to_the_drivers_gpu_list_when_nvml_and_nvidia_smi_fail(monkeypatch, tmp_path):
+    from host_client.probes import gpu_source
+
+    class NoDriver(_FakePynvml):
+        def nvmlInit(self):
+            raise self.NVMLError("Driver Not Loaded")
+
+    real = gpu_source.NvmlSource
+    monkeypatch.setattr(gpu_source, "NvmlSource", lambda **kw: real(nvml=NoDriver(), **kw))
+    for bus in ("0000:b3:00.0", "0000:18:00.0"):
+        (tmp_path / bus).mkdir()
+    (tmp_path / "0000:18:00.0" / "information").write_text("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   42\n")
+    src = gpu_source.open_source("auto", smi_binary="/nonexistent/nvidia-smi", proc_root=str(tmp_path))
+    assert src.name == "proc"
+    assert [(d["index"], d["bus_id"], d["name"]) for d in src.devices()] == [
+        (0, "0000:18:00.0", "NVIDIA H100 80GB HBM3"), (1, "0000:b3:00.0", None)]   # PCI order, as NVML numbers
+    assert GpuChecker(src.devices()).check(src.sample(), 0) == []                  # nothing known, nothing raised
