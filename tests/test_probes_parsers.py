@@ -215,3 +215,14 @@ def test_nccl_fixture_lines_parse_the_same_with_launcher_prefixes(line, prefix):
     assert (a is None) == (b is None)
     if a is not None:
         assert a.as_dict() == b.as_dict()
+
+
+@pytest.mark.parametrize("text", ["Heartbeat monitor timed out! Process will be terminated after dumping debug info.",
+                                  "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
+                                  "Terminating the process after attempting to dump debug info, due to "
+                                  "ProcessGroupNCCL watchdog hang."])
+def test_stuck_watchdog_forms_are_one_incident_per_rank(text):
+    log = nccl.NcclLog()
+    t = log.feed("[rank6]:[F429 14:03:49.385461578 ProcessGroupNCCL.cpp:1554] [PG 0 Rank 6] " + text, "job.log")
+    assert (t.form, t.rank) == ("watchdog_stuck", 6)
+    assert nccl.key(t, "job.log") == ("nccl", "job.log", 6, None, "watchdog_stuck")

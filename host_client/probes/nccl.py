@@ -33,7 +33,8 @@ _PG_NEW = re.compile(r"Exception \(either an error or timeout\) detected by watc
                      r"last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
 _TIMEOUT_AT = re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
                          r"last completed NCCL work: (-?\d+)")
-_STUCK = re.compile(r"Heartbeat monitor timed out|watchdog got stuck for (\d+) seconds")
+_STUCK = re.compile(r"Heartbeat monitor timed out|watchdog got stuck for (\d+) seconds|"
+                    r"due to ProcessGroupNCCL watchdog hang")
 # host:pid:tid [cudaDev] file:line NCCL WARN NET/IB : ...
 _NET = re.compile(r"(?:(\S+?):(\d+):(\d+) )?(?:\[(\d+)\] )?(?:\S+:\d+ )?NCCL WARN (NET/\S+)\s*:?\s*(.*)")
 _PEER = re.compile(r"from peer (\S+?)(?:<\d+>)?\s+with (?:status=|error )(\d+)")
