@@ -301,7 +301,7 @@ def status_main(argv):
         for j in s["jobs"]:
             print("job %s rank %s pid %s: %d steps, step time %s s, last %ss ago%s" % (
                 j["job"], j["rank"], j["pid"], j["steps"], j["step_time_s"], j["since_last_s"],
-                " STALLED" if j["stalled"] else ""))
+                (" DIED WHILE STALLED" if j.get("dead") else " STALLED") if j["stalled"] else ""))
         rows = [(a["event_type"], str(a["gpu_index"]), "ACTIVE", a["detail"] or "") for a in s["active"]]
         if rows:
             _table(rows, sys.stdout)
