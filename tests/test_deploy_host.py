@@ -48,9 +48,16 @@ def redirect(script, tmp, src):
 
 
 def copy_checkout(dst):
-    """The tracked and new files of this checkout (not .venv, node_modules or build output)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    """The tracked and new files of this checkout (not .venv, node_modules or build output); without git (an
+    unpacked tarball) the tree minus those."""
+    try:
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                               check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", ".venv", "node_modules", "build", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache"}
+        files = [os.path.relpath(os.path.join(d, f), ROOT) for d, dirs, fs in os.walk(ROOT)
+                 if not dirs.__setitem__(slice(None), [x for x in dirs if x not in skip and
+                                                       not x.endswith(".egg-info")]) for f in fs if f != ".git"]
     for rel in filter(None, files):
         s = os.path.join(ROOT, rel)
         if os.path.isfile(s):
