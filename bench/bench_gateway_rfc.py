@@ -268,11 +268,12 @@ def bench_ours(workdir, script, args, server):
     term = BoardTerminal({"bench": SECRET})
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
-    cfg = os.path.join(workdir, "gw-%s.toml" % server)
+    cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-"))
+    front, _, loops = server.partition("/")        # "asyncio/4": the asyncio front with 4 event loops
     with open(cfg, "w") as f:
         f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
-                '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, server, term.url))
+                '%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
+                % (port, state, front, "io_loops = %d\n" % int(loops) if loops else "", term.url))
     env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
                                                                                                    "lib")]))
     proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],

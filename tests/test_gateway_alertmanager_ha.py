@@ -67,7 +67,23 @@ def wait_until(pred, timeout, what):
     raise AssertionError("timed out waiting for %s" % what)
 
 
-class GatewayProc:
+class _Proc:
+    proc = None
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class GatewayProc(_Proc):
     """sentinel-gateway in its own process, so it can be SIGKILLed."""
 
     def __init__(self, tmp, name, h, port=None):
@@ -100,18 +116,6 @@ class GatewayProc:
         except OSError:
             return False
 
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
     def metric(self, line):
         with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
             text = r.read().decode()
@@ -119,7 +123,7 @@ class GatewayProc:
         return int(m.group(1)) if m else 0
 
 
-class AlertmanagerProc:
+class AlertmanagerProc(_Proc):
     def __init__(self, tmp, name, webhook, cluster_port, peer_port):
         self.name = name
         self.port = free_port()
@@ -163,18 +167,6 @@ class AlertmanagerProc:
         if ends is not None:
             a["endsAt"] = iso(ends)
         assert http_json(self.url + "/api/v2/alerts", [a])[0] == 200
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def spoken(h, text):

@@ -307,31 +307,6 @@ class Worker:
     def alive(self) -> bool:
         return self._thread is None or self._thread.is_alive() or self._stop
 
-    def add_waiter(self, gen, callback) -> None:
-        """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
-        the persister's thread (or at once): the asyncio front hands it to its loop."""
-        with self.lane.cond:
-            if self.saved >= gen:
-                ok = True
-            elif self.broken or self._stop:
-                ok = False
-            else:
-                self._waiters.append((gen, callback))
-                return
-        callback(ok)
-
-    def _wake_waiters(self, ok):
-        """Under lane.cond."""
-        if not self._waiters:
-            return
-        if ok:
-            done = [w for w in self._waiters if w[0] <= self.saved]
-            self._waiters = [w for w in self._waiters if w[0] > self.saved]
-        else:
-            done, self._waiters = self._waiters, []
-        for _gen, cb in done:
-            cb(ok)
-
     def stop(self, timeout=5.0):
         with self.lane.cond:
             self._stop = True
