@@ -266,3 +266,22 @@ def test_dockerfile_targets_install_extras_that_exist():
             open(os.path.join(K8S, "kustomization.yaml")))["images"]}
     for script in re.findall(r'ENTRYPOINT \["([a-z-]+)"\]', text):
         assert script in project["scripts"]
+
+
+def test_the_init_container_check_passes_with_the_configmap_and_a_filled_secret(tmp_path):
+    """What the check-config init container runs, run here: the real CLI on the ConfigMap's file, the Secret's keys
+    in the environment (filled), and refused, naming the key, while the Secret is still the empty example."""
+    import subprocess
+
+    init = obj("Deployment", "sentinel-gateway")["spec"]["template"]["spec"]["initContainers"][0]
+    cfg = tmp_path / "gateway.toml"
+    cfg.write_text(config_text("sentinel-gateway-config", "gateway.toml"))
+    args = [str(cfg) if a == "/etc/sentinel/gateway.toml" else a for a in init["args"]]
+    secret = obj("Secret", "sentinel-gateway-secrets")["stringData"]
+    cmd = [sys.executable, "-m", "host_client.gateway.cli"] + args
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SENTINEL_")}
+    ok = subprocess.run(cmd, env=dict(base, **{k: "f" * 64 for k in secret}), capture_output=True, text=True,
+                        timeout=60, cwd=ROOT)
+    assert ok.returncode == 0 and "configuration OK" in ok.stderr, ok.stderr
+    bad = subprocess.run(cmd, env=dict(base, **secret), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode == 2 and list(secret)[0] in bad.stderr
