@@ -180,7 +180,7 @@ class Persister:
                 return
         callback(ok)
 
-    def _wake_waiters(self, ok):
+    def _wake_waiters(self, *, ok):
         """Under lane.cond."""
         if not self._waiters:
             return
@@ -219,7 +219,7 @@ class Persister:
             with self.lane.cond:
                 self.broken = True
                 self.last_error = err
-                self._wake_waiters(False)
+                self._wake_waiters(ok=False)
                 self.lane.cond.notify_all()
             return False
         with self.lane.cond:
@@ -229,7 +229,7 @@ class Persister:
             self.writes += 1
             if snap["gen"] > self.saved:
                 self.saved = snap["gen"]
-            self._wake_waiters(True)
+            self._wake_waiters(ok=True)
             self.lane.cond.notify_all()
         return True
 

@@ -36,7 +36,7 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode   #
 _STATUS_LINE = {code: ("HTTP/1.1 %d %s\r\n" % (code, reason)).encode() for code, reason in _REASONS.items()}
 
 
-def _head(status, ctype, n, close=False, extra=b""):
+def _head(status, ctype, n, *, close=False, extra=b""):
     line = _STATUS_LINE.get(status) or ("HTTP/1.1 %d Error\r\n" % status).encode()
     return b"".join((line, b"Content-Type: ", ctype, b"\r\nContent-Length: ", str(n).encode(),
                      b"\r\nConnection: close\r\n" if close else b"\r\n", extra, b"\r\n"))
@@ -116,13 +116,13 @@ class _Conn(asyncio.Protocol):
                 return
             body = bytes(buf[end + 4:total])
             del buf[:total]
-            self.front.handle(self, method, target.split("?", 1)[0], body, close)
+            self.front.handle(self, method=method, path=target.split("?", 1)[0], body=body, close=close)
 
-    def answer(self, status, payload, close=False, ctype=b"application/json", extra=b""):
+    def answer(self, status, payload, *, close=False, ctype=b"application/json", extra=b""):
         if self.closing:
             return
         out = payload if isinstance(payload, bytes) else _ENCODE(payload).encode("utf-8", "backslashreplace")
-        self.transport.write(_head(status, ctype, len(out), close, extra) + out)
+        self.transport.write(_head(status, ctype, len(out), close=close, extra=extra) + out)
         if close:
             self.closing = True
             self.transport.close()
@@ -177,11 +177,11 @@ class IngestFront:
 
     # ---- requests -----------------------------------------------------------------------------------------
 
-    def handle(self, conn, method, path, body, close):
+    def handle(self, conn, *, method, path, body, close):
         h = self.ingest.get(path)
         if h is not None:
             if method != "POST":
-                conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use POST"}, close,
+                conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use POST"}, close=close,
                             extra=b"Allow: POST\r\n")
                 return
             source, fn = h
@@ -189,57 +189,57 @@ class IngestFront:
                 obj = decode_body(body)
             except BodyError as e:
                 status, answer = self.gw.refuse(source, e.status, e.code, str(e))
-                conn.answer(status, answer, close)
+                conn.answer(status, answer, close=close)
                 return
             waits = []
             try:
                 status, answer = fn(obj, waits)
             except Exception as e:  # noqa: BLE001 - one bad request must not take the server down
                 log.exception("ingest_error", extra={"fields": {"source": source, "error": str(e)}})
-                conn.answer(500, {"ok": False, "error": "internal", "message": "internal error"}, close)
+                conn.answer(500, {"ok": False, "error": "internal", "message": "internal error"}, close=close)
                 return
             if not waits:
-                conn.answer(status, answer, close)
+                conn.answer(status, answer, close=close)
                 return
-            self._after_durable(conn, source, status, answer, close, waits)
+            self._after_durable(conn, source=source, status=status, answer=answer, close=close, waits=waits)
             return
         if path == "/healthz" and method == "GET":
-            conn.answer(200, self.gw.health(), close)
+            conn.answer(200, self.gw.health(), close=close)
         elif path == "/metrics" and method == "GET":
-            conn.answer(200, self.gw.metrics_text().encode(), close, ctype=b"text/plain; version=0.0.4")
+            conn.answer(200, self.gw.metrics_text().encode(), close=close, ctype=b"text/plain; version=0.0.4")
         elif path in ("/healthz", "/metrics"):
-            conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use GET"}, close,
+            conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use GET"}, close=close,
                         extra=b"Allow: GET\r\n")
         else:
-            conn.answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"}, close)
+            conn.answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"}, close=close)
 
-    def _after_durable(self, conn, source, status, answer, close, waits):
+    def _after_durable(self, conn, *, source, status, answer, close, waits):
         """Answer once every (persister, gen) is on disk; 503 if one fails or takes over persist_wait_s."""
         conn.busy = True
         loop = conn.home.loop
         state = {"left": len(waits), "done": False}
 
-        def finish(ok):
+        def finish(*, ok):
             if state["done"]:
                 return
             if not ok:
                 state["done"] = True
                 timer.cancel()
                 st, ans = self.gw.not_durable_answer(source)
-                conn.answer(st, ans, close)
+                conn.answer(st, ans, close=close)
                 conn.resume()
                 return
             state["left"] -= 1
             if state["left"] == 0:
                 state["done"] = True
                 timer.cancel()
-                conn.answer(status, answer, close)
+                conn.answer(status, answer, close=close)
                 conn.resume()
 
         def from_thread(ok):
-            loop.call_soon_threadsafe(finish, ok)
+            loop.call_soon_threadsafe(lambda: finish(ok=ok))
 
-        timer = loop.call_later(self.cfg.persist_wait_s, finish, False)
+        timer = loop.call_later(self.cfg.persist_wait_s, lambda: finish(ok=False))
         for p, gen in waits:
             p.add_waiter(gen, from_thread)
 

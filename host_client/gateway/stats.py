@@ -73,6 +73,6 @@ class LaneStats:
 
     def copy(self) -> LaneStats:
         """A consistent copy for a scrape (take it under the lane's lock)."""
-        return LaneStats(dataclasses.replace(self.incidents), dataclasses.replace(self.alarms), self.heartbeats_ok,
-                         self.heartbeats_failed,
-                         Latency(list(self.latency.buckets), self.latency.total, self.latency.count))
+        return LaneStats(incidents=dataclasses.replace(self.incidents), alarms=dataclasses.replace(self.alarms),
+                         heartbeats_ok=self.heartbeats_ok, heartbeats_failed=self.heartbeats_failed,
+                         latency=Latency(list(self.latency.buckets), self.latency.total, self.latency.count))
