@@ -27,6 +27,19 @@ def get(url, timeout=5.0):
         return r.status, r.read().decode("utf-8", "replace")
 
 
+def post(url, body, timeout=5.0):
+    """(status, text) of a JSON POST; an HTTP error status is returned, not raised."""
+    import urllib.error
+
+    req = urllib.request.Request(url, body if isinstance(body, bytes) else body.encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
 def wait_http(url, proc=None, timeout=30.0):
     end = time.monotonic() + timeout
     last = None

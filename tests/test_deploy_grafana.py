@@ -82,9 +82,6 @@ def test_every_dashboard_query_is_valid_promql(tmp_path):
 
 
 def test_contact_point_posts_to_the_gateways_grafana_endpoint(tmp_path):
-    from host_client.gateway.app import create_app
-    from host_client.gateway.config import Config
-
     with open(CONTACT) as f:
         cp = yaml.safe_load(f)
     assert cp["apiVersion"] == 1
@@ -92,9 +89,10 @@ def test_contact_point_posts_to_the_gateways_grafana_endpoint(tmp_path):
     assert recv["type"] == "webhook" and recv["disableResolveMessage"] is False
     assert recv["settings"]["httpMethod"] == "POST" and recv["settings"]["maxAlerts"] <= 1000
     path = "/" + recv["settings"]["url"].split("/", 3)[3]
-    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state")}})
-    client = create_app(cfg, start=False).test_client()
-    # Grafana's version "1" body with no alerts: understood (not 404, not refused as a bad version)
-    r = client.post(path, data=json.dumps({"version": "1", "status": "firing", "alerts": []}),
-                    content_type="application/json")
-    assert r.status_code == 200, r.get_data(as_text=True)
+    # a real gateway process: Grafana's version "1" body is understood (not 404, not refused as a bad version)
+    gw, url = deploy_live.start_gateway(tmp_path, "http://127.0.0.1:1", "k", "s" * 32)
+    try:
+        code, text = deploy_live.post(url + path, json.dumps({"version": "1", "status": "firing", "alerts": []}))
+        assert code == 200, text
+    finally:
+        deploy_live.stop(gw)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import yaml
-from deploy_live import ROOT, get, start_probe, stop
+from deploy_live import ROOT, get, post, start_gateway, start_probe, stop
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -130,7 +130,6 @@ def test_gateway_containers_run_the_gateway_cli_with_flags_it_has(monkeypatch):
 
 
 def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_path):
-    from host_client.gateway.app import create_app
     from host_client.gateway.config import Config
 
     raw = tomllib.loads(config_text("sentinel-gateway-config", "gateway.toml"))
@@ -152,14 +151,18 @@ def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_pat
     assert np_["spec"]["ingress"][0]["ports"][0]["port"] in ports
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert cfg.state_dir in mounts, "the pending queues must be on a volume"
-    # the HTTP paths the probes and the Service's users hit are the gateway's own routes
-    raw["gateway"]["state_dir"] = str(tmp_path / "state")   # the app below must not write to this host's /var
-    client = create_app(Config.from_dict(raw, env=env), start=False).test_client()
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert client.get(c[probe]["httpGet"]["path"]).status_code == 200 and c[probe]["httpGet"]["port"] in ports
-    assert client.get("/metrics").status_code == 200
-    for ingest in ("/api/v1/gpu_event", "/api/v1/alertmanager"):   # what the probe and Alertmanager post to
-        assert client.post(ingest, data=b"{}", content_type="application/json").status_code != 404
+    # the HTTP paths the kubelet's probes, the probes and Alertmanager use, on a real gateway process (its own
+    # HTTP front, whichever server the gateway runs)
+    gw, url = start_gateway(tmp_path, "http://127.0.0.1:1", "k", "s" * 32)
+    try:
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert get(url + c[probe]["httpGet"]["path"])[0] == 200 and c[probe]["httpGet"]["port"] in ports
+        assert get(url + "/metrics")[0] == 200
+        for ingest in ("/api/v1/gpu_event", "/api/v1/alertmanager"):   # what the probe and Alertmanager post to
+            code, text = post(url + ingest, "{}")
+            assert code not in (404, 405), (ingest, code, text)
+    finally:
+        stop(gw)
     probe_cfg = tomllib.loads(config_text("sentinel-probe-config", "probe.toml"))
     assert probe_cfg["node"]["gateway"] == "http://%s.%s.svc:%d" % (svc["metadata"]["name"],
                                                                     svc["metadata"]["namespace"], cfg.port)
