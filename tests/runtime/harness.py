@@ -171,6 +171,7 @@ def install():
         # A run whose heap matters: the fakes count what the firmware sends instead of keeping copies of it.
         sys.modules["neopixel"].NeoPixel.KEEP = 0
         sys.modules["machine"].UART.RECORD = False
+        sys.modules["machine"].Pin.HISTORY = False
     if settings.get("watchdog"):
         _watchdog()
     if settings.get("short_pause"):

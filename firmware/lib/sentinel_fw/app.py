@@ -300,12 +300,20 @@ class Sentinel:
         await self.server.run("0.0.0.0", http["port"])
 
 
+def gc_every(free):
+    """Bytes to allocate between two collections when `free` bytes are free: a quarter of it, 4-64 KB. gc.threshold()
+    counts what was allocated since the last collection; the old mem_free() // 4 + mem_alloc() added what is held,
+    so on a nearly full heap it was above what is free and never fired (collections came only when the heap was
+    full). Small, frequent collections keep the heap from fragmenting; 64 KB bounds a PSRAM board's pauses."""
+    n = free // 4
+    return 4096 if n < 4096 else 65536 if n > 65536 else n
+
+
 def main(terminal):
     """Run a built terminal (sentinel_fw.startup.boot) until the board resets."""
     try:
-        # Collect whenever a quarter of what is free has been allocated: small, frequent collections keep the heap
-        # from fragmenting, so a request's few KB always find room.
-        gc.threshold(gc.mem_free() // 4 + gc.mem_alloc())
+        gc.collect()
+        gc.threshold(gc_every(gc.mem_free()))
     except AttributeError:
         pass
     import asyncio

@@ -11,6 +11,7 @@ class Pin:
     IRQ_FALLING = 2
     IRQ_RISING = 1
     registry = {}
+    HISTORY = True  # each new pin records what is written to it (False: not, for runs whose heap is measured)
 
     def __init__(self, id, mode=-1, pull=-1, value=None):
         if not isinstance(id, int) or id < 0 or id > 48:
@@ -37,7 +38,8 @@ class Pin:
         if v is None:
             return self._level
         self._level = 1 if v else 0
-        self.history.append(self._level)
+        if Pin.HISTORY:
+            self.history.append(self._level)
 
     def on(self):
         self.value(1)
