@@ -60,7 +60,8 @@ class ReplayGuard:
         self._macm = self._mach = None
         self._idm = self._idh = None
         # What prepare() made ready for commit() (attributes, not a tuple: nothing to allocate between them).
-        self._p_key = self._p_idh = self._p_base = self._p_off = self._p_ts = self._p_now = self._p_floor = None
+        self._p_key = self._p_idh = self._p_base = self._p_off = self._p_ts = self._p_now = None
+        self._p_floor = 0
         self._p_victim = -1
 
     def _mac(self, mac):

@@ -227,6 +227,9 @@ class _Conn:
     async def aclose(self):
         self.close()
 
+    def start(self, task):
+        self.task = task
+
     def get_extra_info(self, name):
         return None
 
@@ -259,7 +262,7 @@ class _Conn:
 async def _read_request(web, c):
     # The request from connection c: microdot's parser, reading through c (its deadlines and bounds). A grammar of
     # our own for the head would go here; it raises _Refused for an answer, EOFError when the client left.
-    return await Request.create(web, c, c, None)
+    return await Request.create(web, c, c, ("", 0))  # the peer address: unused by the routes
 
 
 class Server:
@@ -377,7 +380,8 @@ class Server:
         s.bind(ai[-1])
         s.listen(self.backlog)
         s.setblocking(False)
-        self.port = s.getsockname()[1] if hasattr(s, "getsockname") else port
+        name = getattr(s, "getsockname", None)  # the Unix port has it, the ESP32's socket does not
+        self.port = name()[1] if name is not None else port
         return s
 
     async def _start(self, sock, t_ms):
@@ -391,7 +395,7 @@ class Server:
             c = _Conn(sock, r, w, t_ms, self.max_body)
         self.conns.append(c)
         self.accepted += 1
-        c.task = asyncio.create_task(self.serve(c))
+        c.start(asyncio.create_task(self.serve(c)))
 
     async def _step(self, s, ipoll, poller):
         t = ticks.ms()
