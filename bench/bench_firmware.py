@@ -136,8 +136,8 @@ def one(i):
     assert st == 200, out
 PER_REQ, REQ_US = measure(one, __N__)
 
-# The same through microdot as the board runs it: asyncio's server hands each connection's streams to
-# microdot's handle_request (parse, route, the handler, write the response). The request arrives as raw bytes, the
+# The same through the board's server as it runs: server.Server.serve around microdot's request parsing, routes and
+# answers (parse, route, the handler, write the response). The request arrives as raw bytes, the
 # way a socket delivers them; the reader returns new bytes per line like asyncio's StreamReader does, and the writer
 # drops what it is given (a socket send that succeeds at once allocates nothing on MicroPython).
 PEAK = [0]
@@ -175,6 +175,16 @@ class Conn:
         if Conn.WAIT:
             await _wait()
         self.sent += len(data)
+    # The board's connection loop (server._Conn) writes, drains, drops unread input and closes its socket.
+    def write(self, data):
+        self.sent += len(data)
+    async def drain(self):
+        if Conn.WAIT:
+            await _wait()
+    def readinto(self, buf):
+        return 0
+    def close(self):
+        pass
     async def aclose(self):
         pass
     def get_extra_info(self, name):
@@ -186,6 +196,12 @@ def raw(method, path, h, b):
     if b:
         head += "Content-Length: %d\r\n" % len(b)
     return head.encode() + b"\r\n" + b
+from sentinel_fw import ticks as _ticks
+SERVER = server.Server(web, cfg["http"]["max_body"])
+async def serve_board(c):
+    # One accepted connection as the board serves it: server.Server.serve (deadlines, limits, out-of-memory answers)
+    # around microdot's request parsing, routes and answers.
+    await SERVER.serve(server._Conn(c, c, c, _ticks.ms(), cfg["http"]["max_body"]))
 def conns(items):
     out = []
     for t, data in items:
@@ -202,7 +218,7 @@ async def via_server(items):
     while items:
         t, c = items.pop()
         NOW[0] = t
-        await web.handle_request(c, c)
+        await serve_board(c)
         assert c.sent > 0
     return (gc.mem_alloc() - a0) // n
 SRV = []
@@ -279,7 +295,7 @@ async def peak_of(items):
         NOW[0] = t
         h0 = await held()
         PEAK[0] = 0
-        await web.handle_request(c, c)
+        await serve_board(c)
         await _wait()
         assert c.sent > 0
         worst = max(worst, PEAK[0] - h0)
@@ -490,7 +506,7 @@ def main():
     print("| freed by dropping the boot-only modules (config, pins, startup) once built | -%s |" % kb(m["dropped"]))
     print("| held while running (after %d accepted alarms, %d active, replay guard filled, /metrics scraped) | %s |"
           % (REQUESTS * 2, m["active"], kb(m["running"])))
-    print("| of which appeared while serving (replay guard of 64, 16 active alarms, speech queue, persist, metrics) "
+    print("| of which appeared while serving (16 active alarms, speech queue, persist, metrics) "
           "| %s |" % kb(m["state"]))
     for name, n in peaks:
         print("| live peak of %s above what is held (bound at the server's network waits) | %d B |" % (name, n))
@@ -515,22 +531,25 @@ def main():
     for name, n in sorted(m["mods"], key=lambda x: -x[1])[:12]:
         print("  %-28s %s" % (name, kb(n)))
     print()
-    print("Budget: plain ESP32 (no PSRAM) ~%s of Python heap (fragmentation not modelled)." % kb(ESP32_HEAP))
-    print("  as deploy.py installs it (.mpy files, bytecode loaded into RAM):")
+    print("Against a plain ESP32's ~%s of Python heap (a lower bound: no fragmentation, collections at the waits;"
+          % kb(ESP32_HEAP))
+    print("bench/bench_firmware_heap.py bisects the heap a real runtime needs):")
+    print("  the .mpy install (deploy.py's default, for a board with PSRAM):")
     print("    boot (main.py's order; the worst phase of a first boot and of a reboot with state): %s" % kb(boot))
     print("    running: held + the live peak of the worst request (%s) = %s + %s = %s"
           % (worst_name, kb(m["running"]), kb(worst), kb(running)))
-    print("    -> %s" % ("fits: headroom %s (%.0f %% of the heap free)"
-                         % (kb(ESP32_HEAP - total), 100.0 * (ESP32_HEAP - total) / ESP32_HEAP)
-                         if total < ESP32_HEAP else "DOES NOT FIT: %s over" % kb(total - ESP32_HEAP)))
+    print("    -> %s" % ("within the WROOM's heap by this bound, %s left; a real heap needs more"
+                         % kb(ESP32_HEAP - total) if total < ESP32_HEAP else
+                         "%s over a WROOM's heap even by this bound: the .mpy install is for PSRAM boards"
+                         % kb(total - ESP32_HEAP)))
     print("    (looser: held + all the garbage of the worst request, nothing collected = %s + %s = %s)"
           % (kb(m["running"]), kb(loose_extra), kb(loose)))
-    print("  frozen into the image (firmware/manifest.py; estimate: running minus the %s of .mpy bytecode and"
+    print("  frozen into the image (firmware/manifest.py, the plain WROOM's install; estimate: running minus the %s"
           % kb(in_use))
-    print("  constants of the modules in use, which then run from flash):")
+    print("  of .mpy bytecode and constants of the modules in use, which then run from flash):")
     print("    ~%s -> headroom ~%s (%.0f %% of the heap free)"
           % (kb(frozen), kb(ESP32_HEAP - frozen), 100.0 * (ESP32_HEAP - frozen) / ESP32_HEAP))
-    print("  ESP32-WROVER / ESP32-S3 with PSRAM (stock SPIRAM image): megabytes of heap, the .mpy install fits.")
+    print("  ESP32-WROVER / ESP32-S3 with PSRAM (stock SPIRAM image): megabytes of heap, the .mpy install's board.")
     per_s = m["per_frame"] * 25 + m["per_button"] * 100 + m["per_speech"] * 20 + m["per_net"] * 2
     print("  garbage made per second when idle-but-animating (25 fps, button 100 Hz, speech 20 Hz, net 2 Hz): %s/s"
           % kb(per_s))

@@ -119,7 +119,8 @@ class _Conn:
         self.deadline = ticks.add(t_ms, LINE_MS)
         self.task = None
         self.max_body = max_body
-        self.buf = b""
+        self.buf = b""  # what was read and not yet taken, from self.pos on (an offset: no copy per line)
+        self.pos = 0
         self.headers = 0
         self.length = 0
         self.wrote = False
@@ -134,26 +135,31 @@ class _Conn:
         b = await self.r.read(_CHUNK)
         if not b:
             raise EOFError()
-        self.buf = self.buf + b if self.buf else b
+        if self.pos < len(self.buf):
+            self.buf = self.buf[self.pos:] + b
+        else:
+            self.buf = b
+        self.pos = 0
 
     # -- what microdot's Request.create calls
     async def readline(self):
         while True:
-            i = self.buf.find(b"\n")
+            i = self.buf.find(b"\n", self.pos)
             if i >= 0:
                 break
-            if len(self.buf) > MAX_LINE:
+            if len(self.buf) - self.pos > MAX_LINE:
                 raise _Refused(400, BAD_REQUEST)
             try:
                 await self._more()
             except EOFError:
-                line = self.buf
+                line = self.buf[self.pos:]
                 self.buf = b""
+                self.pos = 0
                 return line
-        line = self.buf[:i + 1]
-        self.buf = self.buf[i + 1:]
-        if i > MAX_LINE:
+        if i - self.pos > MAX_LINE:
             raise _Refused(400, BAD_REQUEST)
+        line = self.buf[self.pos:i + 1]
+        self.pos = i + 1
         if self.draining:
             pass
         elif self.phase == _LINE:
@@ -183,19 +189,17 @@ class _Conn:
         self.length = n
 
     async def readexactly(self, n):
-        while len(self.buf) < n:
+        while len(self.buf) - self.pos < n:
             await self._more()
-        b = self.buf[:n]
-        self.buf = self.buf[n:]
+        b = self.buf[self.pos:self.pos + n] if self.pos or n < len(self.buf) else self.buf
+        self.pos += n
         return b
 
     async def read(self, n=-1):
-        if not self.buf:
+        if self.pos >= len(self.buf):
             await self._more()
-        if n < 0 or n >= len(self.buf):
-            b = self.buf
-            self.buf = b""
-            return b
+        if n < 0 or n >= len(self.buf) - self.pos:
+            n = len(self.buf) - self.pos
         return await self.readexactly(n)
 
     async def drain_body(self):
@@ -208,8 +212,9 @@ class _Conn:
                 if line == b"\r\n" or line == b"\n" or not line:
                     break
         self.phase = _ANSWER
-        left = self.length - len(self.buf)
+        left = self.length - (len(self.buf) - self.pos)
         self.buf = b""
+        self.pos = 0
         if left > DRAIN:
             return
         while left > 0:
