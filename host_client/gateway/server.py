@@ -1,4 +1,4 @@
-"""The gateway's own HTTP front: asyncio (uvloop when installed), HTTP/1.1 keep-alive, written for the ingest path.
+"""The gateway's own HTTP front: asyncio on uvloop (the gateway extra), HTTP/1.1 keep-alive, for the ingest path.
 
 Why not waitress: profiled under the storm (bench/bench_gateway_rfc.py, py-spy), waitress spent about 170 us of
 CPU per request in its own dispatch (task queue, thread hand-off, WSGI environ) before the gateway did anything,
@@ -22,6 +22,8 @@ import gc
 import json
 import logging
 import time
+
+import uvloop  # the gateway extra; its loop does the socket work in C
 
 from .ingest import BodyError, decode_body
 
@@ -282,14 +284,7 @@ class IngestFront:
                     c.transport.close()
 
     def _loop_thread(self, home, sock, started):
-        try:
-            import uvloop
-        except ImportError:
-            uvloop = None
-        if uvloop is not None:
-            uvloop.run(self._main(home, sock, started))
-        else:
-            asyncio.run(self._main(home, sock, started))
+        uvloop.run(self._main(home, sock, started))
 
     def run(self, host, port, ready=None):
         import threading
