@@ -10,12 +10,10 @@ one emulator that writes every utterance to a WAV file.
 Alertmanager's flags are tuned down so this runs in about 80 s: group_wait 1 s, group_interval 2 s, peer timeout
 2 s, settle 2 s (the real defaults are 30 s, 5 m, 15 s, 1 m)."""
 
-import datetime
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,21 +27,11 @@ if not os.path.exists(AM):
     pytest.skip("%s is not installed (tools/install-system-deps.sh installs it)" % AM, allow_module_level=True)
 pytest.importorskip("emulator.harness")
 
+from test_gateway_alertmanager_real import free_port, iso  # noqa: E402
+
 from emulator.harness import Harness  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def iso(t):
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def http_json(url, obj=None, timeout=5):

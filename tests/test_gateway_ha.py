@@ -108,21 +108,10 @@ def test_stale_firing_after_resolve_is_dropped_and_a_new_start_is_news(tmp_path)
 def test_gpu_ids_are_the_same_on_two_gateways_and_new_after_a_recovery():
     """GPU events: the incident key and its first-seen window (the probe's ts) name the alarm alike on every
     gateway; a fault that returns after its recovery within the same window is a new alarm."""
+    from test_gateway_server import Fake
+
     from host_client.gateway.config import Config
     from host_client.gateway.service import Gateway
-
-    class Fake:
-        url = "http://fake"
-
-        def __init__(self):
-            self.sent = []
-
-        def send(self, alarm):
-            self.sent.append(alarm)
-
-            class A:
-                duplicate = False
-            return A()
 
     cfg = Config.from_dict({"terminals": {"t": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
                             "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
