@@ -28,7 +28,8 @@ FRAMES_KEPT = 120
 STATE_SAVE_MIN_S = 1.0
 TICKS_MASK = (1 << 30) - 1  # the core's ms ticks wrap like MicroPython's ticks_ms()
 
-_ENDPOINTS = {"/api/v1/send_msg": "send_msg", "/api/v1/ack": "ack", "/api/v1/heartbeat": "heartbeat"}
+_ENDPOINTS = {"/api/v1/send_msg": "send_msg", "/api/v1/ack": "ack", "/api/v1/heartbeat": "heartbeat",
+              "/api/v1/unmute": "unmute"}
 
 
 class Frame:
@@ -159,7 +160,11 @@ class Engine:
         if voice is not None:
             voice.on_done = self._voice_done
             if voice.mode != "off":
-                self.terminal.set_health("speech", bool(voice.available), now)
+                # Honest health: a voice nobody can hear (no audio device and no --wav-dir, no speech engine) is
+                # a speech fault, as a dead TTS chip is on the box; the status's emulator.voice says why.
+                self.terminal.set_health("speech", bool(voice.audible), now)
+                if not voice.audible:
+                    self.log("voice: %s: the speech health flag is down" % voice.silent_reason)
         self._restore(now)
         self._render(now)
 
@@ -203,6 +208,23 @@ class Engine:
     def set_button(self, pressed):
         """The raw button level (window click, keyboard, tests). The core's Button debounces it."""
         self._inbox.put(("button", bool(pressed)))
+
+    def press_event(self, kind, timeout=ANSWER_TIMEOUT_S):
+        """A whole press from the window or the browser page, applied in the engine thread before this returns:
+        "short" (mute) or "long" (clear), as the debounced button gives them, or "unmute". A click needs no
+        debounce: that is the mechanical button's (set_button feeds the core's Button)."""
+        if kind not in ("short", "long", "unmute"):
+            raise ValueError("press must be short, long or unmute, got %r" % (kind,))
+        return self.call(lambda _t, now: self._press_now(kind, now), timeout)
+
+    def _press_now(self, kind, now):
+        if kind == "unmute":
+            self.terminal.on_unmute(None, now)
+        else:
+            self.terminal.on_button(kind, now)
+            with self.metrics.lock:
+                self.metrics.buttons[kind] += 1
+        self.log("button: %s" % ("unmute" if kind == "unmute" else "%s press" % kind))
 
     def press(self, hold_s=0.2):
         """Press and release the on-screen button (blocking for hold_s); a hold of 3 s or more is a long press."""
@@ -310,6 +332,8 @@ class Engine:
             self.terminal.on_ack(result.ack["key"], result.ack["long"], now)
         elif result.kind == "heartbeat":
             self.terminal.on_heartbeat(result.heartbeat["interval"], now)
+        elif result.kind == "unmute":
+            self.terminal.on_unmute(result.payload["key"], now)
         return result
 
     def _voice_done(self, seq, completed):
@@ -374,8 +398,7 @@ class Engine:
         snap = self.terminal.snapshot(now)
         voice = None
         if self.voice is not None:
-            voice = {"mode": self.voice.mode, "available": bool(self.voice.available), "error": self.voice.error,
-                     "player": self.voice.player_kind, "busy": self.voice.busy}
+            voice = self.voice.describe()
         self._view = View(frame, snap, frame.display if frame else None, voice, self.button.pressed, now)
 
     # -- persistence ------------------------------------------------------------------

@@ -112,10 +112,7 @@ def create_app(cfg, engine=None):
 
 def ui_act(engine, kind):
     """A press from the browser page, applied in the engine thread as the window's button applies it."""
-    if kind == "unmute":
-        engine.call(lambda t, now: t.on_unmute(None, now))
-    else:
-        engine.call(lambda t, now: t.on_button(kind, now))
+    engine.press_event(kind)
 
 
 class Server:

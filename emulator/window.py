@@ -157,14 +157,7 @@ class Window:
         return (getattr(button, "long_ms", 3000) or 3000) / 1000.0
 
     def _press(self, kind):
-        press = getattr(self.engine, "press_event", None)
-        if press is not None:
-            press(kind)
-        elif kind == "unmute":
-            self.engine.call(lambda t, now: t.on_unmute(None, now))
-        else:
-            self.engine.call(lambda t, now: t.on_button(kind, now))
-        self.log("window: %s" % ("unmute" if kind == "unmute" else "%s press" % kind))
+        self.engine.press_event(kind)
 
     def _down(self):
         if self.pressed_since is None:

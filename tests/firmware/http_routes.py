@@ -58,6 +58,18 @@ async def test_ack_and_heartbeat_routes():
     r = await c.post("/api/v1/heartbeat", headers=h, body=b)
     assert r.status_code == 200 and r.json["kind"] == "heartbeat", r.text
     assert s.status(ft())["health"]["heartbeat"]["interval_s"] == 60
+    # the ways out: interval 0 disarms, unmute ends the mute
+    h, b = signed({"interval": 0}, ft(), path="/api/v1/heartbeat")
+    r = await c.post("/api/v1/heartbeat", headers=h, body=b)
+    assert r.status_code == 200, r.text
+    assert s.status(ft())["health"]["heartbeat"]["armed"] is False
+    h, b = signed({}, ft(), path="/api/v1/ack")
+    await c.post("/api/v1/ack", headers=h, body=b)
+    assert s.status(ft())["mute"]["active"] is True
+    h, b = signed({}, ft(), path="/api/v1/unmute")
+    r = await c.post("/api/v1/unmute", headers=h, body=b)
+    assert r.status_code == 200 and r.json["kind"] == "unmute", r.text
+    assert s.status(ft())["mute"]["active"] is False
 
 
 async def test_status_is_the_snapshot_plus_device():

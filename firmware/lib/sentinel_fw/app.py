@@ -122,6 +122,8 @@ class Sentinel:
                 t.on_ack(r.ack["key"], r.ack["long"], now)
             elif r.kind == "heartbeat":
                 t.on_heartbeat(r.heartbeat["interval"], now)
+            elif r.kind == "unmute":
+                t.on_unmute(r.payload["key"], now)
             if persist:
                 self.persist()
         return r.status, r.body_bytes()

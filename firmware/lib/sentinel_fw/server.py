@@ -31,7 +31,7 @@ from sentinel_fw.app import log
 JSON = {"Content-Type": "application/json"}
 TEXT = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
 RETRY = {"Content-Type": "application/json", "Retry-After": "1"}  # a 503: out of memory, try again in a second
-PATHS = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat", "/api/v1/status", "/metrics")
+PATHS = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat", "/api/v1/unmute", "/api/v1/status", "/metrics")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 MAX_CONN = const(8)  # the default of http.max_conn: lwIP's 16 sockets less the listener, NTP and a margin
