@@ -6,8 +6,9 @@
 # Why not microdot's own start_server: asyncio's accept loop takes every connection (an idle client holds a socket
 # and ~760 B of heap for good; with lwIP's ~16 sockets a dozen idle clients made the box deaf) and spins when
 # accept() fails; microdot reads a request without a deadline and answers an out-of-memory as 400 or 500. Here:
-# - at most http.max_conn connections at once; when a new one waits and all are taken, the oldest one still
-#   reading its request is shed (closed); one that is already answering is never shed;
+# - at most http.max_conn connections at once; when a new one waits and all are taken, the oldest idle one (still
+#   reading its request, nothing received for IDLE_MS) is shed (closed); one being answered is never shed, and
+#   while none is idle new connections wait in the listen backlog;
 # - deadlines from the accept: the request line within LINE_MS, the headers within HEAD_MS, the body within
 #   BODY_MS, the answer written within ANSWER_MS; a connection past its deadline is closed;
 # - a request line or header longer than MAX_LINE, more than MAX_HEADERS headers, a Content-Length that is not
@@ -37,12 +38,16 @@ METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 MAX_CONN = const(8)  # the default of http.max_conn: lwIP's 16 sockets less the listener, NTP and a margin
 # The default of http.backlog: a waiting connection is a PCB of lwIP's own pool (or the kernel's), never heap;
 # lwIP caps it at its pool. Concurrent senders beyond it wait for SYN retries (1 s, 3 s, ...).
-BACKLOG = const(32)
+BACKLOG = const(64)
 LINE_MS = const(2000)
 HEAD_MS = const(4000)
 BODY_MS = const(8000)
 ANSWER_MS = const(10000)
 POLL_MS = const(10)
+# Idle: nothing received for this long (since the accept, or the last bytes). Only an idle connection is shed: a
+# sender that has just connected, whose request is on its way or not yet read, keeps its place (a burst of
+# concurrent senders then waits in the backlog instead of being cut off).
+IDLE_MS = const(100)
 MAX_LINE = const(1024)
 MAX_HEADERS = const(32)
 DRAIN = const(16384)  # a refused body up to this size is read and dropped, so the client reads the 413
@@ -115,6 +120,7 @@ class _Conn:
         self.r = reader
         self.w = writer
         self.since = t_ms
+        self.last = t_ms  # when bytes last arrived
         self.phase = _LINE
         self.deadline = ticks.add(t_ms, LINE_MS)
         self.task = None
@@ -135,6 +141,7 @@ class _Conn:
         b = await self.r.read(_CHUNK)
         if not b:
             raise EOFError()
+        self.last = ticks.ms()
         if self.pos < len(self.buf):
             self.buf = self.buf[self.pos:] + b
         else:
@@ -357,11 +364,15 @@ class Server:
         if c.task is not None:
             c.task.cancel()
 
-    def shed_oldest(self):
-        """Close the oldest connection still reading its request; False when every one is answering."""
+    def shed_oldest(self, t_ms=None):
+        """Close the oldest idle connection still reading its request (nothing received for IDLE_MS); False when
+        there is none: every one is answering or has just sent something."""
+        if t_ms is None:
+            t_ms = ticks.ms()
         old = None
         for c in self.conns:
-            if c.phase != _ANSWER and (old is None or ticks.diff(c.since, old.since) < 0):
+            if c.phase != _ANSWER and ticks.diff(t_ms, c.last) >= IDLE_MS and (
+                    old is None or ticks.diff(c.since, old.since) < 0):
                 old = c
         if old is None:
             return False
@@ -408,13 +419,13 @@ class Server:
         ready = False
         for _ in (ipoll(0) if ipoll is not None else poller.poll(0)):
             ready = True
-        if not ready or (len(self.conns) >= self.max_conn and not self.shed_oldest()):
+        if not ready or (len(self.conns) >= self.max_conn and not self.shed_oldest(t)):
             await _sleep_ms(POLL_MS)
             return
         try:
             c, _addr = s.accept()
         except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
-            self.shed_oldest()
+            self.shed_oldest(t)
             await _sleep_ms(POLL_MS)
             return
         try:
