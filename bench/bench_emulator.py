@@ -173,12 +173,39 @@ def bench_flood(emu, rate, seconds, samples):
     return p0_ms, stats, elapsed
 
 
+def bench_voice(repeat=3):
+    """Text -> joined WAV (each run synthesized by its language's voice, then joined) for every alarm text the
+    product generates: the delay the per-language reading adds before an utterance can start."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from alarm_texts import product_alarm_texts  # noqa: PLC0415
+
+    from emulator import reading  # noqa: PLC0415
+    from emulator import voice as voice_mod  # noqa: PLC0415
+
+    synth = voice_mod.shared_synth(170, {"en": "gmw/en-us", "zh": "auto"})
+    voices = synth.pick_voices({"en": "gmw/en-us", "zh": "auto"})
+    texts = [t for _o, _l, t in product_alarm_texts()]
+    ms, audio_s, nruns = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "u.wav")
+        for _ in range(repeat):
+            for text in texts:
+                t0 = time.perf_counter()
+                runs = reading.runs(text)
+                synth.synth_runs(runs, path, voices, 170)
+                ms.append((time.perf_counter() - t0) * 1000)
+                audio_s.append(voice_mod.wav_seconds(path))
+                nruns.append(len(runs))
+    return ms, audio_s, nruns, len(texts), voices
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--alarms", type=int, default=1000)
     ap.add_argument("--flood-rate", type=float, default=500.0)
     ap.add_argument("--flood-seconds", type=float, default=6.0)
     ap.add_argument("--p0-samples", type=int, default=20)
+    ap.add_argument("--no-voice", action="store_true", help="skip the voice's synthesis figures")
     args = ap.parse_args(argv)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,6 +230,17 @@ def main(argv=None):
                   % (len(st["active"]), sorted({a["level"] for a in st["active"]})))
         finally:
             emu.stop()
+    if not args.no_voice:
+        try:
+            ms, audio_s, nruns, n, voices = bench_voice()
+        except Exception as e:  # noqa: BLE001  (no speech engine here: say so, the other figures stand)
+            print("voice: not measured (%s: %s)" % (type(e).__name__, e))
+        else:
+            print("voice: text -> joined WAV, %d product alarm texts x3 (%s for hanzi, %s for Latin):"
+                  % (n, voices["zh"], voices["en"]))
+            print("  synthesis + join        p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms   (runs per text: max %d;"
+                  " audio %.1f-%.1f s)" % (pct(ms, 50), pct(ms, 99), max(ms), max(nruns), min(audio_s),
+                                            max(audio_s)))
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
 
