@@ -1,4 +1,4 @@
-"""GPU Sentinel terminal emulator: the shared core behind flask/waitress, pygame and pyttsx3 (docs/EMULATOR.md)."""
+"""GPU Sentinel terminal emulator: the shared core behind flask (emulator.front), pygame, pyttsx3 (docs/EMULATOR.md)."""
 
 import os
 

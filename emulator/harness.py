@@ -1,4 +1,4 @@
-"""A whole emulator (config in a directory of your choice, engine, voice, waitress on a free loopback port) started
+"""A whole emulator (config in a directory of your choice, engine, voice, HTTP front on a free loopback port) started
 and stopped from Python: what the end-to-end tests, the benchmark and the docs' screenshot run against."""
 
 import json

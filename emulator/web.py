@@ -1,18 +1,26 @@
 """The emulator's HTTP face: a flask app whose signed endpoints are answered by the core's Receiver (through the
-engine thread), plus the unsigned status, metrics and snapshot pages. Served by waitress, never flask's dev server.
+engine thread), plus the unsigned status, metrics and snapshot pages. Served by emulator.front (the core's request
+grammar, deadlines and a connection bound that sheds the oldest slow socket), never flask's dev server.
+
+Paths are routed as sent: no merged slashes (no 308 for //send_msg), no decoding, no automatic OPTIONS answers;
+what the board answers 405 (POST /api/v1/status, PUT /metrics) is 405 here too.
 """
 
 import json
-import threading
 
 from flask import Flask, Response, request
 
 from emulator import page
+from emulator.front import Front
 from emulator.metrics import render_metrics
+from sentinel_core.receiver import ENDPOINTS
 
 # A body larger than this is not read at all; the core refuses anything over its own max_body (2 KB) with 413.
 READ_LIMIT = 64 * 1024
 _JSON = "application/json"
+_ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+# The board's bytes for a wrong method on its unsigned pages (sentinel_fw.app.handle_http).
+_USE_GET = b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
 
 
 def _answer(status, obj):
@@ -27,12 +35,19 @@ def create_app(cfg, engine=None):
 
         engine = Engine(cfg).start()
     app = Flask("sentinel_emulator")
+    app.url_map.merge_slashes = False
+    app.url_map.strict_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = None
     app.extensions["sentinel_engine"] = engine
     max_body = engine.receiver.max_body
 
-    @app.route("/api/v1/status", methods=["GET"])
+    def use_get():
+        return Response(_USE_GET, status=405, mimetype=_JSON)
+
+    @app.route("/api/v1/status", methods=_ALL, provide_automatic_options=False)
     def status():
+        if request.method not in ("GET", "HEAD"):
+            return use_get()
         view = engine.view
         if view is None:
             return _answer(503, {"ok": False, "error": "starting", "message": "the terminal is starting"})
@@ -41,12 +56,14 @@ def create_app(cfg, engine=None):
                             "width": engine.width, "height": engine.height, "engine_error": engine.error}
         return _answer(200, snap)
 
-    @app.route("/metrics", methods=["GET"])
+    @app.route("/metrics", methods=_ALL, provide_automatic_options=False)
     def metrics():
+        if request.method not in ("GET", "HEAD"):
+            return use_get()
         body = render_metrics(engine)
         return Response(body, status=200, mimetype="text/plain", content_type="text/plain; version=0.0.4")
 
-    @app.route("/snapshot.png", methods=["GET"])
+    @app.route("/snapshot.png", methods=["GET"], provide_automatic_options=False)
     def snapshot():
         view = engine.view
         if view is None or view.frame is None:
@@ -67,7 +84,7 @@ def create_app(cfg, engine=None):
         status, ctype, body = answer
         return Response(body, status=status, content_type=ctype, headers={"Cache-Control": "no-store"})
 
-    @app.route("/", methods=["GET"])
+    @app.route("/", methods=["GET"], provide_automatic_options=False)
     def index():
         return _raw(page.index(ui_token, request.remote_addr, request.headers.get("Host"), cfg.get("host")))
 
@@ -81,12 +98,12 @@ def create_app(cfg, engine=None):
         return _raw(page.press(engine, ui_token, dict(request.headers.items()), body, cfg.get("host"),
                                lambda kind: ui_act(engine, kind)))
 
-    @app.route("/api/v1/<path:rest>", methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
+    @app.route("/api/v1/<path:rest>", methods=_ALL, provide_automatic_options=False)
     def core(rest):
         # Everything else under /api/v1 is the core's to answer (including its 404 and 405).
         length = request.content_length
         if length is not None and length > READ_LIMIT:
-            body = b"x" * (max_body + 1)  # not read: the core refuses it by its size alone
+            body = b"x" * (max_body + 1)  # not read (emulator.front): the core refuses it by its size alone
         else:
             body = request.stream.read(READ_LIMIT + 1)
         headers = dict(request.headers.items())
@@ -99,6 +116,24 @@ def create_app(cfg, engine=None):
                                  "message": "the terminal did not answer in time; retry"})
         return Response(result.body_bytes(), status=result.status, mimetype=_JSON)
 
+    routed = app.wsgi_app
+
+    def as_sent(environ, start_response):
+        # werkzeug strips the leading slashes of a path (//api/v1/send_msg would reach send_msg); the board routes
+        # the path as sent, where a doubled slash is no endpoint.
+        path = environ.get("PATH_INFO", "")
+        if "//" in path:
+            return _raw_answer(start_response, "404 Not Found", "not_found", "no such endpoint")
+        # A body over the limit is not read (emulator.front): a POST to a signed endpoint goes on to the core, which
+        # refuses it by its size (and counts it); anything else is refused here, as the board refuses any such head.
+        length = environ.get("CONTENT_LENGTH")
+        if length and int(length) > max_body and not (environ["REQUEST_METHOD"] == "POST" and path in ENDPOINTS):
+            return _raw_answer(start_response, "413 Content Too Large", "too_large",
+                               "body is %s bytes, at most %d" % (length, max_body))
+        return routed(environ, start_response)
+
+    app.wsgi_app = as_sent
+
     @app.errorhandler(404)
     def not_found(_e):
         return _answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"})
@@ -110,23 +145,26 @@ def create_app(cfg, engine=None):
     return app
 
 
+def _raw_answer(start_response, status, code, message):
+    body = json.dumps({"ok": False, "error": code, "message": message}).encode()
+    start_response(status, [("Content-Type", _JSON), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def ui_act(engine, kind):
     """A press from the browser page, applied in the engine thread as the window's button applies it."""
     engine.press_event(kind)
 
 
 class Server:
-    """waitress serving the app in a background thread; port 0 picks a free port (tests)."""
+    """The app behind emulator.front.Front in a background thread; port 0 picks a free port (tests).
+    max_connections and the deadlines are Front's (docs/EMULATOR.md)."""
 
-    def __init__(self, app, host, port, threads=8):
-        from waitress.server import create_server  # noqa: PLC0415
-
-        self.server = create_server(app, host=host, port=port, threads=threads, ident="gpu-sentinel-emulator",
-                                    channel_timeout=30, connection_limit=200, clear_untrusted_proxy_headers=True)
+    def __init__(self, app, host, port, threads=8, **front):
+        front.setdefault("max_body", READ_LIMIT)
+        self.front = Front(app, host, port, threads=threads, **front)
         self.host = host
-        self.port = int(self.server.effective_port)
-        self._thread = None
-        self._stopped = False
+        self.port = self.front.port
 
     @property
     def url(self):
@@ -134,34 +172,11 @@ class Server:
         return "http://%s:%d" % (host, self.port)
 
     def start(self):
-        self._thread = threading.Thread(target=self.server.run, name="waitress", daemon=True)
-        self._thread.start()
+        self.front.start()
         return self
 
     def run(self):
-        self.server.run()
+        self.front.run()
 
     def stop(self):
-        srv = self.server
-
-        def close_all():
-            # Runs inside waitress's loop thread: closing there (not from here) avoids a select() on a closed fd;
-            # with its map empty the loop returns.
-            for obj in list(srv._map.values()):
-                try:
-                    obj.close()
-                except OSError:
-                    pass
-
-        if self._stopped:
-            return
-        self._stopped = True
-        # The requests in progress finish first: a waitress worker wakes the loop through the trigger when its task
-        # ends, and a trigger closed under it is a write to a closed (or, worse, reused) file descriptor (seen as
-        # an EBADF in a test's teardown).
-        srv.task_dispatcher.shutdown(timeout=2)
-        if self._thread is not None and self._thread.is_alive():
-            srv.trigger.pull_trigger(close_all)
-            self._thread.join(2.0)
-        else:
-            close_all()
+        self.front.stop()

@@ -1,4 +1,4 @@
-"""End to end over real loopback HTTP: host_client sends the RFC's presets to a running emulator (waitress, engine
+"""End to end over real loopback HTTP: host_client sends the RFC's presets to a running emulator (asyncio front, engine
 thread, real espeak-ng voice writing WAVs); its status, its rendered frames and its audio must match the state
 machine. Every refusal of the core must reach the client with the core's status."""
 

@@ -81,4 +81,4 @@ def test_registered_endpoint_is_bound():
         res = r.handle("POST", "/api/v1/test_only", h, body, 1787000001)
         assert res.status == 401 and res.answer["error"] == "wrong_endpoint", res
     finally:
-        receiver._ENDPOINTS.pop("/api/v1/test_only", None)
+        receiver.ENDPOINTS.pop("/api/v1/test_only", None)

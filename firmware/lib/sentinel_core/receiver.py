@@ -24,13 +24,13 @@ _TS_MAX_DIGITS = 12
 # The signed endpoints: path -> (kind, parse, method, scope). parse(obj) -> the payload (a dict with "id", or an
 # object with .id); scope is what the signature covers before the timestamp (signing.scope: None only for the
 # RFC's send_msg). A new endpoint gets method-and-path binding by registering; nothing else to add.
-_ENDPOINTS = {}
+ENDPOINTS = {}
 
 
 def register(path, kind, parse, method="POST"):
     """Make (method, path) a signed endpoint answered by the Receiver; its accepted requests come back as
     Result(kind=kind, payload=parse(body's JSON))."""
-    _ENDPOINTS[path] = (kind, parse, method, scope(method, path))
+    ENDPOINTS[path] = (kind, parse, method, scope(method, path))
 
 
 register(PATH_ALARM, "alarm", parse_alarm)
@@ -156,7 +156,7 @@ class Receiver:
             return refusal(500, "internal", "internal error")
 
     def _handle(self, method, path, headers, body, now, synced):
-        ep = _ENDPOINTS.get(path) if isinstance(path, str) else None
+        ep = ENDPOINTS.get(path) if isinstance(path, str) else None
         if ep is None:
             return refusal(404, "not_found", "no such endpoint")
         kind = ep[0]
@@ -191,8 +191,8 @@ class Receiver:
         if not equal(mac, given):
             # Made for another endpoint (a withheld alarm re-posted as an ACK, a v1-signed ACK)? Said as such; the
             # other endpoints' MACs are computed only on this failing path.
-            for p in _ENDPOINTS:
-                if p != path and equal(signer.digest(ts_text, body, _ENDPOINTS[p][3]), given):
+            for p in ENDPOINTS:
+                if p != path and equal(signer.digest(ts_text, body, ENDPOINTS[p][3]), given):
                     raise unauthorized("wrong_endpoint", "signed for %s, not for %s (docs/PROTOCOL.md: Signing)"
                                        % (p, path))
             raise unauthorized("bad_signature", "signature does not match the body and timestamp")

@@ -25,6 +25,7 @@ import sys
 
 from microdot import Microdot, Request, Response
 
+from sentinel_core import httphead
 from sentinel_core.compat import const
 from sentinel_fw import ticks
 from sentinel_fw.app import log
@@ -272,9 +273,17 @@ class _Conn:
 
 
 async def _read_request(web, c):
-    # The request from connection c: microdot's parser, reading through c (its deadlines and bounds). A grammar of
-    # our own for the head would go here; it raises _Refused for an answer, EOFError when the client left.
-    return await Request.create(web, c, c, ("", 0))  # the peer address: unused by the routes
+    # The request from connection c, read through c (its deadlines and bounds) with the core's head grammar,
+    # sentinel_core.httphead, which the emulator's server reads with too (microdot's own parser takes what str.split,
+    # str.strip and int() take, which differs between CPython and MicroPython). _Refused for an answer.
+    headers = {}  # names as sent: the core looks them up case-insensitively; microdot reads none of them here
+    try:
+        method, url, version, n = await httphead.read(c.readline, Request.max_content_length, headers)
+    except httphead.HeadError as e:
+        raise _Refused(e.args[0], ('{"ok": false, "error": "%s", "message": "%s"}' % (e.args[1], e.args[2]))
+                       .encode()) from None
+    body = await c.readexactly(n) if n else b""
+    return Request(web, ("", 0), method, url, version[5:], headers, body=body, sock=(c, c))
 
 
 class Server:
@@ -486,6 +495,7 @@ def make_app(sentinel, max_body=2048):
     for path in PATHS:
         web.route(path, methods=METHODS)(_endpoint)
     web.errorhandler(404)(_endpoint)
+    web.errorhandler(405)(_endpoint)  # a method no route has (FOO): the core's 405, as on the emulator
     web.errorhandler(MemoryError)(_out_of_memory)
     return web
 
