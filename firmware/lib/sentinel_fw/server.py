@@ -282,7 +282,11 @@ async def _read_request(web, c):
     except httphead.HeadError as e:
         raise _Refused(e.args[0], ('{"ok": false, "error": "%s", "message": "%s"}' % (e.args[1], e.args[2]))
                        .encode()) from None
-    body = await c.readexactly(n) if n else b""
+    try:
+        body = await c.readexactly(n) if n else b""
+    except EOFError:  # the client ended its side inside the body (it may still read the answer, as the emulator's)
+        raise _Refused(400, b'{"ok": false, "error": "bad_request", "message": "the connection ended inside the body"}'
+                       ) from None
     return Request(web, ("", 0), method, url, version[5:], headers, body=body, sock=(c, c))
 
 
