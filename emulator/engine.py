@@ -1,7 +1,8 @@
-"""The emulator's engine: one thread owns the core (Receiver, Terminal, Button, Renderer) and steps it at a steady
-frame rate. Everything else (HTTP threads, the window, the voice worker, tests) talks to it through a thread-safe
-inbox and reads what it publishes: an immutable View replaced after every change, so readers never need a lock and
-never see half an update.
+"""The emulator's engine: one thread owns the core's shell glue (sentinel_core.shell: Terminal, Receiver, Button,
+Renderer) and steps it at a steady frame rate; the engine itself only does I/O (the voice, the state file, frames
+for the window and the web page). The contract between the two: docs/SHELL_CONTRACT.md. Everything else (HTTP
+threads, the window, the voice worker, tests) talks to it through a thread-safe inbox and reads what it publishes:
+an immutable View replaced after every change, so readers never need a lock and never see half an update.
 
 A signed request is verified and applied inside the engine thread and only then answered, so an HTTP 200 means the
 terminal has the alarm (the RFC's gateway counts 200 as the terminal's acknowledgement).
@@ -21,7 +22,7 @@ from sentinel_core.keyring import KeyRing
 from sentinel_core.layout import Layout
 from sentinel_core.receiver import Receiver
 from sentinel_core.render import Renderer
-from sentinel_core.terminal import Terminal
+from sentinel_core.shell import COMPLETED, CUT, SAY, STOP, ShellGlue
 
 ANSWER_TIMEOUT_S = 2.0
 FRAMES_KEPT = 120
@@ -81,27 +82,15 @@ class _Pending:
 
 
 class Metrics:
-    """Counters for /metrics, written by the engine thread, read under a lock by the HTTP thread."""
+    """The emulator's own counters for /metrics (what the terminal counts is the glue's), written by the engine
+    thread, read under a lock by the HTTP thread."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.requests = collections.Counter()   # (endpoint, outcome, status) -> n
-        self.alarms = collections.Counter()     # level name -> n
-        self.buttons = collections.Counter()    # "short" / "long" -> n
-        self.frames = 0
         self.frame_overruns = 0
-        self.utterances = collections.Counter()  # "completed" / "cut" -> n
+        self.state_writes = 0
         self.handle_seconds_sum = 0.0
         self.handle_count = 0
-
-    def copy(self):
-        with self.lock:
-            return {
-                "requests": dict(self.requests), "alarms": dict(self.alarms), "buttons": dict(self.buttons),
-                "frames": self.frames, "frame_overruns": self.frame_overruns,
-                "utterances": dict(self.utterances), "handle_seconds_sum": self.handle_seconds_sum,
-                "handle_count": self.handle_count,
-            }
 
 
 def local_utc_offset_min(now=None):
@@ -136,33 +125,33 @@ class Engine:
         if term_cfg.get("utc_offset_min") is None:
             off = cfg.get("utc_offset_min")
             term_cfg["utc_offset_min"] = local_utc_offset_min(now) if off is None else off
-        self.config_error = None
-        try:
-            self.terminal = Terminal(term_cfg)
-        except ValueError as e:
-            self.config_error = str(e)
-            self.terminal = Terminal()
-            self.terminal.set_health("config", False, now, self.config_error)
-            self.log("config: %s: the matrix shows config_error until it is fixed" % e)
-        self.terminal.set_health("clock", True, now)    # the laptop's clock is NTP-synced by its OS
-        self.terminal.set_health("network", True, now)  # it answers on loopback, so it is reachable
-        self.button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
-        self.receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}),
-                                 replay_capacity=cfg.get("replay_capacity", 2048))
+        receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}),
+                            replay_capacity=cfg.get("replay_capacity", 2048))
         # Layout and Renderer raise ValueError on a panel they cannot drive: the caller reports it as config.
         self.layout = Layout(cfg["width"], cfg["height"], serpentine=cfg.get("serpentine", True),
                              rotation=cfg.get("rotation", 0))
-        self.renderer = Renderer(self.layout, brightness=cfg["brightness"],
-                                 night_brightness=cfg["night_brightness"], budget_ma=cfg["budget_ma"])
+        renderer = Renderer(self.layout, brightness=cfg["brightness"], night_brightness=cfg["night_brightness"],
+                            budget_ma=cfg["budget_ma"])
+        button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
+        self.glue = ShellGlue(term_cfg, receiver, renderer, button, now)
+        self.config_error = self.glue.config_error
+        if self.config_error:
+            self.log("config: %s: the matrix shows config_error until it is fixed" % self.config_error)
+        self.terminal = self.glue.terminal
+        self.receiver = receiver
+        self.renderer = renderer
+        self.button = button
         # The image as it reads on the mounted panel (a rotated panel swaps width and height).
         self.width = self.layout.cols
         self.height = self.layout.rows
+        self.glue.health("clock", True, now)    # the laptop's clock is NTP-synced by its OS
+        self.glue.health("network", True, now)  # it answers on loopback, so it is reachable
         if voice is not None:
             voice.on_done = self._voice_done
             if voice.mode != "off":
                 # Honest health: a voice nobody can hear (no audio device and no --wav-dir, no speech engine) is
                 # a speech fault, as a dead TTS chip is on the box; the status's emulator.voice says why.
-                self.terminal.set_health("speech", bool(voice.audible), now)
+                self.glue.health("speech", bool(voice.audible), now)
                 if not voice.audible:
                     self.log("voice: %s: the speech health flag is down" % voice.silent_reason)
         self._restore(now)
@@ -219,11 +208,9 @@ class Engine:
 
     def _press_now(self, kind, now):
         if kind == "unmute":
-            self.terminal.on_unmute(None, now)
+            self.glue.unmute(None, now)
         else:
-            self.terminal.on_button(kind, now)
-            with self.metrics.lock:
-                self.metrics.buttons[kind] += 1
+            self.glue.press(kind, now)
         self.log("button: %s" % ("unmute" if kind == "unmute" else "%s press" % kind))
 
     def press(self, hold_s=0.2):
@@ -239,6 +226,9 @@ class Engine:
     def frames(self):
         with self._frames_lock:
             return list(self._frames)
+
+    def uptime_s(self):
+        return int(self.ticks() - self._t0)
 
     def t_ms(self):
         return int((self.ticks() - self._t0) * 1000) & TICKS_MASK
@@ -306,80 +296,50 @@ class Engine:
             self._button_level = msg[1]
             return False
         if kind == "voice_done":
-            self.terminal.speech_finished(now, msg[1])
-            with self.metrics.lock:
-                self.metrics.utterances["completed" if msg[2] else "cut"] += 1
+            self.glue.voice_done(now, msg[1], COMPLETED if msg[2] else CUT)
             return True
         return False
 
     def _apply_request(self, args, now):
         method, path, headers, body = args
-        result = self.receiver.handle(method, path, headers, body, int(now))
-        endpoint = _ENDPOINTS.get(path, "other")
-        if result.status == 200:
-            outcome = "duplicate" if result.duplicate else "accepted"
-        else:
-            outcome = result.answer.get("error", "error")
-        with self.metrics.lock:
-            self.metrics.requests[(endpoint, outcome, result.status)] += 1
-        if result.status != 200 or result.duplicate:
-            return result
-        if result.kind == "alarm":
-            self.terminal.on_alarm(result.alarm, now)
-            with self.metrics.lock:
-                self.metrics.alarms[("NORMAL", "P1", "P0")[result.alarm.level]] += 1
-        elif result.kind == "ack":
-            self.terminal.on_ack(result.ack["key"], result.ack["long"], now)
-        elif result.kind == "heartbeat":
-            self.terminal.on_heartbeat(result.heartbeat["interval"], now)
-        elif result.kind == "unmute":
-            self.terminal.on_unmute(result.payload["key"], now)
+        result = self.receiver.handle(method, path, headers, body, int(now), True, False)
+        self.glue.request(result, now)  # PERSIST: the frame step saves it (at most once a second)
         return result
 
     def _voice_done(self, seq, completed):
         self._inbox.put(("voice_done", seq, completed))
 
-    def _speech(self, now):
-        t = self.terminal
+    def _voice_busy(self):
+        # None: no voice that can speak (the glue consumes utterances at once, so the queue's rules still run).
         voice = self.voice
-        speaking = t.speaking
-        if speaking is not None and t.must_interrupt(now):
-            if voice is not None:
-                voice.interrupt()
-            t.speech_finished(now, speaking.seq)
-        if voice is not None and voice.mode != "off" and voice.available:
-            if voice.busy:
-                return
-            u = t.next_utterance(now)
-            if u is not None:
-                voice.say(u.seq, u.text)
-            return
-        # No voice: utterances are consumed at once so the queue and its timing rules still run.
-        for _ in range(4):
-            u = t.next_utterance(now)
-            if u is None:
-                return
-            t.speech_finished(now, u.seq)
+        if voice is None or voice.mode == "off" or not voice.available:
+            return None
+        return voice.busy
+
+    def _speech(self, now):
+        act = self.glue.speech(now, self._voice_busy())
+        if act == STOP:
+            self.voice.interrupt()
+        elif act == SAY:
+            u = self.glue.utterance
+            self.voice.say(u.seq, u.text)
 
     def _step(self, now):
-        event = self.button.sample(self._button_level, self.t_ms())
+        glue = self.glue
+        event = glue.button_level(self._button_level, self.t_ms())
         if event is not None:
-            self.terminal.on_button(event, now)
-            with self.metrics.lock:
-                self.metrics.buttons[event] += 1
             self.log("button: %s press" % event)
-        self.terminal.tick(now)
+            glue.press(event, now)
+        glue.tick(now)
         self._speech(now)
         frame = self._render(now)
         self._save()
-        with self.metrics.lock:
-            self.metrics.frames += 1
         return frame
 
     def _render(self, now):
         t_ms = self.t_ms()
-        display = self.terminal.display(now)
-        buf = self.renderer.render(display, t_ms)
+        buf = self.glue.frame(now, t_ms)
+        display = self.glue.display
         rgb = bytearray(self.width * self.height * 3)
         pixel = self.renderer.pixel
         i = 0
@@ -408,29 +368,26 @@ class Engine:
         try:
             with open(self.state_path, encoding="utf-8") as f:
                 d = json.load(f)
-            # The replay floor too: a request captured before a restart stays refused after it.
-            self.receiver.replay.restore(d)
-            self.terminal.restore(d, now)
-            self.terminal.mark_saved()
+            self.glue.restore(d, now)
             self.log("state: restored active alarms and mute from %s" % self.state_path)
         except (OSError, ValueError) as e:
             self.log("state: ignoring %s: %s" % (self.state_path, e))
 
     def _save(self, force=False):
-        if not self.state_path or not self.terminal.dirty:
+        if not self.state_path or not self.glue.dirty:
             return
         mono = self.ticks()
         if not force and mono - self._last_save < STATE_SAVE_MIN_S:
             return
         self._last_save = mono
-        d = self.terminal.export_state()
-        d.update(self.receiver.replay.export())
         tmp = self.state_path + ".tmp"
         try:
             os.makedirs(os.path.dirname(self.state_path) or ".", exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(d, f)
+                version = self.glue.write_state(f)
             os.replace(tmp, self.state_path)
-            self.terminal.mark_saved(d["version"])
+            self.glue.saved(version)
+            with self.metrics.lock:
+                self.metrics.state_writes += 1
         except OSError as e:
             self.log("state: cannot save %s: %s" % (self.state_path, e))
