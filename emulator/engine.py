@@ -29,8 +29,6 @@ FRAMES_KEPT = 120
 STATE_SAVE_MIN_S = 1.0
 TICKS_MASK = (1 << 30) - 1  # the core's ms ticks wrap like MicroPython's ticks_ms()
 
-_ENDPOINTS = {"/api/v1/send_msg": "send_msg", "/api/v1/ack": "ack", "/api/v1/heartbeat": "heartbeat",
-              "/api/v1/unmute": "unmute"}
 
 
 class Frame:

@@ -13,6 +13,7 @@
 FAMILIES = """
 requests_total counter outcome=accepted,duplicate,refused Signed API requests by outcome.
 refusals_total counter code Refused requests by error code.
+accepted_total counter kind Accepted new requests by kind: alarm, ack, heartbeat, unmute.
 alarms_total counter level=NORMAL,P1,P0 Accepted alarms by level.
 button_presses_total counter kind=short,long ACK button presses by kind.
 utterances_total counter outcome=completed,cut,failed Utterances by how they ended.
@@ -54,6 +55,7 @@ def values(glue, now, shell):
     t.tick(now)
     yield "requests_total", glue.requests
     yield "refusals_total", glue.refusals
+    yield "accepted_total", glue.kinds
     yield "alarms_total", glue.alarms
     yield "button_presses_total", glue.presses
     yield "utterances_total", glue.utterances
@@ -64,7 +66,7 @@ def values(glue, now, shell):
     yield "active_alarms", c
     d = t.display(now)
     yield "shown_level", -1 if d.level is None else d.level
-    yield "display_info", ((d.pattern, 1),)
+    yield "display_info", {d.pattern: 1}
     muted = t.mute_until is not None and now < t.mute_until
     yield "mute_remaining_seconds", int(t.mute_until - now) if muted else 0
     yield "quiet_hours", t.quiet_applies(now)

@@ -50,6 +50,7 @@ class ShellGlue:
         # What /metrics counts (sentinel_core.metrics), the same on both shells.
         self.requests = [0, 0, 0]      # ACCEPTED, DUPLICATE, REFUSED
         self.refusals = {}             # error code -> refused requests
+        self.kinds = {}                # kind (alarm, ack, heartbeat, unmute) -> accepted new requests
         self.alarms = [0, 0, 0]        # accepted alarms by level (NORMAL, P1, P0)
         self.presses = [0, 0]          # short, long
         self.utterances = [0, 0, 0]    # COMPLETED, CUT, FAILED
@@ -74,6 +75,7 @@ class ShellGlue:
         self.requests[ACCEPTED] += 1
         t = self.terminal
         kind = result.kind
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
         if kind == "alarm":
             t.on_alarm(result.alarm, now)
             self.alarms[result.alarm.level] += 1
