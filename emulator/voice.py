@@ -533,7 +533,16 @@ class Voice:
         else:
             path = os.path.join(self._tmp, "utterance.wav")
         runs = reading.runs(rec.text) or [reading.Run(rec.lang, rec.text, 0.0, rec.text)]
-        rec.runs = synth.synth_runs(runs, path, self._voices, self.rate)
+        try:
+            rec.runs = synth.synth_runs(runs, path, self._voices, self.rate)
+        except RuntimeError as e:
+            if len(runs) == 1:
+                raise
+            # Runs that cannot be joined (another platform's engine writes other formats per voice): the whole
+            # text by its language's voice, rather than nothing.
+            self.log("voice: cannot join the runs of utterance %s (%s): one voice reads it all" % (rec.job_id, e))
+            v = synth.synth(rec.text, rec.lang, path, self._voices, self.rate)
+            rec.runs = [(rec.lang, v, rec.text)]
         used = []
         for _lang, v, _t in rec.runs:
             if v is not None and v not in used:

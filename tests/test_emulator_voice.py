@@ -250,3 +250,21 @@ def test_exit_after_speaking_prints_no_teardown_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert r.returncode == 0, r.stderr
     assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_runs_that_cannot_be_joined_fall_back_to_one_voice(tmp_path, monkeypatch):
+    def refuse(parts, out_path, tail_s=0.25):
+        raise RuntimeError("the voices wrote audio of different formats")
+
+    monkeypatch.setattr(voice_mod, "join_wavs", refuse)
+    done = Done()
+    logs = []
+    v = Voice(mode="wav", wav_dir=str(tmp_path), rate=240, on_done=done, log=logs.append).start()
+    try:
+        v.say(1, "机架 A03 节点 gpu-worker-08 已恢复正常")
+        assert done.wait(1)[:2] == (1, True)
+    finally:
+        v.stop()
+    rec = v.spoken[-1]
+    assert [lang for lang, _v, _t in rec.runs] == ["zh"] and rec.seconds > 1
+    assert any("one voice reads it all" in m for m in logs)
