@@ -192,8 +192,9 @@ class _Pyttsx3Synth:
             ok = self._reads_hanzi(vid)
             if ok:
                 if wanted and wanted != "auto" and vid.lower() != wanted.lower():
-                    self.warnings.append("Mandarin voice %r reads hanzi as English on this espeak-ng: using %s"
-                                         % (wanted, vid))
+                    why = "reads hanzi as English on this espeak-ng" if wanted.lower() in available else \
+                        "is not installed"
+                    self.warnings.append("Mandarin voice %r %s: using %s" % (wanted, why, vid))
                 self.notes.append("Mandarin voice %s (checked: reads hanzi as Mandarin)" % vid)
                 return vid
             if ok is None:
