@@ -217,6 +217,19 @@ class Engine:
         time.sleep(hold_s)
         self.set_button(False)
 
+    def step(self):
+        """One turn of the engine thread's loop, for an engine that was not started (tests with a fake ticks
+        clock): what the inbox holds, then a frame step (button sample, tick, voice, frame, state save)."""
+        if self.alive:
+            raise RuntimeError("the engine thread steps a started engine")
+        while True:
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            self._dispatch(msg)
+        self._step(self.clock())
+
     @property
     def view(self):
         return self._view

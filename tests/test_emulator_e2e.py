@@ -12,8 +12,10 @@ import time
 
 import pytest
 
+from emulator import config as emu_config
 from emulator import png
 from emulator.demo import run_demo
+from emulator.engine import Engine
 from emulator.harness import Harness
 from host_client import AuthError, RefusedError, preset
 from sentinel_core.keyring import KeyRing
@@ -197,15 +199,29 @@ def test_button_short_press_mutes_and_long_press_clears(emu):
     assert 'sentinel_button_presses_total{kind="long"} 1' in m
 
 
-def test_button_bounce_is_not_a_press(emu):
-    h = emu
-    h.client().send(preset("p1", "NVLink slow down", key=P1_KEY))
+def test_button_bounce_is_not_a_press_but_a_held_press_is(tmp_path):
+    # Stepped by hand on a fake ticks clock, every level is sampled: 5 ms blips reach the core's Button (at the
+    # engine's frame rate they would fall between two samples and pass without any debounce at all).
+    cfg = json.loads(json.dumps(emu_config.DEFAULTS))
+    cfg.update({"key_id": "gw-test", "secret": "0123456789abcdef0123456789abcdef", "url": "http://127.0.0.1:1",
+                "terminal": {"utc_offset_min": 480}})
+    ticks = [100.0]
+    eng = Engine(cfg, log=lambda msg: None, ticks=lambda: ticks[0])
+
+    def level(pressed, hold_s):
+        eng.set_button(pressed)
+        end = ticks[0] + hold_s
+        while ticks[0] < end:
+            eng.step()
+            ticks[0] += 0.005
+    level(False, 0.1)
     for _ in range(3):  # 5 ms blips: shorter than the core's 30 ms debounce
-        h.engine.set_button(True)
-        time.sleep(0.005)
-        h.engine.set_button(False)
-        time.sleep(0.1)
-    assert not h.status()["mute"]["active"]
+        level(True, 0.005)
+        level(False, 0.1)
+    assert eng.glue.presses == [0, 0] and not eng.terminal.snapshot(time.time())["mute"]["active"]
+    level(True, 0.1)    # held 100 ms: one short press, the same path
+    level(False, 0.1)
+    assert eng.glue.presses == [1, 0] and eng.terminal.snapshot(time.time())["mute"]["active"]
 
 
 def test_remote_ack_with_key_long_clears_only_that_incident(emu):

@@ -205,9 +205,24 @@ def test_unknown_text_characters_draw_a_box():
 
 
 def test_long_label_is_cut_not_overflowed():
-    r = Renderer(Layout(16, 16))
-    for t in (0, 5000, 50000):
-        r.render(_D("solid", (0, 255, 0), 0, "W" * 500), t)
+    # 500 letters in no repeating order (~3000 columns): the renderer keeps 400 columns (about 64 characters) and
+    # scrolls those, so a frame comes back after 400 columns plus the gap; the frame buffer never grows.
+    lay = Layout(16, 16)
+    r = Renderer(lay, scroll_ms=80)
+    text = "".join(chr(65 + (i * 7 + i * i) % 26) for i in range(500))
+    d = _D("solid", (0, 255, 0), 0, text)
+    r.render(d, 0)
+    t1 = 1000 + 5 * 80                     # scrolling (after the 1 s hold), 5 columns in
+    first = bytes(r.render(d, t1))
+    assert len(first) == lay.nbytes and max(first) > 0
+    back = None
+    for k in range(380, 440):              # the kept columns plus a gap of at most 40
+        buf = r.render(d, t1 + k * 80)
+        assert len(buf) == lay.nbytes
+        if bytes(buf) == first:
+            back = k
+            break
+    assert back is not None and back >= 400, back   # cut at 400 columns: neither longer, nor shorter
 
 
 def test_label_keeps_scrolling_across_the_tick_wrap():
