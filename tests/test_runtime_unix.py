@@ -255,6 +255,7 @@ FAULT_POINTS = [
     "sentinel_core.strictjson:loads",              # parsing the body
     "sentinel_core.alarm:Alarm.__init__",          # the alarm object
     "sentinel_core.replay:ReplayGuard.prepare",    # what recording the message id needs
+    "sentinel_core.terminal:Terminal.on_alarm",    # the state machine taking it
     "sentinel_core.receiver:Result.body_bytes",    # the answer's JSON
     "microdot.microdot:Response.write",            # writing the answer
     "sentinel_fw.store:Store.save_with",           # the state to flash

@@ -72,10 +72,8 @@ class ShellGlue:
         if result.duplicate:
             self.requests[DUPLICATE] += 1
             return None
-        self.requests[ACCEPTED] += 1
         t = self.terminal
         kind = result.kind
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
         if kind == "alarm":
             t.on_alarm(result.alarm, now)
             self.alarms[result.alarm.level] += 1
@@ -86,6 +84,9 @@ class ShellGlue:
         elif kind == "unmute":
             t.on_unmute(result.payload["key"], now)
         self.receiver.commit(result)
+        # Counted once applied: a request the terminal could not take was not accepted (its shell answered 503).
+        self.requests[ACCEPTED] += 1
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
         return PERSIST if t.dirty else None
 
     def button_level(self, pressed, t_ms):

@@ -110,7 +110,9 @@ class Sentinel:
                 return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
             return 200, "".join(self.metrics_parts(now)).encode()
         self.requests += 1
-        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced)
+        # Not recorded as seen until the terminal took it (receiver.commit below): if applying it fails (a MemoryError),
+        # the exception is the answer (503) and the sender's retry is applied, not answered "duplicate".
+        r = self.receiver.handle(method, path, headers, body, now, self.clock.synced, False)
         if r.status != 200:
             self.refused += 1
         elif not r.duplicate:
@@ -124,6 +126,7 @@ class Sentinel:
                 t.on_heartbeat(r.heartbeat["interval"], now)
             elif r.kind == "unmute":
                 t.on_unmute(r.payload["key"], now)
+            self.receiver.commit(r)
             if persist:
                 self.persist()
         return r.status, r.body_bytes()
