@@ -71,23 +71,28 @@ def _inject(spec):
     setattr(owner, name, wrapper)
 
 
-def _loopback():
-    # The firmware listens on every interface, as a board does; in the tests it must only be reachable locally:
-    # socket is a shim whose getaddrinfo() maps 0.0.0.0 to the loopback address.
-    import socket as real
-
+def _shim(real, **overrides):
+    # A stand-in for a built-in module: everything of the real one, with the given attributes replaced.
     class Shim:
         pass
     shim = Shim()
     for k in dir(real):
         if not k.startswith("__"):
             setattr(shim, k, getattr(real, k))
+    for k in overrides:
+        setattr(shim, k, overrides[k])
+    return shim
+
+
+def _loopback():
+    # The firmware listens on every interface, as a board does; in the tests it must only be reachable locally:
+    # socket is a shim whose getaddrinfo() maps 0.0.0.0 to the loopback address.
+    import socket as real
     bind = settings.get("bind", "127.0.0.1")
 
     def getaddrinfo(host, port, *a):
         return real.getaddrinfo(bind if host == "0.0.0.0" else host, port, *a)
-    shim.getaddrinfo = getaddrinfo
-    sys.modules["socket"] = shim
+    sys.modules["socket"] = _shim(real, getaddrinfo=getaddrinfo)
 
 
 def _watchdog():
@@ -124,17 +129,9 @@ def _short_pause():
     # not one, so that pause is cut to 0.2 s. Every other sleep is the real one.
     import time as real
 
-    class Shim:
-        pass
-    shim = Shim()
-    for k in dir(real):
-        if not k.startswith("__"):
-            setattr(shim, k, getattr(real, k))
-
     def sleep(s):
         real.sleep(0.2 if s >= 5 else s)
-    shim.sleep = sleep
-    sys.modules["time"] = shim
+    sys.modules["time"] = _shim(real, sleep=sleep)
 
 
 def _collecting_mem_free():
@@ -142,21 +139,13 @@ def _collecting_mem_free():
     # garbage happened to leave), so a trend is the heap's own. gc is a shim; everything else in it is the real one.
     import gc as real
 
-    class Shim:
-        pass
-    shim = Shim()
-    for k in dir(real):
-        if not k.startswith("__"):
-            setattr(shim, k, getattr(real, k))
-
     def mem_free():
         real.collect()
         if settings.get("qstr_report"):
             import micropython
             micropython.qstr_info()
         return real.mem_free()
-    shim.mem_free = mem_free
-    sys.modules["gc"] = shim
+    sys.modules["gc"] = _shim(real, mem_free=mem_free)
 
 
 def install():
