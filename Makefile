@@ -28,11 +28,9 @@ $(RUN_STAMP): pyproject.toml tools/install-system-deps.sh
 	$(PY) -m pip install -q -e '.[emulator]'
 	touch $(RUN_STAMP)
 
+# ruff, the node MicroPython suites alongside pytest on PYTEST_JOBS workers, then the latency-bound tests alone
 test: $(STAMP)
-	$(VENV)/bin/ruff check .
-	node tests/mpy/run.mjs
-	node tests/mpy/run.mjs --suite firmware
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	bash tools/run-tests.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

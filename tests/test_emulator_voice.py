@@ -83,6 +83,7 @@ def test_chinese_voice_really_reads_chinese(tmp_path):
     assert en_len > zh_len * 1.5, (zh_len, en_len)
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_interrupt_cuts_at_once(tmp_path):
     done = Done()
     v = Voice(mode="wav", wav_dir=str(tmp_path), on_done=done, log=lambda m: None).start()

@@ -20,9 +20,12 @@ def test_firmware_suite_under_micropython():
     assert " passed, 0 failed" in r.stdout
 
 
-def test_firmware_suite_on_cpython():
+def test_firmware_suite_on_cpython(tmp_path):
+    # Its scratch files (tests/firmware/_fw.py scratch()) go under the temp dir: this test's own, so parallel
+    # workers and other checkouts on the same machine never share /tmp/sentinel_fw_test_*.
+    env = dict(os.environ, TMPDIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "firmware", "_cpython_driver.py")],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed, 0 failed" in r.stdout
 

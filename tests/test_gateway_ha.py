@@ -162,6 +162,7 @@ HOSTILE_AM = [
 ]
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 @pytest.mark.parametrize("path,raw,status,code", [("/api/v1/gpu_event",) + x for x in HOSTILE]
                          + [("/api/v1/alertmanager",) + x for x in HOSTILE_AM])
 def test_hostile_body_is_4xx_changes_nothing_and_the_next_p0_goes_through(tmp_path, path, raw, status, code):

@@ -109,6 +109,7 @@ def wait_for(pred, timeout=5.0):
     return False
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_daemon_end_to_end(tmp_path, sink):
     (tmp_path / "kern.log").write_text("old line before start\n")
     os.mkfifo(tmp_path / "train.fifo")

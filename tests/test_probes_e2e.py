@@ -67,6 +67,7 @@ def first_seen(h, key, level, timeout):
     return time.monotonic(), st
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_stalled_training_loop_is_p0_on_the_emulator_within_2s(tmp_path, chain):
     h, gw = chain
     d, _ = probe(tmp_path, gw, "A01")
@@ -87,6 +88,7 @@ def test_stalled_training_loop_is_p0_on_the_emulator_within_2s(tmp_path, chain):
         d.close()
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_xid_line_is_on_the_emulator_within_1s(tmp_path, chain):
     h, gw = chain
     d, kern = probe(tmp_path, gw, "A02", source=FakeSource(count=8))
@@ -104,6 +106,7 @@ def test_xid_line_is_on_the_emulator_within_1s(tmp_path, chain):
         d.close()
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_pcie_downgrade_is_on_the_emulator_within_two_intervals(tmp_path, chain):
     h, gw = chain
     src = FakeSource(count=8)
@@ -245,6 +248,7 @@ def _child(sock, job, beats, mode):
     return subprocess.Popen([sys.executable, "-c", _CHILD % (root, sock, job, beats, mode)])
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_hang_at_the_first_collective_before_any_beat_is_p0_within_the_first_step_deadline(tmp_path, chain):
     h, gw = chain
     d, _ = probe(tmp_path, gw, "A06", progress={"first_step_s": 1.5})

@@ -133,6 +133,7 @@ def _signed_p0(key, text="P0 through the crowd"):
     return head.encode() + b"\r\n" + req.body
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_an_idle_connection_is_closed_at_the_request_line_deadline(box):
     s = socket.create_connection(("127.0.0.1", box.port), timeout=10)
     t0 = time.monotonic()
@@ -143,6 +144,7 @@ def test_an_idle_connection_is_closed_at_the_request_line_deadline(box):
     assert time.monotonic() - t0 < 6, "an idle connection was held %.1f s" % (time.monotonic() - t0)
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_a_negative_or_junk_content_length_is_400_at_once(box):
     for v in ("-1", "12abc", "99999999999"):
         t0 = time.monotonic()
@@ -209,6 +211,7 @@ class _Crowd:
             t.join(5)
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_50_idle_and_dripping_clients_with_16_fds_leave_a_p0_accepted_within_1s():
     b = unixport.Box(fd_limit=16)
     try:
@@ -395,6 +398,7 @@ def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
         b.remove()
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_a_storm_of_200_distinct_alarms_in_one_second_is_all_accepted_and_so_is_everything_after(box):
     from concurrent.futures import ThreadPoolExecutor
     _, body = _get(box, "/metrics")

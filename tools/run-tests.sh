@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make test`: every stage runs even when one fails; the exit code is non-zero if any stage failed.
+#   1. ruff
+#   2. the two MicroPython suites under node, in the background while
+#   3. pytest in parallel (pytest-xdist, PYTEST_JOBS workers, default 4: most of the suite waits on real servers,
+#      timers and subprocesses, not on the CPU); tests in one `xdist_group` run on one worker (they share an
+#      expensive module fixture or a resource)
+#   4. the tests marked `serial` (they assert a latency bound an issue demands), alone, after everything else.
+set -u
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+export PATH="$PWD/$BIN:$PATH"
+JOBS=${PYTEST_JOBS:-4}
+PYTEST=("$BIN/pytest" -q -p no:cacheprovider)
+failed=()
+
+"$BIN/ruff" check . || failed+=(ruff)
+
+mpy_log=$(mktemp)
+trap 'rm -f "$mpy_log"' EXIT
+(
+    rc=0
+    node tests/mpy/run.mjs || rc=1
+    node tests/mpy/run.mjs --suite firmware || rc=1
+    exit $rc
+) >"$mpy_log" 2>&1 &
+mpy_pid=$!
+
+"${PYTEST[@]}" -n "$JOBS" --dist loadgroup -m "not serial" || failed+=("pytest (parallel)")
+
+wait "$mpy_pid" || failed+=("micropython suites (node)")
+echo "--- MicroPython suites (node tests/mpy/run.mjs, run alongside pytest) ---"
+cat "$mpy_log"
+
+echo "--- tests marked serial (latency bounds), alone ---"
+"${PYTEST[@]}" -m serial || failed+=("pytest (serial)")
+
+if [ ${#failed[@]} -ne 0 ]; then
+    echo "FAILED stages: ${failed[*]}" >&2
+    exit 1
+fi
+echo "all stages passed"
