@@ -9,7 +9,6 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.xdist_group("firmware-deploy")  # one worker: one mpy-cross build for the module
 SECRET = "0123456789abcdef0123456789abcdef"
 
 

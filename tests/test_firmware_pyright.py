@@ -12,7 +12,6 @@ import sysconfig
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.xdist_group("pyright")  # one worker: the module's pyright run happens once
 SHELLS = ("firmware/boot.py", "firmware/main.py", "firmware/lib/sentinel_fw/")
 
 

@@ -32,9 +32,6 @@ except ImportError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-# One worker runs this file (make test's pytest-xdist pass): the wheel fixture builds in the checkout's build/,
-# which two builds at once would trample.
-pytestmark = pytest.mark.xdist_group("packaging")
 NAME = PYPROJECT["project"]["name"]
 OWN = {"host_client", "sentinel_core", "emulator"}
 # The shared core runs on MicroPython too, where it imports this module (guarded): not a CPython dependency.

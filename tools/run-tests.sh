@@ -3,8 +3,10 @@
 #   1. ruff
 #   2. the two MicroPython suites under node, in the background while
 #   3. pytest in parallel (pytest-xdist, PYTEST_JOBS workers, default 4: most of the suite waits on real servers,
-#      timers and subprocesses, not on the CPU); tests in one `xdist_group` run on one worker (they share an
-#      expensive module fixture or a resource)
+#      timers and subprocesses, not on the CPU); --dist loadfile: each file's tests run on one worker, so a
+#      module fixture is made once (tests/test_packaging.py's wheel builds in the checkout's build/, which two
+#      builds at once trample; pytest-xdist's loadgroup does not group on pytest 9.2, it uses the removed
+#      Node._nodeid)
 #   4. the tests marked `serial` (they assert a latency bound an issue demands), alone, after everything else.
 set -u
 cd "$(dirname "$0")/.."
@@ -26,7 +28,7 @@ trap 'rm -f "$mpy_log"' EXIT
 ) >"$mpy_log" 2>&1 &
 mpy_pid=$!
 
-"${PYTEST[@]}" -n "$JOBS" --dist loadgroup -m "not serial" || failed+=("pytest (parallel)")
+"${PYTEST[@]}" -n "$JOBS" --dist loadfile -m "not serial" || failed+=("pytest (parallel)")
 
 wait "$mpy_pid" || failed+=("micropython suites (node)")
 echo "--- MicroPython suites (node tests/mpy/run.mjs, run alongside pytest) ---"
