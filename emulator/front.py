@@ -5,8 +5,9 @@ app (WSGI) in a small thread pool.
 Why not waitress or another stock server: a slow client must never keep a P0 out (docs/PROTOCOL.md, "HTTP").
 Here every connection has deadlines (request head HEAD_TIMEOUT_S after connecting, body BODY_TIMEOUT_S after the
 head, answer WRITE_TIMEOUT_S), and at most max_connections sockets are open at once: a new connection over the bound
-is taken, and the oldest connection still being read or written is closed to make room (the one that has been
-idle or slowest longest), never one whose request the terminal is working on. A thread is taken only by a complete
+is taken, and a connection still being read or written is
+closed to make room: the slowest (fewest bytes per second since it opened, an idle one first), never one younger
+than 100 ms nor one whose request the terminal is working on. A thread is taken only by a complete
 request, so 1,000 idle, dripping or lying-Content-Length sockets cost file descriptors and a little memory, not
 the terminal's attention. One request per connection (answers carry Connection: close), as on the board.
 """
@@ -24,10 +25,11 @@ from sentinel_core import httphead
 HEAD_TIMEOUT_S = 5.0
 BODY_TIMEOUT_S = 5.0
 WRITE_TIMEOUT_S = 5.0
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 2048  # lowered to what the file-descriptor limit allows (_fd_room)
 BACKLOG = 1024
 READ_BODY_MAX = 64 * 1024  # read and handed to the app; larger is answered 413 by the app, unread
 LINGER_S = 1.0
+SHED_AFTER_S = 0.1
 LINGER_MAX = 64 * 1024  # the core's max_body: a larger Content-Length is answered 413 unread
 
 _READING, _APP, _WRITING = 0, 1, 2
@@ -37,15 +39,36 @@ _REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized",
             500: "Internal Server Error", 503: "Service Unavailable"}
 
 
+def _fd_room(want):
+    """Connections this process can hold: the soft file-descriptor limit raised towards want (as far as the hard
+    limit allows), less 128 for everything else the emulator opens. Shedding at a bound the limit allows keeps
+    accept() from ever failing with EMFILE."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+    except ImportError:
+        return want
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = want + 128
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(hard, need)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    return want if soft == resource.RLIM_INFINITY else max(16, soft - 128)
+
+
 def refusal_bytes(code, message):
     return json.dumps({"ok": False, "error": code, "message": message}).encode()
 
 
 class _Conn:
-    __slots__ = ("opened", "phase", "task", "writer", "received")
+    __slots__ = ("opened", "last", "phase", "task", "writer", "received")
 
     def __init__(self, opened, task, writer):
         self.opened = opened
+        self.last = opened  # when a byte last arrived
         self.phase = _READING
         self.task = task
         self.writer = writer
@@ -65,7 +88,7 @@ class Front:
                  server_name="gpu-sentinel-emulator"):
         self.app = app
         self.host = host
-        self.max_connections = max_connections
+        self.max_connections = min(max_connections, _fd_room(max_connections))
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
         self.write_timeout = write_timeout
@@ -142,17 +165,24 @@ class Front:
     # -- one connection ----------------------------------------------------------------------------------------------
 
     def _admit(self, conn):
-        """Register conn; over the bound, close the oldest connection still being read or written."""
+        """Register conn; over the bound, close the slowest connection still being read or written and open for
+        SHED_AFTER_S at least: the one that has sent the fewest bytes per second of its life (an idle one first,
+        the longest idle of those). A sender whose request came at once is never cut off for an attacker's socket."""
         self._conns[id(conn)] = conn
         self.stats["connections"] += 1
+        now = conn.opened
         while len(self._conns) > self.max_connections:
             victim = None
+            worst = None
             for c in self._conns.values():
-                if c.phase != _APP and c is not conn:
-                    victim = c
-                    break
+                age = now - c.opened
+                if c.phase == _APP or age < SHED_AFTER_S:
+                    continue
+                rate = c.received / age
+                if victim is None or rate < worst or (rate == worst and c.last < victim.last):
+                    victim, worst = c, rate
             if victim is None:
-                break  # every other connection is a request being answered: those finish within the engine's timeout
+                break  # none idle long enough: over the bound for now (by at most the last 100 ms of connections)
             self._drop(victim)
             self.stats["shed"] += 1
         if len(self._conns) > self.stats["peak"]:
@@ -214,6 +244,7 @@ class Front:
         except (ValueError, asyncio.LimitOverrunError):
             raise httphead.HeadError(400, "bad_request", "a line over %d bytes" % httphead.MAX_LINE) from None
         conn.received += len(line)
+        conn.last = loop.time()
         return line
 
     async def _request(self, conn, reader, loop):

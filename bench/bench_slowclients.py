@@ -1,0 +1,253 @@
+"""Valid-P0 latency while 1,000 slow sockets are held open (issue 13: target max < 1 s over 20 P0s).
+
+The attacker keeps N connections open at all times (N=1000 by default), a third of each kind: idle (connects and
+sends nothing), dripping (sends a request head one byte per second) and lying (a whole head with
+Content-Length: 2000 and ten bytes of body, then nothing). A connection the terminal closes (deadline, shed) is
+opened again after 50 ms, so the pressure stays at N for the whole run. Meanwhile 20 valid P0s are sent one after
+another (host_client, one attempt, 5 s timeout) and timed from connect to answer.
+
+Targets, each in its own process: the emulator (`python -m emulator --headless`), the board's server on CPython
+(tests/board_cpython.py: microdot + the firmware + the fakes) and on the MicroPython Unix port (tests/unixport.py,
+when installed). All traffic stays on 127.0.0.1. The file-descriptor limit is raised to what N needs.
+Run: .venv/bin/python bench/bench_slowclients.py [--conns N] [--p0 20] [--targets emulator,board-cpython,board-unix]
+"""
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import unixport  # noqa: E402
+
+from host_client import AlarmClient, preset  # noqa: E402
+
+
+def raise_fd_limit(need):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = need if hard == resource.RLIM_INFINITY else min(hard, need)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def wait_port(port, proc=None, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("target exited while starting")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("target did not listen on %d" % port)
+
+
+class Emulator:
+    name = "emulator (asyncio front)"
+
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench-slow-emu-")
+        self.port = unixport.free_port()
+        env = dict(os.environ, XDG_CONFIG_HOME=self.tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
+        env.pop("SENTINEL_EMULATOR_CONFIG", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "emulator", "--headless", "--no-voice", "--no-persist",
+                                      "--port", str(self.port), "--run-for", "900"], cwd=ROOT, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+        for _ in range(100):
+            try:
+                with open(os.path.join(self.tmp, "gpu-sentinel", "emulator.json")) as f:
+                    cfg = json.load(f)
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        self.key_id, self.secret = cfg["key_id"], cfg["secret"]
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class BoardCPython:
+    name = "board server on CPython (microdot + firmware)"
+
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench-slow-board-")
+        self.port = unixport.free_port()
+        with open(os.path.join(self.tmp, "config.json"), "w") as f:
+            json.dump(unixport.config(http={"port": self.port}), f)
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "board_cpython.py"),
+                                      os.path.join(self.tmp, "config.json"), os.path.join(self.tmp, "state.json")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+        self.key_id, self.secret = unixport.KEY_ID, unixport.SECRET
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(2)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class BoardUnix:
+    name = "board on the MicroPython Unix port (default http.max_conn)"
+
+    def __enter__(self):
+        self.box = unixport.Box().start(wait=20)
+        self.port = self.box.port
+        self.key_id, self.secret = unixport.KEY_ID, unixport.SECRET
+        return self
+
+    def __exit__(self, *exc):
+        self.box.remove()
+
+
+class Attacker:
+    """N slow connections held open from an asyncio loop in a thread; reopened 50 ms after the terminal closes one."""
+
+    def __init__(self, port, n):
+        self.port = port
+        self.n = n
+        self.open = 0
+        self.opened = 0
+        self.closed_by_peer = 0
+        self.failed_connects = 0
+        self._stop = None
+        self._loop = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _run(self):
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._loop.run_until_complete(self._main())
+        self._loop.close()
+
+    async def _main(self):
+        tasks = [asyncio.ensure_future(self._keep(i % 3)) for i in range(self.n)]
+        await self._stop.wait()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _keep(self, kind):
+        await asyncio.sleep(kind * 0.01)
+        while True:
+            try:
+                r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), 5)
+            except (OSError, asyncio.TimeoutError):
+                self.failed_connects += 1
+                await asyncio.sleep(0.05)
+                continue
+            self.open += 1
+            self.opened += 1
+            try:
+                if kind == 1:  # dripping: a request head, one byte a second
+                    head = b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    reading = asyncio.ensure_future(r.read(1))
+                    for b in head:
+                        w.write(bytes([b]))
+                        await w.drain()
+                        done, _ = await asyncio.wait([reading], timeout=1.0)
+                        if done:
+                            break
+                    await reading
+                else:
+                    if kind == 2:  # lying: Content-Length 2000, ten bytes sent
+                        w.write(b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: 2000\r\n\r\n0123456789")
+                        await w.drain()
+                    await r.read(1)  # idle until the terminal closes it
+                self.closed_by_peer += 1
+            except (OSError, asyncio.IncompleteReadError):
+                self.closed_by_peer += 1
+            finally:
+                self.open -= 1
+                w.close()
+            await asyncio.sleep(0.05)
+
+    def stop(self):
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+
+def run_target(target_cls, conns, p0s):
+    with target_cls() as t:
+        att = Attacker(t.port, conns).start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and att.opened < conns:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        client = AlarmClient("http://127.0.0.1:%d" % t.port, t.key_id, t.secret, timeout=5, retries=0)
+        lat, errors, held = [], [], []
+        for i in range(p0s):
+            held.append(att.open)
+            t0 = time.perf_counter()
+            try:
+                ack = client.send(preset("p0", "XID 79 on gpu-node-%03d under a slow-client attack" % i,
+                                         key="A03:gpu-node-%03d:XID" % i))
+                if ack.status != 200:
+                    errors.append("status %d" % ack.status)
+                lat.append(time.perf_counter() - t0)
+            except Exception as e:  # noqa: BLE001 - counted and printed
+                errors.append("%s: %s" % (type(e).__name__, e))
+                lat.append(time.perf_counter() - t0)
+            time.sleep(0.3)
+        att.stop()
+        return t.name, lat, errors, held, att
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--conns", type=int, default=1000)
+    p.add_argument("--p0", type=int, default=20)
+    p.add_argument("--targets", default="emulator,board-cpython,board-unix")
+    a = p.parse_args(argv)
+    limit = raise_fd_limit(a.conns * 2 + 256)
+    print("slow-client bench: %d held connections (1/3 idle, 1/3 dripping 1 B/s, 1/3 Content-Length lies), "
+          "%d valid P0s; fd limit %d" % (a.conns, a.p0, limit))
+    targets = {"emulator": Emulator, "board-cpython": BoardCPython, "board-unix": BoardUnix}
+    ok = True
+    for name in a.targets.split(","):
+        if name == "board-unix" and unixport.unavailable():
+            print("  %-58s skipped: %s" % (BoardUnix.name, unixport.unavailable()))
+            continue
+        tname, lat, errors, held, att = run_target(targets[name], a.conns, a.p0)
+        ms = [x * 1000 for x in lat]
+        good = not errors and max(ms) < 1000
+        ok = ok and good
+        print("  %-58s P0 p50 %6.1f ms  max %6.1f ms  (%d/%d accepted; held %d-%d open while sending; "
+              "%d reconnects, %d connects failed) %s"
+              % (tname, statistics.median(ms), max(ms), len(lat) - len(errors), len(lat), min(held), max(held),
+                 att.opened - a.conns, att.failed_connects, "ok" if good else "OVER TARGET"))
+        for e in errors[:3]:
+            print("      error: %s" % e)
+    print("target: every P0 accepted, max < 1000 ms")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
