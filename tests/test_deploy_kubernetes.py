@@ -135,8 +135,10 @@ def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_pat
     raw = tomllib.loads(config_text("sentinel-gateway-config", "gateway.toml"))
     secret = obj("Secret", "sentinel-gateway-secrets")
     env = {k: "s" * 32 for k in secret["stringData"]}
-    cfg = Config.from_dict(raw, env=env)     # every secret_env the file names is a key of the Secret
-    assert {t.secret.source for t in cfg.terminals.values()} == {"env %s" % k for k in secret["stringData"]}
+    cfg = Config.from_dict(raw, env=env)     # every secret_env / token_env the file names is a key of the Secret
+    assert {t.secret.source for t in cfg.terminals.values()} | {t.source for t in cfg.ingest_tokens} == {
+        "env %s" % k for k in secret["stringData"]}
+    assert cfg.ingest_tokens, "the shipped Alertmanager receiver sends a bearer token: the gateway must want it"
     dep = obj("Deployment", "sentinel-gateway")
     c = container(dep, "gateway")
     assert [e["secretRef"]["name"] for e in c["envFrom"]] == ["sentinel-gateway-secrets"]
@@ -188,6 +190,11 @@ def test_probe_daemonset_runs_the_probe_cli_with_what_its_config_needs(monkeypat
     assert vols[mounts[cfg_dir]["name"]]["configMap"]["name"] == "sentinel-probe-config"
     raw = tomllib.loads(config_text("sentinel-probe-config", key))
     cfg = pconfig.build(raw)       # the probe's own loader: unknown keys and bad values are errors
+    # the gateway's ingest token: the one key of the gateway's Secret the probe gets, under its [sender] token_env
+    tok = env[cfg["sender"]["token_env"]]["valueFrom"]["secretKeyRef"]
+    assert tok["name"] == "sentinel-gateway-secrets" and tok["key"] in obj("Secret", "sentinel-gateway-secrets")[
+        "stringData"]
+    assert "envFrom" not in c, "the probe must not get the terminals' secrets"
 
     def host_path(mount_path):
         return vols[mounts[mount_path]["name"]]["hostPath"]["path"]

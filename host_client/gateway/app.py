@@ -11,7 +11,7 @@ from .ingest import BodyError, decode_body
 from .service import Gateway
 
 EXT = "sentinel_gateway"
-_REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 413: "Payload Too Large",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 405: "Method Not Allowed", 413: "Payload Too Large",
             422: "Unprocessable Entity", 503: "Service Unavailable"}
 
 
@@ -54,6 +54,10 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
                 "/api/v1/grafana": ("grafana", lambda body: gw.alertmanager(body, source="grafana"))}
 
     def ingest(source, handle, environ):
+        if gw.auth_required:
+            denied = gw.check_auth(source, environ.get("HTTP_AUTHORIZATION"))
+            if denied is not None:
+                return denied
         try:
             n = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -79,6 +83,8 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(out)))]
         if status == 405:
             headers.append(("Allow", "POST"))
+        elif status == 401:
+            headers.append(("WWW-Authenticate", 'Bearer realm="sentinel-gateway"'))
         start_response("%d %s" % (status, _REASONS.get(status, "Error")), headers)
         return [out]
 

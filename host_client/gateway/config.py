@@ -90,6 +90,7 @@ _SECTIONS = {
                      "host_labels", "debounce", "resolved_hold_s"},
     "routing": {"default"},
     "templates": {"zh", "en"},
+    "ingest": {"token_env", "token_file"},
     "terminals": None,
     "routes": None,
 }
@@ -180,6 +181,8 @@ class Config:
         # at least Alertmanager's --cluster.peer-timeout (15 s) x peers + group_interval (5 m): docs/GATEWAY.md
         self.resolved_hold_s = 900.0
         self.templates = {}
+        # bearer tokens the ingest endpoints require ([ingest] token_env / token_file); empty: ingest is open
+        self.ingest_tokens: list[Secret] = []
         self.terminals: dict[str, Terminal] = {}
         self.routes: list[Route] = []
         self.default_terminals: list[str] = []
@@ -295,6 +298,7 @@ class Config:
             raise ConfigError("[terminals.NAME] tables name the terminals")
         for name, t in terms.items():
             c.terminals[name] = _terminal(name, t, env, base_dir)
+        c.ingest_tokens = _ingest_tokens(d.get("ingest", {}), env, base_dir)
 
         routes = d.get("routes", [])
         if not isinstance(routes, list):
@@ -336,9 +340,57 @@ class Config:
                 "debounce_window_s": self.debounce_window, "grouping": self.grouping, "group_by": self.group_by,
                 "group_window_s": self.group_window, "cluster_threshold": self.cluster_threshold,
                 "state_dir": self.state_dir,
+                "ingest_auth": ("bearer token required (%d token(s): %s)"
+                                % (len(self.ingest_tokens), ", ".join(t.source for t in self.ingest_tokens))
+                                if self.ingest_tokens else "off (ingest endpoints are unauthenticated)"),
                 "terminals": [t.describe() for t in self.terminals.values()],
                 "routes": [{"racks": r.racks, "labels": r.labels, "terminals": r.terminals} for r in self.routes],
                 "default": self.default_terminals}
+
+
+# A bearer token is RFC 6750's b64token; a shorter one than this is guessable
+_TOKEN_RE = re.compile(rb"[A-Za-z0-9._~+/-]+=*\Z")
+MIN_TOKEN = 16
+
+
+def _names(d, key, where):
+    v = d.get(key, [])
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise ConfigError("%s.%s must be a name or a list of names" % (where, key))
+    return v
+
+
+def _ingest_tokens(d, env, base_dir) -> list:
+    """[ingest] token_env / token_file: the bearer tokens the ingest endpoints accept (any one of them: two during
+    a rotation). Errors name the variable or file, never its content."""
+    out = []
+    for name in _names(d, "token_env", "ingest"):
+        v = env.get(name)
+        if not v:
+            raise ConfigError("ingest.token_env: environment variable %s is not set or empty" % name)
+        out.append(_token(v.encode("utf-8").strip(), "env %s" % name))
+    for f in _names(d, "token_file", "ingest"):
+        path = os.path.join(base_dir, f)
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError as e:
+            raise ConfigError("ingest.token_file: cannot read %s: %s" % (path, e.strerror)) from None
+        raw = raw.strip()
+        if not raw:
+            raise ConfigError("ingest.token_file: %s is empty" % path)
+        out.append(_token(raw, "file %s" % path))
+    return out
+
+
+def _token(raw: bytes, source: str) -> Secret:
+    if len(raw) < MIN_TOKEN or not _TOKEN_RE.match(raw):
+        raise ConfigError("ingest token from %s must be at least %d characters of A-Z a-z 0-9 . _ ~ + / - (a bearer "
+                          "token; e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+                          % (source, MIN_TOKEN))
+    return Secret(raw, source)
 
 
 def _terminal(name, t, env, base_dir) -> Terminal:

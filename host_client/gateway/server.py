@@ -31,10 +31,12 @@ log = logging.getLogger("sentinel.gateway")
 
 MAX_HEAD = 16384
 IDLE_S = 60.0
-_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            405: "Method Not Allowed",
             411: "Length Required", 413: "Payload Too Large", 422: "Unprocessable Entity",
             431: "Request Header Fields Too Large", 503: "Service Unavailable"}
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode   # built once, not per answer
+WWW_AUTH = b'WWW-Authenticate: Bearer realm="sentinel-gateway"\r\n'
 _STATUS_LINE = {code: ("HTTP/1.1 %d %s\r\n" % (code, reason)).encode() for code, reason in _REASONS.items()}
 
 
@@ -107,7 +109,20 @@ class _Conn(asyncio.Protocol):
             else:
                 close = "\r\nconnection: close" in low
             expect = "\r\nexpect: 100-continue" in low
+            auth = None
+            if self.front.auth:
+                i = low.find("\r\nauthorization:")
+                if i >= 0:
+                    j = low.find("\r\n", i + 16)
+                    auth = head[i + 16:j if j >= 0 else len(head)].strip()
             if length > self.front.max_body:
+                src = self.front.source_of(target)
+                if src is not None and self.front.auth:
+                    denied = self.front.gw.check_auth(src, auth)
+                    if denied is not None:
+                        self.buf.clear()
+                        self.answer(denied[0], denied[1], close=True, extra=WWW_AUTH)
+                        return
                 self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % self.front.max_body,
                            source=self.front.source_of(target))
                 return
@@ -118,7 +133,7 @@ class _Conn(asyncio.Protocol):
                 return
             body = bytes(buf[end + 4:total])
             del buf[:total]
-            self.front.handle(self, method=method, path=target.split("?", 1)[0], body=body, close=close)
+            self.front.handle(self, method=method, path=target.split("?", 1)[0], body=body, close=close, auth=auth)
 
     def answer(self, status, payload, *, close=False, ctype=b"application/json", extra=b""):
         if self.closing:
@@ -166,6 +181,7 @@ class IngestFront:
         self.gw = gw
         self.cfg = config
         self.max_body = config.max_body
+        self.auth = gw.auth_required      # the ingest endpoints require a bearer token ([ingest], config.py)
         self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 2)))
         self.loops = []
         self.port = None
@@ -179,7 +195,7 @@ class IngestFront:
 
     # ---- requests -----------------------------------------------------------------------------------------
 
-    def handle(self, conn, *, method, path, body, close):
+    def handle(self, conn, *, method, path, body, close, auth=None):
         h = self.ingest.get(path)
         if h is not None:
             if method != "POST":
@@ -187,6 +203,11 @@ class IngestFront:
                             extra=b"Allow: POST\r\n")
                 return
             source, fn = h
+            if self.auth:
+                denied = self.gw.check_auth(source, auth)
+                if denied is not None:
+                    conn.answer(denied[0], denied[1], close=close, extra=WWW_AUTH)
+                    return
             try:
                 obj = decode_body(body)
             except BodyError as e:

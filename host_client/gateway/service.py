@@ -5,6 +5,8 @@ Independent of the web framework (app.py puts flask in front of it), so tests an
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -85,6 +87,9 @@ class Gateway:
         # new ident (key@bucket#n) and is not taken for a copy of the first by the terminal
         self._refire = {}
         self.id_window = config.debounce_window if config.debounce_window >= 1 else 120.0
+        # ingest auth: SHA-256 of each accepted token, compared in constant time (equal lengths, compare_digest)
+        self._token_digests = [hashlib.sha256(t.reveal()).digest() for t in getattr(config, "ingest_tokens", [])]
+        self.auth_required = bool(self._token_digests)
         self.lanes = {}
         self.workers = {}
         self.persisters = {}
@@ -156,6 +161,27 @@ class Gateway:
             self._count(self.rejected, (source, err.code))
         log_event("event_rejected", logging.INFO, source=source, code=err.code, message=str(err))
         return err.status, {"ok": False, "error": err.code, "message": str(err)}
+
+    def check_auth(self, source, header):
+        """None when the request may ingest: no token is configured, or its Authorization header is
+        "Bearer <one of the tokens>". Else (401, answer), counted as a rejection. Neither the token sent nor the
+        ones configured ever reach an answer or a log line."""
+        if not self._token_digests:
+            return None
+        if not header:
+            return self.refuse(source, 401, "auth_required", "this gateway's ingest requires an Authorization: "
+                               "Bearer <token> header ([ingest] token_env / token_file)")
+        scheme, _, cred = header.strip().partition(" ")
+        cred = cred.strip()
+        if scheme.lower() != "bearer" or not cred:
+            return self.refuse(source, 401, "auth_scheme", "the Authorization header must be Bearer <token>")
+        d = hashlib.sha256(cred.encode("utf-8", "surrogateescape")).digest()
+        ok = False
+        for t in self._token_digests:     # every token compared: the time does not say which one matched
+            ok |= hmac.compare_digest(d, t)
+        if not ok:
+            return self.refuse(source, 401, "auth_invalid", "the bearer token is not one this gateway accepts")
+        return None
 
     def persist_broken(self):
         """The reason no new event can be taken durably now (a persister whose last save failed), or None."""

@@ -83,13 +83,18 @@ def main(argv=None):
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = _load_config(args)
+        if not args.once:
+            config_mod.ingest_token(cfg)   # a named token that cannot be read stops here, naming it, not later
     except config_mod.ConfigError as e:
         print("sentinel-probe: configuration error: %s" % e, file=sys.stderr)
         return 2
     if args.check_config:
-        print("configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s)" % (
-            cfg["node"]["rack"], cfg["node"]["host"], cfg["node"]["gateway"] or "(none)", cfg["gpu"]["source"],
-            cfg["xid"]["source"], len(cfg["nccl"]["logs"])))
+        tok = ("env " + cfg["sender"]["token_env"] if cfg["sender"]["token_env"] else
+               "file " + cfg["sender"]["token_file"] if cfg["sender"]["token_file"] else "none")
+        print("configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s), "
+              "ingest token %s" % (
+                  cfg["node"]["rack"], cfg["node"]["host"], cfg["node"]["gateway"] or "(none)", cfg["gpu"]["source"],
+                  cfg["xid"]["source"], len(cfg["nccl"]["logs"]), tok))
         return 0
     if args.once:
         return run_once(cfg, as_json=args.json)

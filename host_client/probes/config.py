@@ -30,7 +30,7 @@ DEFAULTS = {
                  "ceiling_s": 900.0, "warmup": 3, "window": 32, "first_step_s": 300.0, "early_floor_s": 60.0,
                  "dead_clear_s": 300.0},
     "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0, "batch_max": 100,
-               "batch_bytes": 60000},
+               "batch_bytes": 60000, "token_env": "", "token_file": ""},
     "status": {"listen": "127.0.0.1:9410"},
 }
 
@@ -104,6 +104,8 @@ def build(raw):
                           % cfg["sender"]["batch_max"])
     if cfg["sender"]["batch_bytes"] < 1024:
         raise ConfigError("[sender] batch_bytes must be >= 1024 (keep it under the gateway's max_body, 65536)")
+    if cfg["sender"]["token_env"] and cfg["sender"]["token_file"]:
+        raise ConfigError("[sender] set token_env or token_file, not both")
     listen = cfg["status"]["listen"]
     if listen and (":" not in listen or not listen.rsplit(":", 1)[1].isdigit()):
         raise ConfigError("[status] listen must be host:port or empty, got %r" % listen)
@@ -114,6 +116,31 @@ def build(raw):
     except ValueError as e:
         raise ConfigError(str(e)) from e
     return cfg
+
+
+def ingest_token(cfg, env=None):
+    """The bearer token the gateway's ingest wants ([sender] token_env or token_file; its [ingest] section), or
+    None. Errors name the variable or file, never the token."""
+    import os
+
+    s = cfg["sender"]
+    env = os.environ if env is None else env
+    if s["token_env"]:
+        v = (env.get(s["token_env"]) or "").strip()
+        if not v:
+            raise ConfigError("[sender] token_env: environment variable %s is not set or empty" % s["token_env"])
+        return v
+    if s["token_file"]:
+        try:
+            with open(s["token_file"], encoding="utf-8") as f:
+                v = f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError("[sender] token_file: cannot read %s: %s" % (s["token_file"],
+                                                                         getattr(e, "strerror", None) or e)) from None
+        if not v:
+            raise ConfigError("[sender] token_file: %s is empty" % s["token_file"])
+        return v
+    return None
 
 
 def load(path):

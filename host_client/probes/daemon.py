@@ -97,7 +97,7 @@ class Daemon:
             self.sender = Sender(gateway_url(cfg["node"]["gateway"]), capacity=s["capacity"],
                                  timeout_s=s["timeout_s"], backoff_min_s=s["backoff_min_s"],
                                  backoff_max_s=s["backoff_max_s"], batch_max=s["batch_max"],
-                                 batch_bytes=s["batch_bytes"])
+                                 batch_bytes=s["batch_bytes"], token=config_mod.ingest_token(cfg))
         self.sender.start()
         self._start_xid()
         for path in cfg["nccl"]["logs"]:

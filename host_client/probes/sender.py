@@ -28,10 +28,13 @@ from . import events
 log = logging.getLogger("sentinel.probe")
 
 
-def _http_post(url, data, timeout):
-    """Returns (status, body bytes): the body carries the gateway's reason for a refusal."""
-    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json",
-                                                                        "User-Agent": "sentinel-probe/1"})
+def _http_post(url, data, timeout, token=None):
+    """Returns (status, body bytes): the body carries the gateway's reason for a refusal. token: the gateway's
+    ingest bearer token (its [ingest] section), sent as Authorization: Bearer."""
+    headers = {"Content-Type": "application/json", "User-Agent": "sentinel-probe/1"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read(65536)
@@ -54,7 +57,7 @@ def _reason(body):
 
 class Sender:
     def __init__(self, url, *, capacity=1000, timeout_s=2.0, backoff_min_s=0.2, backoff_max_s=30.0, post=None,
-                 batch_max=100, batch_bytes=60000):
+                 batch_max=100, batch_bytes=60000, token=None):
         if not url.startswith(("http://", "https://")):
             raise ValueError("gateway URL must start with http:// or https://")
         if int(capacity) < 1:
@@ -68,7 +71,10 @@ class Sender:
         self.backoff_max_s = float(backoff_max_s)
         self.batch_max = int(batch_max)
         self.batch_bytes = int(batch_bytes)
-        self._post = post or _http_post
+        if post is None:
+            def post(url, data, timeout, _token=token):
+                return _http_post(url, data, timeout, _token)
+        self._post = post
         self._q = deque()   # (queued_at, event, encoded body or None)
         self._cv = threading.Condition()
         self._stop = False
@@ -155,10 +161,14 @@ class Sender:
                 if isinstance(status, tuple):
                     status, body = status
                 err = None if 200 <= status < 300 else "HTTP %d" % status
+                if status in (401, 403):
+                    # the gateway refuses our ingest token ([sender] token_env/token_file vs its [ingest]): a
+                    # configuration to fix, not an event to drop; kept queued and retried like an outage
+                    err = "HTTP %d (%s)" % (status, _reason(body))
             except Exception as e:  # URLError, timeout, connection reset: the gateway is unreachable
                 status, err = None, "%s: %s" % (type(e).__name__, e)
             self.requests += 1
-            if err is None or (status is not None and 400 <= status < 500 and status != 429):
+            if err is None or (status is not None and 400 <= status < 500 and status not in (401, 403, 429)):
                 if err is not None and len(batch) > 1:
                     # The gateway refused the array as a whole (too large for it, or it takes single events
                     # only): say so once, then send these one per request so each is judged on its own.
