@@ -167,6 +167,7 @@ class Attacker:
                 if kind == 1:  # dripping: a request head, one byte a second
                     head = b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     reading = asyncio.ensure_future(r.read(1))
+                    reading.add_done_callback(lambda t: t.cancelled() or t.exception())  # a reset is expected
                     for b in head:
                         w.write(bytes([b]))
                         await w.drain()

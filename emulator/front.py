@@ -270,6 +270,8 @@ class Front:
             return status, None, refusal_bytes(code, message), False
         except _Timeout:
             self.stats["timeouts"] += 1
+            if not conn.received:  # not one whole line: closed, no answer to write (a thousand may expire at once)
+                raise ConnectionError("idle past the head deadline") from None
             return 408, None, refusal_bytes("timeout", "the request did not arrive in time (head %.0f s, body %.0f s)"
                                             % (self.head_timeout, self.body_timeout)), False
         conn.phase = _APP

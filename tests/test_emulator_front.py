@@ -55,7 +55,8 @@ def test_a_drip_is_cut_at_the_head_deadline():
         s = socket.create_connection(("127.0.0.1", f.port), 5)
         t0 = time.monotonic()
         out = b""
-        for b in b"GET /x HTTP/1.1\r\nHost: t\r\n":
+        s.sendall(b"GET /x HTTP/1.1\r\n")  # a whole request line, then the headers a byte at a time
+        for b in b"Host: terminal\r\nX-Slow: 1\r\n":
             try:
                 s.sendall(bytes([b]))
             except OSError:
@@ -76,5 +77,11 @@ def test_a_drip_is_cut_at_the_head_deadline():
         s.close()
         assert out.startswith(b"HTTP/1.1 408") and b'"timeout"' in out
         assert time.monotonic() - t0 < 4
+        # Not one whole line by the deadline: closed without an answer.
+        s = socket.create_connection(("127.0.0.1", f.port), 5)
+        s.sendall(b"GET /x")
+        s.settimeout(5)
+        assert s.recv(4096) == b""
+        s.close()
     finally:
         f.stop()
