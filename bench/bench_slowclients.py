@@ -30,6 +30,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import unixport  # noqa: E402
+from board_cpython import Board  # noqa: E402
 
 from host_client import AlarmClient, preset  # noqa: E402
 
@@ -85,27 +86,11 @@ class Emulator:
             self.proc.kill()
 
 
-class BoardCPython:
+class BoardCPython(Board):
     name = "board server on CPython (microdot + firmware)"
 
-    def __enter__(self):
-        self.tmp = tempfile.mkdtemp(prefix="bench-slow-board-")
-        self.port = unixport.free_port()
-        with open(os.path.join(self.tmp, "config.json"), "w") as f:
-            json.dump(unixport.config(http={"port": self.port}), f)
-        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "board_cpython.py"),
-                                      os.path.join(self.tmp, "config.json"), os.path.join(self.tmp, "state.json")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(self.port, self.proc)
-        self.key_id, self.secret = unixport.KEY_ID, unixport.SECRET
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(2)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+    def __init__(self):
+        super().__init__(tempfile.mkdtemp(prefix="bench-slow-board-"))
 
 
 class BoardUnix:

@@ -1,12 +1,8 @@
 """The hostile corpus (tests/vectors/hostile.json) over real TCP: the same status and error code from the emulator,
 from the board's own server on CPython (microdot + the firmware + the fakes) and on the MicroPython Unix port; no
 3xx and no 5xx for any of it."""
-import json
 import os
-import socket
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -14,6 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hostile  # noqa: E402
 import unixport  # noqa: E402
+from board_cpython import Board  # noqa: E402
 
 CASES = hostile.load()
 
@@ -37,51 +34,8 @@ def test_corpus_on_the_emulator(tmp_path):
     assert failures == []
 
 
-def _wait_listening(port, proc, log, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError("the board exited: " + open(log).read()[-2000:])
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("the board did not listen: " + open(log).read()[-2000:])
-
-
-class CPythonBoard:
-    """tests/board_cpython.py in a subprocess on a free loopback port."""
-
-    def __init__(self, tmp_path, **cfg):
-        self.port = unixport.free_port()
-        self.dir = str(tmp_path)
-        config = unixport.config(http={"port": self.port}, **cfg)
-        with open(os.path.join(self.dir, "config.json"), "w") as f:
-            json.dump(config, f)
-        self.log = os.path.join(self.dir, "board.log")
-        self.key_id, self.secret = unixport.KEY_ID, unixport.SECRET
-
-    def __enter__(self):
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "board_cpython.py"),
-                                          os.path.join(self.dir, "config.json"),
-                                          os.path.join(self.dir, "state.json")],
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        _wait_listening(self.port, self.proc, self.log)
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(2)
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
 def test_corpus_on_the_board_under_cpython(tmp_path):
-    with CPythonBoard(tmp_path) as b:
+    with Board(tmp_path) as b:
         failures = hostile.replay(CASES, "127.0.0.1", b.port, b.key_id, b.secret)
     assert failures == []
 
