@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from test_gateway_server import Fake  # the terminal stand-in that records alarms
 
 from host_client.errors import ConfigError
 from host_client.gateway.app import create_app, gateway_of
@@ -34,23 +35,6 @@ AM_BODY = {"version": "4", "status": "firing", "receiver": "sentinel", "groupKey
                        "endsAt": "0001-01-01T00:00:00Z", "fingerprint": "a1b2c3d4e5f60718"}]}
 GRAFANA_BODY = dict(AM_BODY, version="1")
 ENDPOINTS = [("/api/v1/gpu_event", EV), ("/api/v1/alertmanager", AM_BODY), ("/api/v1/grafana", GRAFANA_BODY)]
-
-
-class Fake:
-    url = "http://fake"
-
-    def __init__(self):
-        self.sent = []
-
-    def send(self, alarm):
-        self.sent.append(alarm)
-
-        class A:
-            duplicate = False
-        return A()
-
-    def heartbeat(self, interval=None):
-        pass
 
 
 def config(tmp_path, **ingest):
