@@ -6,7 +6,7 @@
 #   request-line = method SP target SP "HTTP/" DIGIT "." DIGIT CRLF    (LF alone is taken for CRLF)
 #   header-line  = name ":" OWS value OWS CRLF
 #   method       = 1..16 capital letters A-Z (case-sensitive: "post" is not POST)
-#   name         = 1..32 token characters (RFC 9110: letters, digits, !#$%&'*+-.^_`|~)
+#   name         = 1..MAX_NAME (64) token characters (RFC 9110: letters, digits, !#$%&'*+-.^_`|~)
 #   target       = "/" then visible ASCII
 #   value        = visible ASCII, SP and HTAB; OWS = SP / HTAB
 # 400 bad_request: a line over MAX_LINE bytes or cut short, more than MAX_HEADERS headers, a name given twice, any
@@ -15,6 +15,7 @@
 # by Content-Length only).
 MAX_LINE = 1024  # the board's connection loop reads lines up to this too (sentinel_fw.server)
 MAX_HEADERS = 32
+MAX_NAME = 64  # Prometheus sends X-Prometheus-Scrape-Timeout-Seconds (35) with every scrape
 _TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -59,7 +60,7 @@ async def read(readline, max_body, headers):
         if n == 0:
             break
         c = line.find(b":")
-        if not 0 < c <= 32 or c > n or len(seen) >= MAX_HEADERS:
+        if not 0 < c <= MAX_NAME or c > n or len(seen) >= MAX_HEADERS:
             raise bad
         for k in range(c):
             if line[k] not in _TCHAR:
