@@ -36,8 +36,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 mpy-test: $(STAMP)
-	node tests/mpy/run.mjs
-	node tests/mpy/run.mjs --suite firmware
+	node --single-threaded tests/mpy/run.mjs
+	node --single-threaded tests/mpy/run.mjs --suite firmware
 
 pytest: $(STAMP)
 	$(VENV)/bin/pytest -q

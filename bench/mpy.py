@@ -20,7 +20,8 @@ def node_binary():
 
 def run_micropython(code, firmware=False, timeout=300):
     # --expose-gc: the firmware bench runs JavaScript's collector so the port's proxies don't count as Python heap.
-    cmd = [node_binary(), "--expose-gc", os.path.join(ROOT, "tests", "mpy", "exec.mjs")]
+    # --single-threaded: no V8 background jobs, whose deadlock with process.exit has hung node at exit (run-tests.sh).
+    cmd = [node_binary(), "--expose-gc", "--single-threaded", os.path.join(ROOT, "tests", "mpy", "exec.mjs")]
     if firmware:
         cmd.append("--firmware")
     r = subprocess.run(cmd, input=code, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
