@@ -14,7 +14,8 @@ def _node():
 
 
 def test_firmware_suite_under_micropython():
-    r = subprocess.run([_node(), "--single-threaded", os.path.join(ROOT, "tests", "mpy", "run.mjs"), "--suite", "firmware"],
+    runner = os.path.join(ROOT, "tests", "mpy", "run.mjs")
+    r = subprocess.run([_node(), "--single-threaded", runner, "--suite", "firmware"],
                        capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed, 0 failed" in r.stdout
