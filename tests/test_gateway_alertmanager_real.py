@@ -15,6 +15,7 @@ AM = "/usr/bin/prometheus-alertmanager"
 if not os.path.exists(AM):
     pytest.skip("%s is not installed (tools/install-system-deps.sh installs it)" % AM, allow_module_level=True)
 
+from deploy_live import stop  # noqa: E402  (SIGTERM, then SIGKILL after 10 s)
 from test_gateway_e2e import GatewayServer, gw_config  # noqa: E402
 
 from emulator.harness import Harness  # noqa: E402
@@ -97,9 +98,5 @@ def test_real_alertmanager_firing_lights_resolved_turns_green(tmp_path):
             assert 'sentinel_gateway_events_total{source="alertmanager",type="firing"}' in m
             assert 'sentinel_gateway_events_total{source="alertmanager",type="resolved"}' in m
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
             g.close()

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from deploy_live import stop  # SIGTERM, then SIGKILL after 10 s
 from test_gateway_server import Fake  # the terminal stand-in that records alarms
 
 from host_client.errors import ConfigError
@@ -293,9 +294,5 @@ def test_real_alertmanager_with_http_config_authorization(tmp_path):
         assert not any("GPU 1" in str(a.text) for a in fake.sent)
         assert s.gw.rejected.get(("alertmanager", "auth_required"), 0) >= 1
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         s.close()
