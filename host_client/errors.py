@@ -5,11 +5,19 @@
     │                             gateway's, the probe's and the emulator's config files (also a ValueError)
     ├── TransportError            no answer: connection refused, reset, timed out (retried)
     ├── ServerError               5xx or 429 still failing after the retries
-    └── RefusedError              the terminal answered 4xx: never retried, the request itself is wrong
-        └── AuthError             401: unknown key, bad signature, stale timestamp (check clock and secret)
+    ├── RefusedError              the terminal answered 4xx: never retried, the request itself is wrong
+    │   └── AuthError             401: unknown key, bad signature, stale timestamp (check clock and secret)
+    ├── EventError                the gateway: a GPU event or Alertmanager body it refuses (code, status; also a
+    │                             ValueError): host_client.gateway.events
+    ├── BodyError                 the gateway: an ingest body that is not strict JSON, too deep or not encodable
+    │                             (also a ValueError): host_client.gateway.ingest
+    └── SourceError               the probe: no GPU source usable at all (no NVML, no nvidia-smi, unreadable replay
+                                  file): host_client.probes.gpu_source
 
 host_client.gateway.config.ConfigError, host_client.probes.config.ConfigError and emulator.config.ConfigError are
-this ConfigError, so `except host_client.ConfigError` catches a bad configuration wherever it was read. (The
+this ConfigError, so `except host_client.ConfigError` catches a bad configuration wherever it was read. EventError,
+BodyError and SourceError are defined where they are raised (the client does not import the gateway or the probes);
+tests/test_client.py walks every host_client module and checks that each public exception class is in this tree. (The
 board's firmware has its own small ConfigError: it runs on MicroPython, without host_client.)
 """
 

@@ -199,3 +199,32 @@ def test_one_config_error_on_the_host_side():
 
     assert gateway_error is probes_error is emulator_error is ConfigError
     assert issubclass(ConfigError, SentinelError) and issubclass(ConfigError, ValueError)
+
+
+def test_every_public_exception_of_host_client_is_in_the_tree():
+    # One except catches whatever any part of the host side raises on purpose: walk every module of the package
+    # (the gateway's and the probes' too) and check each public exception class it defines.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import host_client
+    from host_client.errors import SentinelError
+
+    found = {}
+    for info in pkgutil.walk_packages(host_client.__path__, "host_client."):
+        mod = importlib.import_module(info.name)
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name \
+                    and not name.startswith("_"):
+                found[info.name + "." + name] = obj
+    outside = sorted(k for k, cls in found.items() if not issubclass(cls, SentinelError))
+    assert outside == []
+    # The walk really reached the gateway and the probes (an import error would have failed it above).
+    for name in ("host_client.gateway.events.EventError", "host_client.gateway.ingest.BodyError",
+                 "host_client.probes.gpu_source.SourceError", "host_client.errors.AuthError"):
+        assert name in found
+    # Their old bases stay: code that caught ValueError still does.
+    from host_client.gateway.events import EventError
+    from host_client.gateway.ingest import BodyError
+    assert issubclass(EventError, ValueError) and issubclass(BodyError, ValueError)

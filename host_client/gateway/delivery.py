@@ -82,10 +82,6 @@ class RfcCompatTransport:
         return r
 
 
-class DeadLetter(Exception):
-    """An alarm that no retry can deliver (it cannot be encoded or built into a request)."""
-
-
 class PendingStore:
     """One JSON file per terminal, replaced atomically (write, fsync, rename)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from host_client.errors import SentinelError
 from sentinel_core.alarm import NORMAL, P0, P1
 
 # The RFC's Go regexp `-[a-f0-9]{8,10}$`: RE2's `$` is end of text, Python's would also match before a final
@@ -141,7 +142,7 @@ OTHER_TYPE = "OTHER"
 MAX_DETAIL = 200
 
 
-class EventError(ValueError):
+class EventError(SentinelError, ValueError):
     """A request body that is not a valid event. code is machine-readable; str() is for humans."""
 
     def __init__(self, code: str, message: str, status: int = 422):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+from host_client.errors import SentinelError
+
 MAX_DEPTH = 32          # a probe event is depth 1, a batch 2, an Alertmanager notification 3
 # \uD800-\uDFFF escapes: the only way JSON text can carry a lone surrogate (raw UTF-8 cannot encode one)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
@@ -18,7 +20,9 @@ def _no_constant(name):
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
-class BodyError(ValueError):
+class BodyError(SentinelError, ValueError):
+    """A request body the gateway cannot read (status 400 or 422, code machine-readable)."""
+
     def __init__(self, status, code, message):
         super().__init__(message)
         self.status = status

@@ -25,6 +25,8 @@ import os
 import re
 import subprocess
 
+from host_client.errors import SentinelError
+
 from .xid import pci_key
 
 NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
@@ -35,7 +37,7 @@ LOST_ERRORS = ("NVMLError_GpuIsLost", "NVMLError_Unknown", "NVMLError_GpuNotFoun
 SMI_FILLS = ("gen", "width", "pstate", "temp", "util", "power_w")
 
 
-class SourceError(Exception):
+class SourceError(SentinelError):
     """The source cannot be used at all (no driver, no nvidia-smi, unreadable replay file)."""
 
 
