@@ -192,7 +192,7 @@ def bench_voice(repeat=3):
             for text in texts:
                 t0 = time.perf_counter()
                 runs = reading.runs(text)
-                synth.synth_runs(runs, path, voices, 170)
+                synth.synth_runs(runs, path, voices=voices, rate=170)
                 ms.append((time.perf_counter() - t0) * 1000)
                 audio_s.append(voice_mod.wav_seconds(path))
                 nruns.append(len(runs))

@@ -90,8 +90,9 @@ def prometheus_path(scrape_s, eval_s, group_wait, trials, timeout):
                                                                  group_wait=group_wait))
         procs.append(am)
         prom, prom_url = start_prometheus(tmp, prometheus_config(
-            tmp, scrape_s, eval_s, am_url.split("//")[1], [gw_url.split("//")[1]], [dcgm.address],
-            [emu_url.split("//")[1]]))
+            tmp, scrape_s=scrape_s, eval_s=eval_s, am_address=am_url.split("//")[1],
+            gateway_addresses=[gw_url.split("//")[1]], dcgm_addresses=[dcgm.address],
+            terminal_addresses=[emu_url.split("//")[1]]))
         procs.append(prom)
         # every target scraped at least twice, so the rules see the XID gauge at 0 before it changes
         end = time.monotonic() + 4 * scrape_s + 30

@@ -36,7 +36,7 @@ class Frame:
 
     __slots__ = ("seq", "t_ms", "now", "width", "height", "rgb", "display")
 
-    def __init__(self, seq, t_ms, now, width, height, rgb, display):
+    def __init__(self, *, seq, t_ms, now, width, height, rgb, display):
         self.seq = seq
         self.t_ms = t_ms
         self.now = now
@@ -60,7 +60,7 @@ class View:
 
     __slots__ = ("frame", "snapshot", "display", "voice", "button_pressed", "stamp")
 
-    def __init__(self, frame, snapshot, display, voice, button_pressed, stamp):
+    def __init__(self, *, frame, snapshot, display, voice, button_pressed, stamp):
         self.frame = frame
         self.snapshot = snapshot
         self.display = display
@@ -131,7 +131,7 @@ class Engine:
         renderer = Renderer(self.layout, brightness=cfg["brightness"], night_brightness=cfg["night_brightness"],
                             budget_ma=cfg["budget_ma"])
         button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
-        self.glue = ShellGlue(term_cfg, receiver, renderer, button, now)
+        self.glue = ShellGlue(term_cfg, receiver, renderer, button, now=now)
         self.config_error = self.glue.config_error
         if self.config_error:
             self.log("config: %s: the matrix shows config_error until it is fixed" % self.config_error)
@@ -142,14 +142,14 @@ class Engine:
         # The image as it reads on the mounted panel (a rotated panel swaps width and height).
         self.width = self.layout.cols
         self.height = self.layout.rows
-        self.glue.health("clock", True, now)    # the laptop's clock is NTP-synced by its OS
-        self.glue.health("network", True, now)  # it answers on loopback, so it is reachable
+        self.glue.health("clock", ok=True, now=now)  # the laptop's clock is NTP-synced by its OS
+        self.glue.health("network", ok=True, now=now)# it answers on loopback, so it is reachable
         if voice is not None:
             voice.on_done = self._voice_done
             if voice.mode != "off":
                 # Honest health: a voice nobody can hear (no audio device and no --wav-dir, no speech engine) is
                 # a speech fault, as a dead TTS chip is on the box; the status's emulator.voice says why.
-                self.glue.health("speech", bool(voice.audible), now)
+                self.glue.health("speech", ok=bool(voice.audible), now=now)
                 if not voice.audible:
                     self.log("voice: %s: the speech health flag is down" % voice.silent_reason)
         self._restore(now)
@@ -192,7 +192,7 @@ class Engine:
             raise p.result
         return p.result
 
-    def set_button(self, pressed):
+    def set_button(self, *, pressed):
         """The raw button level (window click, keyboard, tests). The core's Button debounces it."""
         self._inbox.put(("button", bool(pressed)))
 
@@ -213,9 +213,9 @@ class Engine:
 
     def press(self, hold_s=0.2):
         """Press and release the on-screen button (blocking for hold_s); a hold of 3 s or more is a long press."""
-        self.set_button(True)
+        self.set_button(pressed=True)
         time.sleep(hold_s)
-        self.set_button(False)
+        self.set_button(pressed=False)
 
     def step(self):
         """One turn of the engine thread's loop, for an engine that was not started (tests with a fake ticks
@@ -313,7 +313,7 @@ class Engine:
 
     def _apply_request(self, args, now):
         method, path, headers, body = args
-        result = self.receiver.handle(method, path, headers, body, int(now), True, False)
+        result = self.receiver.handle(method, path, headers, body, int(now), synced=True, commit=False)
         self.glue.request(result, now)  # PERSIST: the frame step saves it (at most once a second)
         return result
 
@@ -359,7 +359,8 @@ class Engine:
                 rgb[i:i + 3] = bytes(pixel(buf, x, y))
                 i += 3
         self._frame_seq += 1
-        frame = Frame(self._frame_seq, t_ms, now, self.width, self.height, bytes(rgb), display.to_dict())
+        frame = Frame(seq=self._frame_seq, t_ms=t_ms, now=now, width=self.width, height=self.height, rgb=bytes(rgb),
+                      display=display.to_dict())
         with self._frames_lock:
             self._frames.append(frame)
         self._publish(now, frame)
@@ -370,7 +371,8 @@ class Engine:
         voice = None
         if self.voice is not None:
             voice = self.voice.describe()
-        self._view = View(frame, snap, frame.display if frame else None, voice, self.button.pressed, now)
+        self._view = View(frame=frame, snapshot=snap, display=frame.display if frame else None, voice=voice,
+                          button_pressed=self.button.pressed, stamp=now)
 
     # -- persistence ------------------------------------------------------------------
     def _restore(self, now):

@@ -204,7 +204,7 @@ class Front:
         try:
             status, headers, body, head_only = await self._request(conn, reader, loop)
             conn.phase = _WRITING
-            await self._write(writer, status, headers, b"" if head_only else body, loop)
+            await self._write(writer, status, headers, b"" if head_only else body, loop=loop)
             self.stats["answered"] += 1
             answered = True
             # Lingering close: what the client sent beyond what was read (a body refused unread, bytes after the
@@ -275,13 +275,14 @@ class Front:
             return 408, None, refusal_bytes("timeout", "the request did not arrive in time (head %.0f s, body %.0f s)"
                                             % (self.head_timeout, self.body_timeout)), False
         conn.phase = _APP
-        q = target.find("?")
-        environ = self._environ(method, target, target if q < 0 else target[:q], "" if q < 0 else target[q + 1:],
-                                version, headers, body, conn)
+        environ = self._environ(conn, method, target, version=version, headers=headers, body=body)
         status, out_headers, out = await loop.run_in_executor(self._pool, self._call_app, environ)
         return status, out_headers, out, method == "HEAD"
 
-    def _environ(self, method, target, path, query, version, headers, body, conn):
+    def _environ(self, conn, method, target, *, version, headers, body):
+        q = target.find("?")
+        path = target if q < 0 else target[:q]
+        query = "" if q < 0 else target[q + 1:]
         env = {"REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": path,
                "QUERY_STRING": query, "SERVER_NAME": self.host, "SERVER_PORT": str(self.port),
                "SERVER_PROTOCOL": version, "REMOTE_ADDR": "", "wsgi.version": (1, 0),
@@ -321,7 +322,7 @@ class Front:
             return 500, None, refusal_bytes("internal", "internal error: %s" % type(e).__name__)
         return out.get("status", 500), out.get("headers"), body
 
-    async def _write(self, writer, status, headers, body, loop):
+    async def _write(self, writer, status, headers, body, *, loop):
         lines = ["HTTP/1.1 %d %s" % (status, _REASONS.get(status, "Status"))]
         have_type = False
         for k, v in headers or ():

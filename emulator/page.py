@@ -86,7 +86,7 @@ def view(engine):
                          "rgb": facts.screen_rgb(f.rgb).hex(), "panel": facts.panel(v)})
 
 
-def press(engine, token, headers, body, configured_host, act):
+def press(engine, token, headers, body, *, configured_host, act):
     """POST /ui/press {"press": "short" | "long" | "unmute"}. act(kind) applies it in the engine."""
     h = {str(k).lower(): v for k, v in headers.items()}
     host = h.get("host")

@@ -208,7 +208,7 @@ class _Pyttsx3Synth:
                              % ", ".join(candidates))
         return candidates[0]
 
-    def synth(self, text, lang, path, voices=None, rate=None):
+    def synth(self, text, lang, path, *, voices=None, rate=None):
         voice = (voices or self.voices).get(lang)
         with self.lock:
             self._synth_locked(text, voice, path, rate)
@@ -232,7 +232,7 @@ class _Pyttsx3Synth:
                 return
         raise RuntimeError("the speech engine wrote no audio")
 
-    def synth_runs(self, runs, path, voices=None, rate=None):
+    def synth_runs(self, runs, path, *, voices=None, rate=None):
         """Each Run with its language's voice, joined into one WAV with the runs' pauses. Returns the
         [(lang, voice, words)] spoken."""
         voices = voices or self.voices
@@ -535,14 +535,14 @@ class Voice:
             path = os.path.join(self._tmp, "utterance.wav")
         runs = reading.runs(rec.text) or [reading.Run(rec.lang, rec.text, 0.0, rec.text)]
         try:
-            rec.runs = synth.synth_runs(runs, path, self._voices, self.rate)
+            rec.runs = synth.synth_runs(runs, path, voices=self._voices, rate=self.rate)
         except RuntimeError as e:
             if len(runs) == 1:
                 raise
             # Runs that cannot be joined (another platform's engine writes other formats per voice): the whole
             # text by its language's voice, rather than nothing.
             self.log("voice: cannot join the runs of utterance %s (%s): one voice reads it all" % (rec.job_id, e))
-            v = synth.synth(rec.text, rec.lang, path, self._voices, self.rate)
+            v = synth.synth(rec.text, rec.lang, path, voices=self._voices, rate=self.rate)
             rec.runs = [(rec.lang, v, rec.text)]
         used = []
         for _lang, v, _t in rec.runs:

@@ -95,8 +95,8 @@ def create_app(cfg, engine=None):
     @app.route("/ui/press", methods=["POST"])
     def ui_press():
         body = request.stream.read(page.MAX_PRESS_BODY + 1)
-        return _raw(page.press(engine, ui_token, dict(request.headers.items()), body, cfg.get("host"),
-                               lambda kind: ui_act(engine, kind)))
+        return _raw(page.press(engine, ui_token, dict(request.headers.items()), body, configured_host=cfg.get("host"),
+                               act=lambda kind: ui_act(engine, kind)))
 
     @app.route("/api/v1/<path:rest>", methods=_ALL, provide_automatic_options=False)
     def core(rest):

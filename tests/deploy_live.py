@@ -224,7 +224,7 @@ class Sink:
         self.server.server_close()
 
 
-def prometheus_config(tmp, scrape_s, eval_s, am_address, gateway_addresses, dcgm_addresses, terminal_addresses,
+def prometheus_config(tmp, *, scrape_s, eval_s, am_address, gateway_addresses, dcgm_addresses, terminal_addresses,
                       probe_addresses=()):
     """deploy/prometheus/prometheus.yml as shipped (its jobs, relabelling and rule files), with this run's
     addresses and intervals. Returns the path of the config written into tmp."""

@@ -3,7 +3,7 @@ board's server on CPython (tests/board_cpython.py) or on the MicroPython Unix po
 format is in its own "format" entry and in docs/PROTOCOL.md ("Hostile corpus").
 
     from hostile import load, replay
-    failures = replay(load(), "127.0.0.1", port, key_id, secret)   # [] when every answer is the expected one
+    failures = replay(load(), "127.0.0.1", port, key_id=key_id, secret=secret)  # [] when all answer as expected
 """
 import json
 import os
@@ -82,7 +82,7 @@ def check(case, status, body):
     return None
 
 
-def replay(cases, host, port, key_id, secret, timeout=10.0):
+def replay(cases, host, port, *, key_id, secret, timeout=10.0):
     """Every case in order on one terminal; returns the list of mismatches (and of 3xx/5xx answers)."""
     failures = []
     for case in cases:

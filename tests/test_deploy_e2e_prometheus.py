@@ -69,8 +69,9 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
             tmp_path, gw_url, gw2_url, deadman.url, group_wait="1s", group_interval="1s"))
         procs.append(am)
         prom, prom_url = start_prometheus(tmp_path, prometheus_config(
-            tmp_path, 1, 1, am_url.split("//")[1], [gw_url.split("//")[1], dead], [dcgm.address],
-            [emu_url.split("//")[1]]), extra_args=["--rules.alert.resend-delay=2s"])
+            tmp_path, scrape_s=1, eval_s=1, am_address=am_url.split("//")[1],
+            gateway_addresses=[gw_url.split("//")[1], dead], dcgm_addresses=[dcgm.address],
+            terminal_addresses=[emu_url.split("//")[1]]), extra_args=["--rules.alert.resend-delay=2s"])
         procs.append(prom)
 
         # Prometheus scrapes all three, with the shipped relabelling (rack from the targets file, node_host)

@@ -53,14 +53,14 @@ def config_text(cm_name, key):
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: os.path.relpath(p, K8S))
 def test_manifest_validates_against_the_kubernetes_schema(path, version):
     for d in docs(path):
-        kv.validate(d, version, True)  # raises ValidationError naming the field
+        kv.validate(d, version, strict=True)  # raises ValidationError naming the field
 
 
 def test_the_validator_does_catch_a_typo():
     d = obj("PodDisruptionBudget", "sentinel-gateway")
     bad = dict(d, spec=dict(d["spec"], minAvaliable=1))
     with pytest.raises(kv.ValidationError):
-        kv.validate(bad, VERSIONS[-1], True)
+        kv.validate(bad, VERSIONS[-1], strict=True)
 
 
 def test_kustomization_lists_every_manifest_but_the_secret_and_examples():

@@ -208,19 +208,19 @@ def test_button_bounce_is_not_a_press_but_a_held_press_is(tmp_path):
     ticks = [100.0]
     eng = Engine(cfg, log=lambda msg: None, ticks=lambda: ticks[0])
 
-    def level(pressed, hold_s):
-        eng.set_button(pressed)
+    def level(*, pressed, hold_s):
+        eng.set_button(pressed=pressed)
         end = ticks[0] + hold_s
         while ticks[0] < end:
             eng.step()
             ticks[0] += 0.005
-    level(False, 0.1)
+    level(pressed=False, hold_s=0.1)
     for _ in range(3):  # 5 ms blips: shorter than the core's 30 ms debounce
-        level(True, 0.005)
-        level(False, 0.1)
+        level(pressed=True, hold_s=0.005)
+        level(pressed=False, hold_s=0.1)
     assert eng.glue.presses == [0, 0] and not eng.terminal.snapshot(time.time())["mute"]["active"]
-    level(True, 0.1)    # held 100 ms: one short press, the same path
-    level(False, 0.1)
+    level(pressed=True, hold_s=0.1)    # held 100 ms: one short press, the same path
+    level(pressed=False, hold_s=0.1)
     assert eng.glue.presses == [1, 0] and eng.terminal.snapshot(time.time())["mute"]["active"]
 
 

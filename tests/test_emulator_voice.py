@@ -219,7 +219,7 @@ def test_every_product_text_makes_audible_speech_of_a_plausible_length(synth, tm
     for i, (origin, _lang, text) in enumerate(product_alarm_texts()):
         runs = reading.runs(text)
         path = str(tmp_path / ("%03d.wav" % i))
-        spoken = s.synth_runs(runs, path, voices, 170)
+        spoken = s.synth_runs(runs, path, voices=voices, rate=170)
         assert [v for _l, v, _t in spoken] == [voices[r.lang] for r in runs]
         length, rms = sox_stat(path)
         # syllables: one per hanzi; an English word or letter counts about 1.5

@@ -112,7 +112,7 @@ class GatewayProc(_Proc):
 
 
 class AlertmanagerProc(_Proc):
-    def __init__(self, tmp, name, webhook, cluster_port, peer_port):
+    def __init__(self, tmp, name, *, webhook, cluster_port, peer_port):
         self.name = name
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -177,8 +177,8 @@ def test_alertmanager_ha_pair_two_gateways_one_emulator(tmp_path):
         gw1 = GatewayProc(tmp_path, "gw1", h).start()
         gw2 = GatewayProc(tmp_path, "gw2", h).start()
         c1, c2 = free_port(), free_port()
-        am1 = AlertmanagerProc(tmp_path, "am1", gw1.url, c1, c2).start()
-        am2 = AlertmanagerProc(tmp_path, "am2", gw2.url, c2, c1).start()
+        am1 = AlertmanagerProc(tmp_path, "am1", webhook=gw1.url, cluster_port=c1, peer_port=c2).start()
+        am2 = AlertmanagerProc(tmp_path, "am2", webhook=gw2.url, cluster_port=c2, peer_port=c1).start()
         ams = [am1, am2]
         try:
             wait_until(lambda: am1.ready() and am2.ready(), 30, "both alertmanagers ready")

@@ -198,7 +198,7 @@ def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
 def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
     """Issue 6/7 seam: incidents are per GPU. GPU 5's fault is debounced (same rack:host:PCIE_DOWNGRADE within
     120 s), yet GPU 3's recovery must not turn the box green while GPU 5 is still degraded."""
-    def pcie(gpu, recovered=False):
+    def pcie(gpu, *, recovered=False):
         return ev("A09", "gpu-node-09", "PCIE_DOWNGRADE", gpu=gpu, util=95.0,
                   **({"state": "recovered"} if recovered else {}))
 
@@ -209,12 +209,12 @@ def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
             assert g.post("/api/v1/gpu_event", pcie(3))[1]["result"] == "alarm"
             assert g.post("/api/v1/gpu_event", pcie(5))[1]["result"] == "suppressed"
             h.wait_for(lambda s: any(a["key"] == key and a["level"] == "P1" for a in s["active"]))
-            assert g.post("/api/v1/gpu_event", pcie(3, True))[1]["terminals"] == {"emu": "recovery_pending"}
+            assert g.post("/api/v1/gpu_event", pcie(3, recovered=True))[1]["terminals"] == {"emu": "recovery_pending"}
             time.sleep(0.5)         # give a wrong NORMAL time to arrive
             st = h.status()
             assert {a["key"]: a["level"] for a in st["active"]}.get(key) == "P1"
             assert st["shown"]["level"] == "P1"
-            assert g.post("/api/v1/gpu_event", pcie(5, True))[1]["terminals"] == {"emu": "recovery"}
+            assert g.post("/api/v1/gpu_event", pcie(5, recovered=True))[1]["terminals"] == {"emu": "recovery"}
             st = h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]))
             assert st["shown"]["level"] == "NORMAL"
         finally:

@@ -30,19 +30,19 @@ def test_corpus_on_the_emulator(tmp_path):
     from emulator.harness import Harness
 
     with Harness(str(tmp_path)) as h:
-        failures = hostile.replay(CASES, "127.0.0.1", h.server.port, h.cfg["key_id"], h.cfg["secret"])
+        failures = hostile.replay(CASES, "127.0.0.1", h.server.port, key_id=h.cfg["key_id"], secret=h.cfg["secret"])
     assert failures == []
 
 
 def test_corpus_on_the_board_under_cpython(tmp_path):
     with Board(tmp_path) as b:
-        failures = hostile.replay(CASES, "127.0.0.1", b.port, b.key_id, b.secret)
+        failures = hostile.replay(CASES, "127.0.0.1", b.port, key_id=b.key_id, secret=b.secret)
     assert failures == []
 
 
 @pytest.mark.skipif(unixport.unavailable() is not None, reason=unixport.unavailable() or "")
 def test_corpus_on_the_board_under_micropython():
     with unixport.Box() as box:
-        failures = hostile.replay(CASES, "127.0.0.1", box.port, unixport.KEY_ID, unixport.SECRET)
+        failures = hostile.replay(CASES, "127.0.0.1", box.port, key_id=unixport.KEY_ID, secret=unixport.SECRET)
         assert box.alive()
     assert failures == []
