@@ -163,3 +163,59 @@ def test_expect_100_continue_and_connection_close(front):
     time.sleep(0.1)
     assert s.recv(10) == b""          # closed after the answer
     s.close()
+
+
+def test_answer_encoder_is_json_dumps():
+    """The C encoder called directly (server._ENCODE) writes exactly what json.dumps does, lone surrogates and
+    str-valued enums included (the answer's per-terminal outcome is one)."""
+    from host_client.gateway.lane import Outcome
+    from host_client.gateway.server import _ENCODE
+
+    for obj in [{"ok": True, "key": 'A03:"gpu"\\\n\u00e9\ud800', "level": "P0", "n": 1.5, "x": None,
+                 "terminals": {"room": Outcome.ATTACHED}, "results": [1, -2, 10 ** 30, 0.1, [], {}]}, [], "s"]:
+        assert _ENCODE(obj) == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    with pytest.raises(TypeError):
+        _ENCODE({"x": object()})
+
+
+@pytest.mark.parametrize("raw,expect", [
+    (b'{"a":1}', {"a": 1}), (b' {"a":1}\n', {"a": 1}), (b"[1,2]", [1, 2]), (b"null", None), (b'"x"', "x"),
+    (b'{"a":1} x', "bad_json"), (b'{"a":1}}', "bad_json"), (b'{"a":', "bad_json"), (b"[NaN]", "bad_json"),
+    (b'{"a":-Infinity}', "bad_json"), (b"[" * 40 + b"]" * 40, "too_deep"), (b"[" * 30000, "too_deep"),
+    (b'{"a":"\\ud800"}', "bad_text"), (b"\xff{}", "bad_encoding"),
+])
+def test_decode_body_fast_path_keeps_every_rule(raw, expect):
+    from host_client.gateway.ingest import BodyError, decode_body
+
+    if isinstance(expect, str) and expect in ("bad_json", "too_deep", "bad_text", "bad_encoding"):
+        with pytest.raises(BodyError) as e:
+            decode_body(raw)
+        assert e.value.code == expect
+    else:
+        assert decode_body(raw) == expect
+
+
+def test_content_length_must_be_ascii_digits(front):
+    """The head is parsed as bytes: a Latin-1 superscript digit is not a number (str.isdigit would say it is)."""
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n{}")
+    (a,) = read_answers(s, 1)
+    assert a[0] == 400 and json.loads(a[2])["error"] == "bad_request"
+    s.close()
+
+
+def test_every_ingest_endpoint_after_the_dispatch_change(front):
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    am = {"version": "4", "status": "firing", "alerts": [{"status": "firing", "labels": {"alertname": "X"},
+                                                          "fingerprint": "f1", "startsAt": "2026-01-01T00:00:00Z"}]}
+    s.sendall(request("/api/v1/alertmanager", am) + request("/api/v1/grafana", dict(am, version="1"))
+              + request("/api/v1/gpu_event", [dict(EV, cluster_rack="E01")]))
+    a, g, b = read_answers(s, 3)
+    assert (a[0], json.loads(a[2])["alerts"]) == (200, 1)
+    assert g[0] == 200
+    assert b[0] == 200 and json.loads(b[2])["results"][0]["result"] == "alarm"
+    m = gw.metrics_text()
+    assert 'source="alertmanager"' in m and 'source="grafana"' in m
+    s.close()

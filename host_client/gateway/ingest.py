@@ -18,6 +18,7 @@ def _no_constant(name):
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_SCAN = _DECODER.scan_once      # the C scanner JSONDecoder.decode wraps in two regex matches and a frame
 
 
 class BodyError(SentinelError, ValueError):
@@ -73,7 +74,18 @@ def decode_body(raw: bytes):
     except UnicodeDecodeError:
         raise BodyError(400, "bad_encoding", "body is not valid UTF-8") from None
     try:
-        obj = _DECODER.decode(text)
+        # The common body, an object or array with nothing around it, straight through the C scanner; anything
+        # else (leading or trailing space, an error) goes through decode(), which gives the precise message.
+        obj = None
+        if text[:1] in ("{", "["):
+            try:
+                obj, end = _SCAN(text, 0)
+            except StopIteration:
+                end = -1
+            if end != len(text):
+                obj = None
+        if obj is None:
+            obj = _DECODER.decode(text)
     except RecursionError:
         raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH) from None
     except ValueError as e:

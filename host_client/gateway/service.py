@@ -243,11 +243,14 @@ class Gateway:
         key = ev.key
         scoped = key != ev.rfc_key          # one GPU's fault, under the node's debounce key
         ident = None
+        ck = ("gpu_event", mtype)
         with self.lock:
-            self._count(self.events_in, ("gpu_event", mtype))
+            d = self.events_in
+            d[ck] = d.get(ck, 0) + 1
             fire = self.debouncer.fire(ev.debounce_key, self.mono())
             if not fire:
-                self._count(self.suppressed, ("gpu_event", mtype))
+                d = self.suppressed
+                d[ck] = d.get(ck, 0) + 1
             elif recovery:
                 self.debouncer.forget(ev.rfc_key)
             else:
