@@ -65,7 +65,7 @@ def samples(text):
 
 
 def page(g, now):
-    return "".join(metrics.lines(g, now, {}))
+    return "".join(metrics.parts(g, now, {}))
 
 
 def _fail(name, i, what, want, got):

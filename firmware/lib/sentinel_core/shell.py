@@ -4,6 +4,7 @@
 # results. The shell keeps only its I/O (sockets, LEDs, the speech chip or the laptop's voice, flash or a file).
 # The contract, step by step: docs/SHELL_CONTRACT.md. Checked on both interpreters by tests/vectors/shell.json.
 
+from sentinel_core.compat import const
 from sentinel_core.terminal import Terminal
 
 # What a step asks of its shell (None: nothing).
@@ -16,25 +17,26 @@ COMPLETED = 0
 CUT = 1
 FAILED = 2          # the voice could not say it (a text the chip's encoder refuses, a voice that broke)
 
-# Request outcomes (the index of each counter in glue.requests).
-ACCEPTED = 0
-DUPLICATE = 1
-REFUSED = 2
+# Request outcomes: the index of each counter in glue.requests. Private constants, folded at compile time: no name
+# interned on the board for them (sentinel_core.metrics says why names count).
+_ACCEPTED = const(0)
+_DUPLICATE = const(1)
+_REFUSED = const(2)
 
 # At most this many utterances are consumed per step by a shell without a voice.
-_SILENT_PER_STEP = 4
+_SILENT_PER_STEP = const(4)
 
 
 class ShellGlue:
-    """terminal_config: the config's terminal section (None: the defaults). A section the Terminal refuses falls
+    """config: the config's terminal section (None: the defaults). A section the Terminal refuses falls
     back to the defaults and shows config_error with the reason; config_error: a problem the shell found in its own
     config, shown the same way. receiver: a sentinel_core.receiver.Receiver (its replay guard is saved and restored
     with the terminal's state). renderer: a sentinel_core.render.Renderer. button: a sentinel_core.button.Button,
     None when the shell has none."""
 
-    def __init__(self, terminal_config, receiver, renderer, button, now, config_error=None):
+    def __init__(self, config, receiver, renderer, button, now, config_error=None):
         try:
-            self.terminal = Terminal(terminal_config)
+            self.terminal = Terminal(config)
         except ValueError as e:
             config_error = str(e)
             self.terminal = Terminal()
@@ -48,9 +50,9 @@ class ShellGlue:
         self.display = None     # what the last frame showed (a sentinel_core.display.Display)
         self.lamp = False       # the button's lamp: on while an alarm above NORMAL is shown
         # What /metrics counts (sentinel_core.metrics), the same on both shells.
-        self.requests = [0, 0, 0]      # ACCEPTED, DUPLICATE, REFUSED
-        self.refusals = {}             # error code -> refused requests
-        self.kinds = {}                # kind (alarm, ack, heartbeat, unmute) -> accepted new requests
+        self.requests = [0, 0, 0]      # accepted, duplicate, refused
+        self.refused = {}              # error code -> refused requests
+        self.accepted = {}             # kind (alarm, ack, heartbeat, unmute) -> accepted new requests
         self.alarms = [0, 0, 0]        # accepted alarms by level (NORMAL, P1, P0)
         self.presses = [0, 0]          # short, long
         self.utterances = [0, 0, 0]    # COMPLETED, CUT, FAILED
@@ -65,12 +67,12 @@ class ShellGlue:
         Returns PERSIST when the state to save changed, else None. The shell answers result.status and
         result.body_bytes()."""
         if result.status != 200:
-            self.requests[REFUSED] += 1
+            self.requests[_REFUSED] += 1
             code = result.answer.get("error")
-            self.refusals[code] = self.refusals.get(code, 0) + 1
+            self.refused[code] = self.refused.get(code, 0) + 1
             return None
         if result.duplicate:
-            self.requests[DUPLICATE] += 1
+            self.requests[_DUPLICATE] += 1
             return None
         t = self.terminal
         kind = result.kind
@@ -85,8 +87,8 @@ class ShellGlue:
             t.on_unmute(result.payload["key"], now)
         self.receiver.commit(result)
         # Counted once applied: a request the terminal could not take was not accepted (its shell answered 503).
-        self.requests[ACCEPTED] += 1
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.requests[_ACCEPTED] += 1
+        self.accepted[kind] = self.accepted.get(kind, 0) + 1
         return PERSIST if t.dirty else None
 
     def button_level(self, pressed, t_ms):
