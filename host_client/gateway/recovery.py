@@ -16,10 +16,13 @@ class RecoveryTracker:
         self.max_tracked = int(max_tracked)
         self.track_s = float(track_s)
         self.carrier_of: OrderedDict = OrderedDict()   # incident key -> (alarm key that told the terminal, since)
-        self.open: dict = {}                     # alarm key -> set of incident keys not yet recovered
+        # alarm key -> the incident keys not yet recovered, as a dict's keys: a storm's summary stands for tens of
+        # thousands, and a dict holds them in about half a set's memory (a compact index, no sparse table of entries)
+        self.open: dict = {}
         self.carried_size: dict = {}             # alarm key -> how many incidents (nodes) it stood for
         self.scope_head: dict = {}               # scope (rack:host:type) -> incident key that fired for it
         self._high = 0
+        self._last_entry = None
 
     def __len__(self) -> int:
         return len(self.carrier_of)
@@ -49,10 +52,18 @@ class RecoveryTracker:
         old = self.carrier_of.pop(incident_key, None)
         if old is not None and old[0] != alarm_key:
             self._release(incident_key, old[0])
-        self.carrier_of[incident_key] = (alarm_key, now)
-        s = self.open.setdefault(alarm_key, set())
+        # A storm attaches thousands of GPUs to one alarm within a second: consecutive entries for the same alarm
+        # share one (alarm key, since) tuple, its first's time (at most 1 s earlier, against track_s of hours), so
+        # an entry costs a reference instead of a tuple and a float. Order by time holds: only the last is shared.
+        e = self._last_entry
+        if e is None or e[0] != alarm_key or not 0.0 <= now - e[1] < 1.0:
+            e = self._last_entry = (alarm_key, now)
+        self.carrier_of[incident_key] = e
+        s = self.open.get(alarm_key)
+        if s is None:
+            s = self.open[alarm_key] = {}
         if incident_key not in s:
-            s.add(incident_key)
+            s[incident_key] = None
             if count:
                 self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
         if len(self.carrier_of) > self._high:
@@ -72,7 +83,7 @@ class RecoveryTracker:
         carrier = e[0]
         keys = self.open.get(carrier)
         if keys is not None:
-            keys.discard(incident_key)
+            keys.pop(incident_key, None)
             if keys:
                 return carrier, False, 0    # the alarm still stands for other incidents
             del self.open[carrier]
@@ -91,7 +102,7 @@ class RecoveryTracker:
     def _release(self, incident_key, alarm_key) -> None:
         s = self.open.get(alarm_key)
         if s is not None:
-            s.discard(incident_key)
+            s.pop(incident_key, None)
             if not s:
                 del self.open[alarm_key]
                 self.carried_size.pop(alarm_key, None)
@@ -112,6 +123,6 @@ class RecoveryTracker:
         if n and self._high > 1024 and len(d) < self._high // 4:
             # dicts keep their table after deletions: rebuild so the memory really returns
             self.carrier_of = OrderedDict(d)
-            self.open = {k: set(v) for k, v in self.open.items()}
+            self.open = {k: dict(v) for k, v in self.open.items()}
             self.scope_head = {s: k for s, k in self.scope_head.items() if k in d}
             self._high = len(d)
