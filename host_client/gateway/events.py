@@ -308,10 +308,6 @@ def _string(body: dict, name: str, limit: int, *, required: bool = True) -> str 
     return v
 
 
-def _needs(spec_fields: str, letter: str) -> bool:
-    return letter in spec_fields
-
-
 def parse_event(body, *, accept_unknown: bool = True) -> Event:
     """Validate a decoded JSON body into an Event, or raise EventError naming the field and the rule it broke."""
     if not isinstance(body, dict):
@@ -352,28 +348,31 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
             recovers = etype
             etype = "RECOVERED"
 
-    detail = _string(body, "detail", MAX_DETAIL, required=False)
+    detail = body.get("detail")
+    if detail is not None:
+        detail = _string(body, "detail", MAX_DETAIL, required=False)
     xid = body.get("xid")
     if xid is not None and (isinstance(xid, bool) or not isinstance(xid, int) or xid < 0 or xid > 65535):
         raise EventError("bad_field", "xid must be an integer 0..65535")
 
     # pci only words the alarm: a malformed one is ignored rather than refusing a fatal XID over it
     pci = body.get("pci")
-    m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
-    pci = m.group(1) if m else None
+    if pci is not None:
+        m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
+        pci = m.group(1) if m else None
 
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
         ts = None
     ev = Event(rack, host, etype, gpu_index=gpu_index, gpu_util=gpu_util, recovers=recovers, detail=detail, xid=xid,
                pci=pci, ts=ts)
     if recovers is None:
-        fields = ev.spec["fields"]
-        if _needs(fields, "g") and gpu_index is None:
+        fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]
+        if gpu_index is None and "g" in fields:
             raise EventError("missing_field", "gpu_index (0..1023, or -1 when the GPU cannot be numbered) is "
                              "required for %s" % etype)
-        if _needs(fields, "u") and gpu_util is None:
+        if gpu_util is None and "u" in fields:
             raise EventError("missing_field", "gpu_util is required for %s" % etype)
     if not ev.host:
         raise EventError("bad_field", "node_host is empty once its hash suffix is removed")

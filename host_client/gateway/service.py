@@ -28,6 +28,7 @@ from .stats import LATENCY_BUCKETS
 
 logger = logging.getLogger("sentinel.gateway")
 MAX_BATCH = 1000
+_PHRASES: dict = {}       # event type -> its (zh, en) summary phrase
 
 
 def log_event(event: str, severity: int = logging.INFO, /, **fields) -> None:
@@ -241,7 +242,8 @@ class Gateway:
         recovery = ev.recovers is not None
         mtype = ev.metric_type
         key = ev.key
-        scoped = key != ev.rfc_key          # one GPU's fault, under the node's debounce key
+        rfc_key = ev.rfc_key
+        scoped = key != rfc_key             # one GPU's fault, under the node's debounce key
         ident = None
         ck = ("gpu_event", mtype)
         with self.lock:
@@ -252,7 +254,7 @@ class Gateway:
                 d = self.suppressed
                 d[ck] = d.get(ck, 0) + 1
             elif recovery:
-                self.debouncer.forget(ev.rfc_key)
+                self.debouncer.forget(rfc_key)
             else:
                 self.debouncer.forget(debounce_recovered(key))
             if fire:
@@ -268,12 +270,16 @@ class Gateway:
         def text():
             return {"zh": ev.text("zh", templates), "en": ev.text("en", templates)}
 
+        ph = _PHRASES.get(kind)
+        if ph is None:
+            ph = _PHRASES[kind] = (phrase(kind, "zh"), phrase(kind, "en"))
+            if len(_PHRASES) > 1024:        # unknown types are accepted: keep the memo bounded
+                _PHRASES.clear()
         inc = Incident(key, level, rack=ev.rack, host=ev.host, kind=kind, text=text, labels=ev.labels(),
-                       source="gpu_event", recovery=recovery, phrase_zh=phrase(kind, "zh"),
-                       phrase_en=phrase(kind, "en"))
+                       source="gpu_event", recovery=recovery, phrase_zh=ph[0], phrase_en=ph[1])
         inc.ident = ident
         if scoped:
-            inc.scope = ev.rfc_key
+            inc.scope = rfc_key
         if not fire:
             # The RFC's debounce keeps the room quiet about a second GPU of the same node and fault, but the
             # gateway must still know that GPU is bad: the lanes attach it to the alarm that stands for the
