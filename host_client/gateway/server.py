@@ -91,6 +91,7 @@ class _Conn(asyncio.Protocol):
     def connection_lost(self, exc):
         self.home.conns.discard(self)
         self.closing = True
+        self.fd = -1
 
     def data_received(self, data):
         self.last = time.monotonic()
@@ -181,7 +182,9 @@ class _Conn(asyncio.Protocol):
         the same call with the GIL released, so the other event loop's thread runs Python meanwhile. Whatever the
         kernel does not take at once (or anything, while the transport still has bytes queued) goes through the
         transport, which keeps the order and waits for the socket to drain."""
-        if self.fd >= 0 and not self.transport.get_write_buffer_size():
+        # Only while the transport is open: once it closes (idle reaper, peer reset), its fd may be closed and the
+        # number reused by a connection another loop thread accepts, and an answer must never reach another client.
+        if self.fd >= 0 and not self.transport.is_closing() and not self.transport.get_write_buffer_size():
             try:
                 n = os.write(self.fd, data)
             except (BlockingIOError, InterruptedError):
