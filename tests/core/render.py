@@ -1,10 +1,14 @@
 # LED rendering on both interpreters: the vectors in tests/vectors/render.json (exact frame bytes, hand-derived
 # wiring, pictures of icons and labels), plus checks of the renderer's promises that hold for any frame.
 from sentinel_core import power
+from sentinel_core.alarm import LIGHT_MODES
+from sentinel_core.display import HEALTH_PATTERNS
 from sentinel_core.layout import Layout
-from sentinel_core.render import PATTERNS, Renderer
+from sentinel_core.render import Renderer
 
 VECTORS = "render.json"
+# Every Display.pattern: off, the alarms' light modes, idle and the health patterns.
+PATTERNS = ("off",) + LIGHT_MODES + ("idle",) + tuple([row[1] for row in HEALTH_PATTERNS])
 
 
 class _D:
@@ -239,10 +243,13 @@ def test_label_keeps_scrolling_across_the_tick_wrap():
 
 
 def test_tables_keyed_by_the_display_patterns_cover_them_exactly():
-    # render and glyphs build their tables from display.PATTERNS by position: a pattern added there must land right.
-    from sentinel_core import display, glyphs, render
+    # render and glyphs key their tables by name, the health patterns through the check each HEALTH_PATTERNS row
+    # names: every pattern display.PATTERNS lists has its code, and every health pattern its blinks and icon.
+    from sentinel_core import glyphs, render
     health = ("health_clock", "health_network", "health_speech", "health_heartbeat", "config_error")
-    assert PATTERNS is display.PATTERNS
+    assert sorted(render._CODE) == sorted(PATTERNS)
+    assert [render._CODE[p] for p in PATTERNS] == [0, 1, 2, 3, 4, 5, 5, 5, 5, 5]
+    assert sorted(PATTERNS[5:]) == sorted(health)
     assert render.BLINKS == {"health_clock": 1, "health_network": 2, "health_speech": 3, "health_heartbeat": 4,
                              "config_error": 0}
     assert sorted(glyphs.PATTERN) == sorted(("idle",) + health)

@@ -2,14 +2,15 @@
 # them without calls; the health patterns carry their own colour so that a dead alarm path never looks like the
 # quiet green of a healthy cluster.
 
-PATTERNS = ("off", "solid", "flash", "breath", "idle", "health_clock", "health_network", "health_speech",
-            "health_heartbeat", "config_error")
 
 IDLE_COLOR = (0, 40, 0)
 OFF_COLOR = (0, 0, 0)
 
-# (pattern, color, label) in priority order: the first problem that holds owns an idle display. The order puts first
-# what most likely means "alarms cannot reach this box".
+# A Display's pattern is "off", an alarm's light mode (alarm.LIGHT_MODES), "idle", or a health pattern below.
+# (check, pattern, color, label) in priority order: the first problem that holds owns an idle display. The order puts
+# first what most likely means "alarms cannot reach this box". The health patterns' names are spelled here alone: a
+# name longer than 10 characters is a separate string object wherever a .mpy spells it, so the renderer and the icons
+# key their tables through these rows.
 HEALTH_PATTERNS = (
     ("config", "config_error", (255, 0, 255), "CONFIG"),
     ("network", "health_network", (0, 0, 255), "NO NET"),

@@ -1,7 +1,7 @@
 # The 8x8 icons of the matrix: one per alarm level and one per health state. 8 column bytes each, bit 0 = the
 # top row. The rows after each name below are the source of truth ('#' lit); tests/test_render_props.py checks
 # the bytes against them. IDLE is a heartbeat trace that tiles horizontally: the idle pattern scrolls it.
-from sentinel_core.display import PATTERNS
+from sentinel_core.display import HEALTH_PATTERNS
 
 # p0 ...##... ...##... ...##... ...##... ...##... ........ ...##... ...##...
 P0 = b"\x00\x00\x00\xdf\xdf\x00\x00\x00"
@@ -32,6 +32,9 @@ CONFIG = b"\x00\x02\x03\xb1\xb9\x0f\x06\x00"
 
 # Display.level -> icon (NORMAL=0, P1=1, P0=2).
 LEVEL = (NORMAL, P1, P0)
-# Display.pattern -> icon for the patterns that are not alarms: idle, health_clock, health_network, health_speech,
-# health_heartbeat, config_error (keyed by display.PATTERNS' own strings: see render.py for why).
-PATTERN = dict(zip(PATTERNS[4:], (IDLE, CLOCK, NETWORK, SPEECH, HEARTBEAT, CONFIG)))  # noqa: B905 (MicroPython has no strict=)
+# Display.pattern -> icon for the patterns that are not alarms: idle, and each health pattern by the check it names
+# (health_clock CLOCK, ..., config_error CONFIG: display.HEALTH_PATTERNS spells those names, see render.py for why).
+_BY_CHECK = {"clock": CLOCK, "network": NETWORK, "speech": SPEECH, "heartbeat": HEARTBEAT, "config": CONFIG}
+PATTERN = {pattern: _BY_CHECK[check] for check, pattern, _color, _text in HEALTH_PATTERNS}
+PATTERN["idle"] = IDLE
+del _BY_CHECK

@@ -29,7 +29,7 @@ def write_state(term, f, extra=None):
     the heap."""
     w = f.write
     w('{"v": %d, "version": %d, "saved_at": ' % (FORMAT, term.state_version))
-    json.dump(term._last_now, f)
+    json.dump(term.last_now, f)
     w(', "alarms": [')
     col = [0, 0, 0]
     row = [None, None, 0, col, None, None, 0, None, 0, None]

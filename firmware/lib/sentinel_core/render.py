@@ -10,11 +10,11 @@
 
 from sentinel_core import curves, font, glyphs, power
 from sentinel_core.compat import const
-from sentinel_core.display import PATTERNS
+from sentinel_core.display import HEALTH_PATTERNS
 
-# The tables below are keyed by display.PATTERNS' own strings, in its order (off, solid, flash, breath, idle, then
-# the five health patterns): a name longer than 10 characters is a separate string object in every .mpy that
-# spells it, so spelling them once saves the board's heap a copy per module.
+# The tables below are keyed by pattern name. The health patterns' names (health_clock, ..., config_error) are
+# longer than 10 characters, and such a name is a separate string object in every .mpy that spells it: they are
+# spelled once, in display.HEALTH_PATTERNS, and reached here through the health check each row names.
 
 _OFF = const(0)
 _SOLID = const(1)
@@ -22,10 +22,13 @@ _FLASH = const(2)
 _BREATH = const(3)
 _IDLE = const(4)
 _HEALTH = const(5)
-_CODE = dict(zip(PATTERNS, (_OFF, _SOLID, _FLASH, _BREATH, _IDLE, _HEALTH, _HEALTH, _HEALTH, _HEALTH, _HEALTH)))  # noqa: B905
-# Health patterns blink a code, like a car's fault light: n blinks, then a pause. 0: a steady 1 Hz blink.
-# health_clock 1, health_network 2, health_speech 3, health_heartbeat 4, config_error 0.
-BLINKS = dict(zip(PATTERNS[5:], (1, 2, 3, 4, 0)))  # noqa: B905 (MicroPython has no strict=)
+_CODE = {"off": _OFF, "solid": _SOLID, "flash": _FLASH, "breath": _BREATH, "idle": _IDLE}
+_CODE.update({pattern: _HEALTH for _check, pattern, _color, _text in HEALTH_PATTERNS})
+# Health patterns blink a code, like a car's fault light: n blinks, then a pause, by the check that failed. 0: a
+# steady 1 Hz blink. BLINKS is keyed by the pattern (health_clock 1, ..., config_error 0).
+_BY_CHECK = {"clock": 1, "network": 2, "speech": 3, "heartbeat": 4, "config": 0}
+BLINKS = {pattern: _BY_CHECK[check] for check, pattern, _color, _text in HEALTH_PATTERNS}
+del _BY_CHECK
 _BLINK_MS = const(250)
 _BLINK_PAUSE_MS = const(1000)
 

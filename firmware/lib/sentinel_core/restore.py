@@ -1,5 +1,6 @@
-# Reading a saved state (sentinel_core.persist's document) back into a terminal, checked completely before anything
-# changes. Only a boot needs it, so it is its own module: the board drops it once the state is restored.
+# Reading a saved state (sentinel_core.persist's document) back: checked completely into a Saved, which
+# Terminal.restore then applies (the terminal alone writes its own fields). Only a boot needs it, so it is its own
+# module: the board drops it once the state is restored.
 
 from sentinel_core.alarm import NORMAL, Alarm
 from sentinel_core.terminal import Active, _check_now, check_alarm
@@ -18,30 +19,18 @@ def _is_num(v):
     return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
 
 
-def restore(term, d, now):
-    """Terminal.restore: load an export_state() dict into term; ValueError, with the state untouched, when it is
-    malformed."""
-    _check_now(now)
-    restored, mute_until, acked, hb, version = parse_state(term, d, now)
-    for k in list(term.active.keys()):
-        if term.active[k].alarm.level != NORMAL:
-            term._drop_active(k)
-    restored.reverse()
-    for a in restored:
-        # export_state wrote them in display order; give the first the newest order so it is shown again.
-        term._order += 1
-        a.order = term._order
-        term.active[a.key] = a
-    term.mute_until = mute_until
-    term.acked = {}
-    for k in acked:
-        term._ack(k, acked[k])
-    if hb is not None:
-        term.health.interval = hb
-        term.health.last_beat = now
-    term.state_version = version if version > term.state_version else term.state_version + 1
-    term._saved_version = term.state_version
-    term.tick(now)
+class Saved:
+    """A saved state, checked, by name: format (the document's "v": FORMAT, or 1), version (the state_version it was
+    saved at), alarms (an Active per P0/P1 in the order to add them, the last in display order first, their order
+    numbered from 1), mute_until, acked ({incident key: until}) and heartbeat (the armed interval in seconds, or
+    None); every deadline moved onto the terminal's current time base."""
+
+    format: int
+    version: int
+    alarms: list
+    mute_until: "int | float | None"
+    acked: dict
+    heartbeat: "int | None"
 
 
 def _alarm(x, v):
@@ -70,8 +59,9 @@ def _alarm(x, v):
 
 
 def parse_state(term, d, now):
-    """Check a saved document completely before anything changes. Returns (actives, mute_until, acked, heartbeat
-    interval, version) with every deadline moved onto the terminal's current time base."""
+    """The Saved of the document d for the Terminal term (its clock health and max_active) at now; ValueError naming
+    what is wrong (an unknown format, a bad field) before anything changes."""
+    _check_now(now)
     if not isinstance(d, dict):
         raise ValueError("state must be a dict")
     v = d.get("v")
@@ -112,4 +102,14 @@ def parse_state(term, d, now):
     version = d.get("version", 0)
     if not _is_int(version):
         raise ValueError("state version must be an int")
-    return restored, None if mute_until is None else mute_until + delta, out, hb, version
+    restored.reverse()
+    for i in range(len(restored)):
+        restored[i].order = i + 1
+    s = Saved()
+    s.format = v
+    s.version = version
+    s.alarms = restored
+    s.mute_until = None if mute_until is None else mute_until + delta
+    s.acked = out
+    s.heartbeat = hb
+    return s

@@ -3,10 +3,18 @@
 # ask it questions; it never reads a clock and does no I/O, so the two behave identically. Rules: docs/STATE_MACHINE.md.
 
 from sentinel_core.alarm import AUDIO_MODES, LEVEL_NAMES, LIGHT_MODES, NORMAL, NORMAL_DURATION_S, P0, P1
+from sentinel_core.compat import const
 from sentinel_core.display import HEALTH_PATTERNS, IDLE_COLOR, OFF_COLOR, Display, ascii_label
-from sentinel_core.health import Health
 from sentinel_core.quiet import format_hhmm
-from sentinel_core.speech import SpeechQueue, Utterance
+from sentinel_core.speech import Utterance
+
+# The classes the annotations below name, for pyright alone (firmware/pyrightconfig.json defines _TYPING true): the
+# constant folds to 0, so MicroPython's compiler drops the block and the board holds no global for them.
+_TYPING = const(0)
+if _TYPING:
+    from sentinel_core.health import Health
+    from sentinel_core.quiet import QuietHours
+    from sentinel_core.speech import SpeechQueue
 
 # "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
 MAX_REPEATS = 10
@@ -82,13 +90,22 @@ class Active:
 
 
 class Terminal:
+    # Set by sentinel_core.terminal_config.settings (boot-only), named here for readers and pyright (a bare
+    # annotation costs nothing on MicroPython).
+    mute_s: int
+    speech_gap_s: "int | float"
+    max_active: int
+    label_max: int
+    idle_pattern: str
+    quiet: "QuietHours"
+    health: "Health"
+    queue: "SpeechQueue"
+
     def __init__(self, config=None):
-        # Checking the config is boot-only code, in its own module so that the board can drop it once built.
+        # Checking the config is boot-only code, in its own module so that the board can drop it once built: it
+        # sets mute_s, speech_gap_s, max_active, label_max, idle_pattern, quiet, health and queue.
         from sentinel_core.terminal_config import settings
-        (self.mute_s, self.speech_gap_s, queue_cap, self.max_active, self.label_max, misses, self.idle_pattern,
-         self.quiet) = settings(config)
-        self.health = Health(misses)
-        self.queue = SpeechQueue(queue_cap)
+        settings(self, config)
         self.active = {}          # incident key -> Active
         self.mute_until = None
         self.acked = {}           # incident key -> acknowledged until
@@ -100,7 +117,7 @@ class Terminal:
         self._order = 0
         self.state_version = 0
         self._saved_version = 0
-        self._last_now = None
+        self.last_now = None      # the latest now seen (what a saved state records as saved_at)
         self.alarms_seen = 0
         self.evicted = 0
         self._last_display = None
@@ -111,8 +128,8 @@ class Terminal:
 
     def tick(self, now):
         _check_now(now)
-        if self._last_now is None or now > self._last_now:
-            self._last_now = now
+        if self.last_now is None or now > self.last_now:
+            self.last_now = now
         expired = None
         for a in self.active.values():
             if a.expires is not None and a.expires <= now:
@@ -342,12 +359,12 @@ class Terminal:
         _check_now(now)
         if name not in ("clock", "network", "speech", "config"):
             raise ValueError("health name must be one of clock, network, speech, config; got %r" % (name,))
-        if name == "clock" and ok and not self.health.clock and self._last_now is not None:
-            delta = now - self._last_now
+        if name == "clock" and ok and not self.health.clock and self.last_now is not None:
+            delta = now - self.last_now
             # Shells call in every frame: a gap this large is the clock being set, not time passing.
             if delta > CLOCK_STEP_S or delta < -CLOCK_STEP_S:
                 self._shift(delta)
-                self._last_now = now
+                self.last_now = now
         self.health.set(name, ok)
         if name == "config":
             self.health.config_detail = None if ok else detail
@@ -554,8 +571,28 @@ class Terminal:
         return persist.export_state(self)
 
     def restore(self, d, now):
-        """Load an export_state() dict; ValueError, with the state untouched, when it is malformed."""
-        # Boot-only code (sentinel_core.restore): the board drops it once the state is restored.
-        from sentinel_core.restore import restore
-        restore(self, d, now)
+        """Load a saved state (export_state(), or what persist.write_state wrote, parsed): the P0/P1 alarms, the mute,
+        the acknowledgements and the heartbeat come back. ValueError naming what is wrong, with the state untouched,
+        when the document is malformed or of a format this terminal does not read."""
+        # Checking the document is boot-only code (sentinel_core.restore): the board drops it once restored.
+        from sentinel_core.restore import parse_state
+        s = parse_state(self, d, now)
+        for k in list(self.active.keys()):
+            if self.active[k].alarm.level != NORMAL:
+                self._drop_active(k)
+        for a in s.alarms:
+            # Numbered from 1 up, the last in display order first: after the terminal's own, in the same order.
+            a.order += self._order
+            self.active[a.key] = a
+        self._order += len(s.alarms)
+        self.mute_until = s.mute_until
+        self.acked = {}
+        for k in s.acked:
+            self._ack(k, s.acked[k])
+        if s.heartbeat is not None:
+            self.health.interval = s.heartbeat
+            self.health.last_beat = now
+        self.state_version = s.version if s.version > self.state_version else self.state_version + 1
+        self.mark_saved()
+        self.tick(now)
 

@@ -1,7 +1,9 @@
 # The terminal's settings from a config dict, checked: every bad value is refused with a message naming it. Only
 # building a Terminal needs this, so it is its own module: the board drops it from the heap once built.
 
+from sentinel_core.health import Health
 from sentinel_core.quiet import QuietHours, parse_hhmm
+from sentinel_core.speech import SpeechQueue
 from sentinel_core.terminal import _is_int, _is_num
 
 # The settings a config may give, and their values when it does not.
@@ -27,9 +29,11 @@ def _int_range(cfg, name, lo, hi):
     return v
 
 
-def settings(config):
-    """(mute_s, speech_gap_s, speech_queue, max_active, label_max, heartbeat_misses, idle_pattern, QuietHours) from
-    config (None: the defaults; keys it does not know are ignored); ValueError naming the first bad value."""
+def settings(terminal, config):
+    """Check config (None: the defaults; keys it does not know are ignored) and set the settings of the Terminal
+    terminal by name: mute_s, speech_gap_s, max_active, label_max, idle_pattern as in DEFAULTS, quiet (a QuietHours
+    from the quiet_* keys and utc_offset_min), health (a Health counting heartbeat_misses) and queue (a SpeechQueue of
+    speech_queue entries). ValueError naming the first bad value, with nothing set."""
     cfg = dict(DEFAULTS)
     if config is not None:
         if not isinstance(config, dict):
@@ -59,4 +63,11 @@ def settings(config):
     if not isinstance(cfg["quiet_enabled"], bool):
         raise ValueError("config quiet_enabled: expected true or false, got %r" % (cfg["quiet_enabled"],))
     quiet = QuietHours(cfg["quiet_start"], cfg["quiet_end"], cfg["utc_offset_min"], cfg["quiet_enabled"])
-    return mute_s, gap, queue_cap, max_active, label_max, misses, idle, quiet
+    terminal.mute_s = mute_s
+    terminal.speech_gap_s = gap
+    terminal.max_active = max_active
+    terminal.label_max = label_max
+    terminal.idle_pattern = idle
+    terminal.quiet = quiet
+    terminal.health = Health(misses)
+    terminal.queue = SpeechQueue(queue_cap)

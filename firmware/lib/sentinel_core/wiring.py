@@ -16,9 +16,9 @@ def _dim(name, v):
         raise ValueError("layout %s must be an int >= 1, not %r" % (name, v))
 
 
-def wire(width, height, serpentine, rotation, order):
-    """Layout's arguments checked (ValueError naming the first bad one) and its attributes, in this order: width,
-    height, serpentine, rotation, order, cols, rows, n, nbytes, r_off, g_off, b_off, leds (see Layout)."""
+def wire(lay, width, height, serpentine, rotation, order):
+    """Check the Layout lay's arguments (ValueError naming the first bad one, lay untouched) and set its named
+    attributes (see Layout)."""
     _dim("width", width)
     _dim("height", height)
     n = width * height
@@ -40,8 +40,19 @@ def wire(width, height, serpentine, rotation, order):
     for y in range(rows):
         for x in range(cols):
             leds[y * cols + x] = _led(x, y, width, height, rotation, serpentine)
-    return (width, height, serpentine, rotation, order, cols, rows, n, 3 * n, order.index("R"), order.index("G"),
-            order.index("B"), leds)
+    lay.width = width
+    lay.height = height
+    lay.serpentine = serpentine
+    lay.rotation = rotation
+    lay.order = order
+    lay.cols = cols
+    lay.rows = rows
+    lay.n = n
+    lay.nbytes = 3 * n
+    lay.r_off = order.index("R")
+    lay.g_off = order.index("G")
+    lay.b_off = order.index("B")
+    lay.leds = leds
 
 
 def index(lay, x, y):
