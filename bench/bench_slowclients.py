@@ -12,16 +12,13 @@ when installed). All traffic stays on 127.0.0.1. The file-descriptor limit is ra
 Run: .venv/bin/python bench/bench_slowclients.py [--conns N] [--p0 20] [--targets emulator,board-cpython,board-unix]
 """
 import argparse
-import asyncio
 import json
 import os
-import resource
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,16 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import unixport  # noqa: E402
 from board_cpython import Board  # noqa: E402
+from slowclients import Attacker, raise_fd_limit  # noqa: E402
 
 from host_client import AlarmClient, preset  # noqa: E402
-
-
-def raise_fd_limit(need):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = need if hard == resource.RLIM_INFINITY else min(hard, need)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def wait_port(port, proc=None, timeout=30):
@@ -104,80 +94,6 @@ class BoardUnix:
 
     def __exit__(self, *exc):
         self.box.remove()
-
-
-class Attacker:
-    """N slow connections held open from an asyncio loop in a thread; reopened 50 ms after the terminal closes one."""
-
-    def __init__(self, port, n):
-        self.port = port
-        self.n = n
-        self.open = 0
-        self.opened = 0
-        self.closed_by_peer = 0
-        self.failed_connects = 0
-        self._stop = None
-        self._loop = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def _run(self):
-        self._loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-        self._loop.run_until_complete(self._main())
-        self._loop.close()
-
-    async def _main(self):
-        tasks = [asyncio.ensure_future(self._keep(i % 3)) for i in range(self.n)]
-        await self._stop.wait()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _keep(self, kind):
-        await asyncio.sleep(kind * 0.01)
-        while True:
-            try:
-                r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), 5)
-            except (OSError, asyncio.TimeoutError):
-                self.failed_connects += 1
-                await asyncio.sleep(0.05)
-                continue
-            self.open += 1
-            self.opened += 1
-            try:
-                if kind == 1:  # dripping: a request head, one byte a second
-                    head = b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    reading = asyncio.ensure_future(r.read(1))
-                    reading.add_done_callback(lambda t: t.cancelled() or t.exception())  # a reset is expected
-                    for b in head:
-                        w.write(bytes([b]))
-                        await w.drain()
-                        done, _ = await asyncio.wait([reading], timeout=1.0)
-                        if done:
-                            break
-                    await reading
-                else:
-                    if kind == 2:  # lying: Content-Length 2000, ten bytes sent
-                        w.write(b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: 2000\r\n\r\n0123456789")
-                        await w.drain()
-                    await r.read(1)  # idle until the terminal closes it
-                self.closed_by_peer += 1
-            except (OSError, asyncio.IncompleteReadError):
-                self.closed_by_peer += 1
-            finally:
-                self.open -= 1
-                w.close()
-            await asyncio.sleep(0.05)
-
-    def stop(self):
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
 
 
 def run_target(target_cls, conns, p0s):

@@ -246,6 +246,41 @@ def test_50_idle_and_dripping_clients_with_16_fds_leave_a_p0_accepted_within_1s(
         b.remove()
 
 
+@pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
+def test_300_idle_dripping_and_lying_sockets_leave_a_p0_accepted_within_1s():
+    # bench/bench_slowclients.py's attacker at 300 sockets (a third each idle, dripping 1 B/s, Content-Length lies;
+    # each reopened 50 ms after the box closes it) against the default budget (http.max_conn 7): the box empties
+    # its listen queue at each turn and sheds the worst, so a P0's SYN is never dropped and its whole request takes
+    # a place at once (docs/FIRMWARE.md, "Connections: sockets as a budget").
+    from slowclients import Attacker, raise_fd_limit
+    raise_fd_limit(1024)
+    b = unixport.Box()
+    try:
+        b.start()
+        att = Attacker(b.port, 300).start()
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and att.opened < 600:  # every socket opened, and reopened once
+                time.sleep(0.1)
+            times = []
+            for i in range(5):
+                t0 = time.monotonic()
+                ack = _client(b, retries=0).send(preset("p0", "XID 79 under a flood", key="flood-%d" % i))
+                times.append(time.monotonic() - t0)
+                assert ack.status == 200 and not ack.duplicate
+                time.sleep(0.2)
+        finally:
+            att.stop()
+        print("P0 through 300 slow sockets (%d opened, %d closed by the box): %s s"
+              % (att.opened, att.closed_by_peer, ", ".join("%.3f" % t for t in times)))
+        assert att.opened >= 600, att.opened  # the box shed and closed them, and took the new ones
+        assert max(times) < 1.0, times
+        assert b.alive()
+        assert {"flood-%d" % i for i in range(5)} <= {x["key"] for x in b.status()["active"]}
+    finally:
+        b.remove()
+
+
 # ---- memory faults
 
 # The allocation-heavy steps of a request, in the order a signed alarm meets them (and the pages' streaming).

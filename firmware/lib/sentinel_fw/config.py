@@ -20,7 +20,7 @@ def defaults(board="esp32"):
         "name": "sentinel",
         "wifi": {"ssid": None, "password": "", "hostname": "sentinel"},
         "keys": {},
-        "http": {"port": 80, "window_s": 300, "max_body": 2048, "max_conn": 8, "backlog": 64},
+        "http": {"port": 80, "window_s": 300, "max_body": 2048, "max_conn": 7, "backlog": 64},
         "time": {"ntp_host": "pool.ntp.org", "resync_s": 3600},
         "pins": dict(_pins.DEFAULTS[board]),
         "matrix": {"width": 16, "height": 16, "serpentine": True, "rotation": 0, "order": "GRB"},
@@ -44,7 +44,7 @@ FIELDS = (
     ("http", "port", "int", 1, 65535),
     ("http", "window_s", "int", 10, 3600),
     ("http", "max_body", "int", 256, 16384),
-    ("http", "max_conn", "int", 2, 14),  # lwIP has ~16 sockets: the listener and NTP need theirs
+    ("http", "max_conn", "int", 2, 8),  # lwIP has 10 sockets: the listener, a new connection, NTP need theirs
     ("http", "backlog", "int", 1, 128),
     ("time", "ntp_host", "str", 1, 64),
     ("time", "resync_s", "int", 60, 86400),

@@ -4,19 +4,23 @@
 # get the core's JSON answers too.
 #
 # Why not microdot's own start_server: asyncio's accept loop takes every connection (an idle client holds a socket
-# and ~760 B of heap for good; with lwIP's ~16 sockets a dozen idle clients made the box deaf) and spins when
+# and ~760 B of heap for good; with lwIP's 10 sockets a few idle clients made the box deaf) and spins when
 # accept() fails; microdot reads a request without a deadline and answers an out-of-memory as 400 or 500. Here:
-# - at most http.max_conn connections at once; when a new one waits and all are taken, the oldest idle one (still
-#   reading its request, nothing received for IDLE_MS) is shed (closed); one being answered is never shed, and
-#   while none is idle new connections wait in the listen backlog;
+# - at most http.max_conn connections at once. The listen queue is emptied at each turn (a full queue makes the
+#   kernel drop every new SYN, a P0's too, which its sender retries only after 1 s, then 3 s); each new connection
+#   is looked at (what it has sent so far, read without waiting) and, when every place is taken, the worst of the lot
+#   is closed: one that has sent nothing (the oldest first), then the slowest (fewest bytes per second since its
+#   accept). A new one whose request arrived whole takes the place of the worst; one with part of a request takes
+#   only an idle one's; one with nothing only an older idle one's; else it is closed at once. One being answered is
+#   never shed; while all are, new connections wait in the listen backlog;
 # - deadlines from the accept: the request line within LINE_MS, the headers within HEAD_MS, the body within
 #   BODY_MS, the answer written within ANSWER_MS; a connection past its deadline is closed;
 # - a request line or header longer than MAX_LINE, more than MAX_HEADERS headers, a Content-Length that is not
 #   decimal: 400; a body over http.max_body: the core's 413, without reading more than DRAIN bytes of it;
 # - running out of heap anywhere in a request: 503 "try again" (Retry-After: 1), the connection closed; a page that
 #   runs out while streaming is cut off and closed (its status line is already out).
-# The accept loop polls the listening socket every POLL_MS (as the button task polls its pin): it never spins, and
-# while the budget is full the kernel (lwIP) holds new connections in the listen backlog instead of the heap.
+# The accept loop polls the listening socket every POLL_MS (as the button task polls its pin) and takes what waits
+# there at once (at most `backlog` per turn, then a yield); it never spins on a failing accept().
 #
 # The handlers are module-level `async def` functions on purpose: microdot asks inspect.iscoroutinefunction()
 # whether to await a handler, and MicroPython answers False for closures and bound methods, which then fail (500).
@@ -36,19 +40,18 @@ RETRY = {"Content-Type": "application/json", "Retry-After": "1"}  # a 503: out o
 PATHS = ("/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat", "/api/v1/unmute", "/api/v1/status", "/metrics")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
-MAX_CONN = const(8)  # the default of http.max_conn: lwIP's 16 sockets less the listener, NTP and a margin
-# The default of http.backlog: a waiting connection is a PCB of lwIP's own pool (or the kernel's), never heap;
-# lwIP caps it at its pool. Concurrent senders beyond it wait for SYN retries (1 s, 3 s, ...).
+# The default of http.max_conn: MicroPython's ESP32 build keeps ESP-IDF's 10 lwIP sockets (CONFIG_LWIP_MAX_SOCKETS),
+# less the listener, the new connection being looked at, and NTP's.
+MAX_CONN = const(7)
+# The default of http.backlog, the listen() argument: the kernel's accept queue on the Unix port (emptied at each
+# turn, so it never fills under the slow-client bench); on the ESP32 lwIP holds at most its accept mailbox
+# (CONFIG_LWIP_TCP_ACCEPTMBOX_SIZE, 6) whatever this says, and resets a connection beyond it. Never heap.
 BACKLOG = const(64)
 LINE_MS = const(2000)
 HEAD_MS = const(4000)
 BODY_MS = const(8000)
 ANSWER_MS = const(10000)
 POLL_MS = const(10)
-# Idle: nothing received for this long (since the accept, or the last bytes). Only an idle connection is shed: a
-# sender that has just connected, whose request is on its way or not yet read, keeps its place (a burst of
-# concurrent senders then waits in the backlog instead of being cut off).
-IDLE_MS = const(100)
 MAX_LINE = const(1024)
 MAX_HEADERS = const(32)
 DRAIN = const(16384)  # a refused body up to this size is read and dropped, so the client reads the 413
@@ -104,7 +107,7 @@ async def _endpoint(request):
 
 
 _busy = None  # the 503 Response, made at boot (not while memory is short)
-_scratch = None  # made at boot: what closing a connection reads unread input into
+_scratch = None  # made at boot: what a new connection is looked at with, and unread input is dropped into
 
 
 async def _out_of_memory(request, exc):
@@ -116,23 +119,22 @@ class _Conn:
     deadlines and limits above. MicroPython: one asyncio Stream for both ways; CPython (tests): a reader and a
     writer."""
 
-    def __init__(self, sock, reader, writer, t_ms, max_body):
+    def __init__(self, sock, reader, writer, t_ms, max_body, data=b""):
         self.sock = sock
         self.r = reader
         self.w = writer
         self.since = t_ms
-        self.last = t_ms  # when bytes last arrived
+        self.got = len(data)  # bytes received so far (what the budget sheds by)
         self.phase = _LINE
         self.deadline = ticks.add(t_ms, LINE_MS)
         self.task = None
         self.max_body = max_body
-        self.buf = b""  # what was read and not yet taken, from self.pos on (an offset: no copy per line)
+        self.buf = data  # what was read and not yet taken, from self.pos on (an offset: no copy per line)
         self.pos = 0
         self.headers = 0
         self.length = 0
         self.wrote = False
         self.closed = False
-        self.draining = False
 
     def _enter(self, phase, ms):
         self.phase = phase
@@ -142,7 +144,7 @@ class _Conn:
         b = await self.r.read(_CHUNK)
         if not b:
             raise EOFError()
-        self.last = ticks.ms()
+        self.got += len(b)
         if self.pos < len(self.buf):
             self.buf = self.buf[self.pos:] + b
         else:
@@ -168,8 +170,8 @@ class _Conn:
             raise _Refused(400, BAD_REQUEST)
         line = self.buf[self.pos:i + 1]
         self.pos = i + 1
-        if self.draining:
-            pass
+        if self.phase == _ANSWER:
+            pass  # the rest of a refused head (drain_body)
         elif self.phase == _LINE:
             self._enter(_HEAD, HEAD_MS)
         elif line == b"\r\n" or line == b"\n":
@@ -203,23 +205,16 @@ class _Conn:
         self.pos += n
         return b
 
-    async def read(self, n=-1):
-        if self.pos >= len(self.buf):
-            await self._more()
-        if n < 0 or n >= len(self.buf) - self.pos:
-            n = len(self.buf) - self.pos
-        return await self.readexactly(n)
-
     async def drain_body(self):
         # A refused body: read and drop it (bounded), so that the client gets to read the answer instead of a
         # reset for the data it is still sending.
-        self.draining = True
-        if self.phase == _HEAD:
+        head = self.phase == _HEAD
+        self.phase = _ANSWER
+        if head:
             while True:  # the rest of the headers, up to the blank line (each line bounded as before)
                 line = await self.readline()
                 if line == b"\r\n" or line == b"\n" or not line:
                     break
-        self.phase = _ANSWER
         left = self.length - (len(self.buf) - self.pos)
         self.buf = b""
         self.pos = 0
@@ -236,15 +231,6 @@ class _Conn:
         self.wrote = True
         self.w.write(data)
         await self.w.drain()
-
-    async def aclose(self):
-        self.close()
-
-    def start(self, task):
-        self.task = task
-
-    def get_extra_info(self, name):
-        return None
 
     def close(self):
         if self.closed:
@@ -300,11 +286,6 @@ class Server:
         self.max_conn = max_conn
         self.backlog = backlog
         self.conns = []
-        self.accepted = 0
-        self.shed = 0
-        self.expired = 0
-        self.busy = 0  # answered 503 for lack of memory
-        self.port = None
 
     # -- one connection
 
@@ -332,8 +313,6 @@ class Server:
                 return
             c._enter(_ANSWER, ANSWER_MS)
             res = await self.web.dispatch_request(req)
-            if res is _busy:
-                self.busy += 1
             try:
                 await res.write(c)
             finally:
@@ -346,7 +325,6 @@ class Server:
                     except Exception:  # noqa: BLE001
                         pass
         except MemoryError:
-            self.busy += 1
             if not c.wrote:
                 try:
                     c.w.write(BUSY_HTTP)
@@ -377,26 +355,34 @@ class Server:
         if c.task is not None:
             c.task.cancel()
 
-    def shed_oldest(self, t_ms=None):
-        """Close the oldest idle connection still reading its request (nothing received for IDLE_MS); False when
-        there is none: every one is answering or has just sent something."""
-        if t_ms is None:
-            t_ms = ticks.ms()
-        old = None
+    def worst(self, t_ms, data=None):
+        """The connection to shed first, or None when every one is being answered: one that has sent nothing (the
+        oldest first), then the one with the fewest bytes per second since its accept. With data (what a new
+        connection has sent): the one it takes the place of, None if it is to be closed itself: a whole request
+        takes the worst one's place, part of one only an idle one's, nothing only an older idle one's."""
+        w = None
         for c in self.conns:
-            if c.phase != _ANSWER and ticks.diff(t_ms, c.last) >= IDLE_MS and (
-                    old is None or ticks.diff(c.since, old.since) < 0):
-                old = c
-        if old is None:
-            return False
-        self.shed += 1
-        self._drop(old)
-        return True
+            if c.phase == _ANSWER:
+                continue
+            if w is None or (not c.got and (w.got or ticks.diff(c.since, w.since) < 0)) or (c.got and w.got and (
+                    c.got * (ticks.diff(t_ms, w.since) + 1) < w.got * (ticks.diff(t_ms, c.since) + 1))):
+                w = c
+        if data is None or w is None or not w.got and (data or ticks.diff(w.since, t_ms) < 0):
+            return w
+        # A whole request: its head, and as many body bytes as its Content-Length says.
+        e = data.find(b"\r\n\r\n")
+        if e < 0:
+            return None
+        h = data[:e + 2].lower()
+        i = h.find(b"\ncontent-length:") + 1
+        if not i:
+            return w
+        v = h[i + 15:h.find(b"\r", i)].strip()
+        return w if not v.isdigit() or len(data) - e - 4 >= int(v) else None
 
     def expire(self, t_ms):
         for c in list(self.conns) if len(self.conns) else ():
             if ticks.diff(t_ms, c.deadline) >= 0:
-                self.expired += 1
                 self._drop(c)
 
     # -- the listening socket
@@ -409,59 +395,77 @@ class Server:
         s.bind(ai[-1])
         s.listen(self.backlog)
         s.setblocking(False)
-        name = getattr(s, "getsockname", None)  # the Unix port has it, the ESP32's socket does not
-        self.port = name()[1] if name is not None else port
         return s
 
-    async def _start(self, sock, t_ms):
+    async def admit(self, sock, t_ms):
+        """A new connection: looked at (what has arrived, read without waiting) and served, or closed at once when
+        every place is taken and it is not better than the worst (see the top of this file). True if it was
+        served with bytes already in (it then gets a turn to take its request)."""
         import asyncio
         sock.setblocking(False)
+        data = b""  # what it has sent so far, read without waiting
+        try:
+            while len(data) < self.max_body + MAX_LINE:
+                n = sock.readinto(_scratch) if _MPY else sock.recv_into(_scratch)
+                if not n:  # None: nothing yet (MicroPython); 0: the end of its input
+                    break
+                data += _scratch[:n]
+        except OSError:  # nothing yet (CPython), or reset: its task sees the rest
+            pass
+        if len(self.conns) >= self.max_conn:
+            old = self.worst(t_ms, data)
+            if old is None:
+                sock.close()  # not better than the worst: closed at once
+                return False
+            self._drop(old)
         if _MPY:
-            st = asyncio.StreamReader(sock)
-            c = _Conn(sock, st, st, t_ms, self.max_body)
+            r = w = asyncio.StreamReader(sock)
         else:
             r, w = await asyncio.open_connection(sock=sock)
-            c = _Conn(sock, r, w, t_ms, self.max_body)
+        c = _Conn(sock, r, w, t_ms, self.max_body, data)
         self.conns.append(c)
-        self.accepted += 1
-        c.start(asyncio.create_task(self.serve(c)))
+        c.task = asyncio.create_task(self.serve(c))  # pyright: ignore[reportAttributeAccessIssue]
+        return c.got > 0
 
-    async def _step(self, s, ipoll, poller):
+    async def _step(self, s, poll):
         t = ticks.ms()
         self.expire(t)
-        ready = False
-        for _ in (ipoll(0) if ipoll is not None else poller.poll(0)):
-            ready = True
-        if not ready or (len(self.conns) >= self.max_conn and not self.shed_oldest(t)):
-            await _sleep_ms(POLL_MS)
-            return
-        try:
-            c, _addr = s.accept()
-        except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
-            self.shed_oldest(t)
-            await _sleep_ms(POLL_MS)
-            return
-        try:
-            await self._start(c, t)
-        except Exception:  # noqa: BLE001 - MemoryError making its stream: refuse this one
-            self.busy += 1
+        n = 0
+        while n < self.backlog:
+            for _ in poll(0):
+                break
+            else:
+                break  # nothing waits
+            if len(self.conns) >= self.max_conn and self.worst(t) is None:
+                break  # every place is being answered (a few ms): new ones wait in the listen queue
             try:
-                c.close()
-            except Exception:  # noqa: BLE001
-                pass
-        # Let the new connection read what it was sent before the next accept.
-        await _sleep_ms(0)
+                c, _addr = s.accept()
+            except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
+                c = self.worst(t)
+                if c is not None:
+                    self._drop(c)
+                break
+            n += 1
+            try:
+                if await self.admit(c, t):
+                    await _sleep_ms(0)  # its task takes what it was sent before the next accept
+            except Exception:  # noqa: BLE001 - MemoryError making its stream: refuse this one
+                try:
+                    c.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        await _sleep_ms(0 if n else POLL_MS)
 
     async def run(self, host, port):
         import select
         s = self.listen(host, port)
         poller = select.poll()
         poller.register(s, select.POLLIN)
-        ipoll = getattr(poller, "ipoll", None)  # MicroPython's allocation-free poll
+        poll = getattr(poller, "ipoll", None) or poller.poll  # MicroPython's ipoll allocates nothing
         try:
             while True:
                 try:
-                    await self._step(s, ipoll, poller)
+                    await self._step(s, poll)
                 except Exception as e:  # noqa: BLE001 - a MemoryError here is this turn's, not the server's end
                     try:
                         log("http: accept loop: %s: %s" % (type(e).__name__, e))
