@@ -143,6 +143,11 @@ class _Pyttsx3Synth:
             except Exception:  # noqa: BLE001  (best effort at exit)
                 pass
             proxy._driver = None
+            # The proxy itself must go now, not at teardown: its __del__ uses the module global `contextlib`, which
+            # the interpreter may already have set to None by then ("'NoneType' object has no attribute
+            # 'suppress'", seen in pytest's worker processes). The engine holds the only strong reference.
+            self.engine.proxy = None
+            del proxy
         finally:
             if locked:
                 self.lock.release()

@@ -246,7 +246,9 @@ def test_exit_after_speaking_prints_no_teardown_traceback(tmp_path):
             "import atexit, emulator.voice as vm\n"
             "s = vm._SHARED['synth']\n"
             "s.close()\n"
-            "assert s.engine.proxy._driver is None\n" % str(tmp_path))
+            "assert s.engine.proxy is None\n"
+            "import gc, pyttsx3.driver as d\n"
+            "assert not [o for o in gc.get_objects() if type(o) is d.DriverProxy]\n" % str(tmp_path))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert r.returncode == 0, r.stderr
