@@ -219,3 +219,29 @@ def test_every_ingest_endpoint_after_the_dispatch_change(front):
     m = gw.metrics_text()
     assert 'source="alertmanager"' in m and 'source="grafana"' in m
     s.close()
+
+
+def test_a_large_answer_the_socket_cannot_take_at_once_arrives_whole_and_in_order(front):
+    """Answers go out with os.write while the transport has nothing queued; what the kernel does not take (a small
+    receive buffer, a reader that waits) goes through the transport, and the next answer queues behind it."""
+    f, gw, fake, _ = front
+    gw.cfg.max_body = f.max_body = 1 << 20
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", f.port))
+    s.sendall(request("/healthz"))
+    read_answers(s, 1)
+    # the gateway's side of this connection gets a small send buffer: a 100 KB answer cannot go out in one write
+    (conn,) = [c for home in f.loops for c in home.conns]
+    server_side = socket.socket(fileno=os.dup(conn.fd))
+    server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    server_side.close()                # the duplicate only; the gateway keeps its own descriptor
+    batch = [dict(EV, cluster_rack="L%03d" % i, node_host="gpu-large-answer-%04d" % i) for i in range(1000)]
+    s.sendall(request("/api/v1/gpu_event", batch) + request("/api/v1/gpu_event", dict(EV, cluster_rack="M01")))
+    time.sleep(0.5)                       # the first answer (~100 KB) fills the socket; the second waits behind it
+    a, b = read_answers(s, 2)
+    results = json.loads(a[2])["results"]
+    assert a[0] == 200 and len(a[2]) > 50_000 and len(results) == 1000
+    assert [r["key"].split(":")[0] for r in results] == ["L%03d" % i for i in range(1000)]
+    assert b[0] == 200 and json.loads(b[2])["key"].startswith("M01:")
+    s.close()
