@@ -43,6 +43,7 @@ def clean_host(raw: str) -> str:
 
 # a node's GPUs report one after another under one host name: its cleaned form is looked up, not recomputed
 _CLEAN_MEMO: dict = {}
+_RACKS: dict = {}
 
 
 def debounce_key(rack: str, clean: str, event_type: str) -> str:
@@ -313,6 +314,14 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
     if not isinstance(body, dict):
         raise EventError("bad_body", "the body must be a JSON object", 400)
     rack = _string(body, "cluster_rack", 64)
+    # a cluster has a few hundred racks and a storm names each thousands of times: the groups' rack and host sets
+    # keep one string per rack, not one per event
+    r = _RACKS.get(rack)
+    if r is None:
+        if len(_RACKS) >= 4096:
+            _RACKS.clear()
+        r = _RACKS[rack] = rack
+    rack = r
     host = _string(body, "node_host", 253)
     etype = _string(body, "event_type", 48)
     if not _TYPE_RE.match(etype):
