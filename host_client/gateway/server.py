@@ -77,6 +77,7 @@ class _Conn(asyncio.Protocol):
         self.front = front
         self.home = home           # the _Loop whose thread serves this connection
         self.transport = None
+        self.fd = -1               # the socket, for answers sent with the GIL released (_write)
         self.buf = bytearray()
         self.busy = False          # an answer is waiting for its alarm to reach the disk
         self.closing = False
