@@ -18,6 +18,14 @@ accepted: for the RFC's gateway one alarm per incident; ours carries a storm's i
 counts each incident the alarm that carries it reached the terminal. After wrk stops each gateway gets the same
 drain time (its queue empty, or the terminal idle 5 s, at most --drain seconds).
 
+Last figures (this 2-core machine, other sessions running; two runs of 3 rounds; the table is in docs/GATEWAY.md):
+
+    ours (asyncio front) / the RFC's Go gateway, per round:  events/s 0.65-1.11x (median 0.87x),
+    peak RSS 0.19-0.28x (median 0.215x), p99 0.42-1.26x; loss 0 % (the Go gateway's 99.5-99.7 %).
+    Absolute: 7.4-9.0k vs 7.1-11.4k events/s, 38.8-41.8 vs 143-208 MB, p99 7-24 vs 16-35 ms.
+    Before the issue 12 speed work: 0.61-0.71x, RSS 0.26x. The targets (>= 1.0x, <= 0.2x) were each reached in
+    2 of the 6 rounds: not met.
+
 Needs: golang-go and wrk (tools/install-system-deps.sh installs both for `make bench`).
 Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers asyncio,waitress]
 """
