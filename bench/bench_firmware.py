@@ -62,7 +62,8 @@ for _n in ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strict
            "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
            "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
            "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
-           "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config", "sentinel_fw.clock",
+           "sentinel_core.shell", "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config",
+           "sentinel_fw.clock",
            "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels", "sentinel_fw.buttonpoll",
            "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot", "sentinel_fw.server", "sentinel_fw.app",
            "sentinel_fw.startup"):
@@ -280,6 +281,7 @@ for _p in machine.Pin.registry.values():
 machine.UART.registry[2].written = bytearray()
 machine.UART.registry[2].writes = []
 neopixel.NeoPixel.instances[-1].frames = []
+micropython.qstr_info()  # the interned names while running: their pools double (one block of 4 B + 3 B a name)
 RUNNING = await held() - BASE
 STATE = await held() - R0
 
@@ -436,11 +438,13 @@ def measure():
     line = [x for x in out.splitlines() if x.startswith("{")][-1]
     m = json.loads(line)
     pools = []
-    for q in [x for x in out.splitlines() if x.startswith("qstr pool:")][:2]:
+    for q in [x for x in out.splitlines() if x.startswith("qstr pool:")][:3]:
         pools.append(dict(kv.split("=") for kv in q.split(":", 1)[1].replace(",", " ").split()))
     # The names of the fakes and of this script were interned before the baseline: not counted.
     m["qstr_n"] = int(pools[1]["n_qstr"]) - int(pools[0]["n_qstr"])
     m["qstr_bytes"] = int(pools[1]["n_total_bytes"]) - int(pools[0]["n_total_bytes"])
+    m["qstr_running"] = int(pools[2]["n_qstr"]) - int(pools[0]["n_qstr"])
+    m["qstr_pools"] = int(pools[2]["n_pool"])
     m["mpy_bytes"] = mpy_bytes
     m["boot_first"] = measure_boot(setup, None)
     m["boot_reboot"] = measure_boot(setup, m.pop("state_file"))

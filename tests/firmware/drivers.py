@@ -115,26 +115,31 @@ def test_pixels_wrong_length_refused_and_missing_driver_reported():
 # ---- button
 
 
-def test_button_poller_debounces_bounce_and_lights_lamp():
+def test_button_pins_read_the_raw_level_and_light_the_lamp():
+    # The driver only reads the pin (debouncing is the core's, tests/core/button.py and tests/vectors/shell.json).
     fresh_fakes()
     pin = machine.Pin(32, machine.Pin.IN, machine.Pin.PULL_UP)
     lamp = machine.Pin(33, machine.Pin.OUT, value=0)
-    b = ButtonPoller(pin, Button(30, 3000), True, lamp)
-    assert b.poll(0) is None
-    # 15 ms of contact bounce: no event.
-    for t, level in ((10, 0), (15, 1), (20, 0), (25, 1)):
-        pin.drive(level)
-        assert b.poll(t) is None
-    for t in range(30, 100, 10):
-        assert b.poll(t) is None
+    b = ButtonPoller(pin, True, lamp)
+    assert b.pressed() is False           # pulled up: released
     pin.drive(0)
+    assert b.pressed() is True            # the contact pulls it low
+    high = ButtonPoller(machine.Pin(34, machine.Pin.IN, machine.Pin.PULL_DOWN), False)
+    assert high.pressed() is False
+    # Bounce reaches the core unfiltered, and the core's Button turns it into one press.
+    pin.drive(1)
+    deb = Button(30, 3000)
     evs = []
-    for t in range(100, 300, 10):
-        evs.append(b.poll(t))
+    deb.sample(b.pressed(), 0)
+    for t, level in ((10, 1), (15, 0), (20, 1), (25, 0)):
+        pin.drive(level)
+        evs.append(deb.sample(b.pressed(), t))
+    for t in range(30, 300, 10):
+        evs.append(deb.sample(b.pressed(), t))
     pin.drive(1)
     for t in range(300, 400, 10):
-        evs.append(b.poll(t))
-    assert [e for e in evs if e] == ["short"] and b.events == 1
+        evs.append(deb.sample(b.pressed(), t))
+    assert [e for e in evs if e] == ["short"], evs
     b.set_lamp(True)
     b.set_lamp(True)
     b.set_lamp(False)

@@ -111,7 +111,8 @@ async def test_metrics_in_prometheus_text():
     lines = r.text.split("\n")
     for want in ('sentinel_alarms_total{level="P0"} 1', 'sentinel_requests_total{outcome="accepted"} 1',
                  'sentinel_requests_total{outcome="refused"} 1', 'sentinel_active_alarms{level="P0"} 1',
-                 "sentinel_shown_level 2", 'sentinel_health{check="network"} 1',
+                 "sentinel_shown_level 2", 'sentinel_health_ok{check="network"} 1',
+                 'sentinel_refusals_total{code="bad_signature"} 1',
                  "# TYPE sentinel_frames_total counter"):
         assert want in lines, (want, r.text)
 
@@ -164,44 +165,39 @@ async def test_status_in_pieces_is_the_whole_document():
 
 
 def _metrics_from_status(s, now):
-    # The page as it was computed from the status document before it was read straight from the terminal.
-    levels = ("NORMAL", "P1", "P0")
+    # What the page must say, read off the status document instead of the terminal: {sample: value}.
     st = s.status(now)
     dev = st["device"]
-    out = []
-
-    def fam(name, kind, text, *samples):
-        out.append("# HELP %s %s" % (name, text))
-        out.append("# TYPE %s %s" % (name, kind))
-        for labels, v in samples:
-            out.append("%s{%s} %s" % (name, labels, v) if labels else "%s %s" % (name, v))
-    fam("sentinel_requests_total", "counter", "Signed API requests by outcome.",
-        ('outcome="accepted"', s.requests - s.refused), ('outcome="refused"', s.refused))
-    fam("sentinel_alarms_total", "counter", "Accepted alarms by level.",
-        *[('level="%s"' % levels[i], s.alarms[i]) for i in range(3)])
-    fam("sentinel_button_presses_total", "counter", "ACK button presses by kind.",
-        ('kind="short"', s.presses["short"]), ('kind="long"', s.presses["long"]))
-    fam("sentinel_frames_total", "counter", "Frames sent to the LED matrix.", ("", dev["matrix"]["frames"]))
-    fam("sentinel_active_alarms", "gauge", "Alarms currently active, by level.",
-        *[('level="%s"' % lv, sum(1 for a in st["active"] if a["level"] == lv)) for lv in levels])
+    out = {}
+    http = dev["http"]
+    n = s.glue.requests
+    assert n[0] + n[1] + n[2] == http["requests"] and n[2] == http["refused"], (n, http)
+    out['sentinel_requests_total{outcome="refused"}'] = http["refused"]
+    for lv in ("NORMAL", "P1", "P0"):
+        out['sentinel_active_alarms{level="%s"}' % lv] = sum(1 for a in st["active"] if a["level"] == lv)
     lv = st["shown"]["level"]
-    fam("sentinel_shown_level", "gauge", "Level owning the display: 2 P0, 1 P1, 0 NORMAL, -1 none.",
-        ("", levels.index(lv) if lv in levels else -1))
+    out["sentinel_shown_level"] = ("NORMAL", "P1", "P0").index(lv) if lv else -1
+    out['sentinel_display_info{pattern="%s"}' % st["shown"]["pattern"]] = 1
     mute = st["mute"]
-    fam("sentinel_mute_remaining_seconds", "gauge", "Seconds left in the ACK mute (0: not muted).",
-        ("", int(mute["remaining_s"] or 0) if mute["active"] else 0))
-    fam("sentinel_quiet_hours", "gauge", "1 inside quiet hours (no speech below P0).",
-        ("", 1 if st["quiet"]["active"] else 0))
-    fam("sentinel_speaking", "gauge", "1 while an utterance is being spoken.",
-        ("", 0 if st["speech"]["speaking"] is None else 1))
-    fam("sentinel_health", "gauge", "1 when the named health check is fine.",
-        *[('check="%s"' % n, 1 if st["health"][n] else 0) for n in ("clock", "network", "speech", "config")])
-    fam("sentinel_watchdog_feeds_total", "counter", "Hardware watchdog feeds.", ("", dev["watchdog"]["feeds"]))
-    fam("sentinel_flash_writes_total", "counter", "State writes to flash.",
-        ("", dev["flash"]["writes"] if dev["flash"] else 0))
-    if "heap_free" in dev:
-        fam("sentinel_heap_free_bytes", "gauge", "Free MicroPython heap.", ("", dev["heap_free"]))
-    fam("sentinel_uptime_seconds", "gauge", "Seconds since boot.", ("", dev["uptime_s"]))
+    out["sentinel_mute_remaining_seconds"] = int(mute["remaining_s"] or 0) if mute["active"] else 0
+    out["sentinel_quiet_hours"] = 1 if st["quiet"]["active"] else 0
+    out["sentinel_speaking"] = 0 if st["speech"]["speaking"] is None else 1
+    out["sentinel_speech_queued"] = len(st["speech"]["queued"])
+    out["sentinel_speech_dropped_total"] = st["speech"]["dropped"]
+    for name in ("clock", "network", "speech", "config"):
+        out['sentinel_health_ok{check="%s"}' % name] = 1 if st["health"][name] else 0
+    out['sentinel_health_ok{check="heartbeat"}'] = 1 if st["health"]["heartbeat"]["ok"] else 0
+    out["sentinel_watchdog_feeds_total"] = dev["watchdog"]["feeds"]
+    out["sentinel_state_writes_total"] = dev["flash"]["writes"] if dev["flash"] else 0
+    return out
+
+
+def _samples(lines):
+    out = {}
+    for x in lines:
+        if x and not x.startswith("#"):
+            k, v = x.rsplit(" ", 1)
+            out[k] = int(v)
     return out
 
 
@@ -211,7 +207,7 @@ def _steady_lines(lines):
 
 
 async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says():
-    from sentinel_fw import metrics
+    import sys
     s, ft, c = _client()
     for fill in (False, True):
         if fill:
@@ -221,19 +217,21 @@ async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says
             h, b = signed({"key": None, "long": False}, ft(), path="/api/v1/ack")
             assert s.handle_http("POST", "/api/v1/ack", h, b)[0] == 200
         now = ft()
-        parts = list(metrics.parts(s, now))
-        assert len(parts) > 10
+        parts = list(s.metrics_parts(now))
+        assert len(parts) > 10 and "sentinel_core.metrics" not in sys.modules
         text = _text(parts)
         assert text.endswith("\n")
         lines = text.split("\n")[:-1]
-        assert _steady_lines(lines) == _steady_lines(_metrics_from_status(s, now)), text
+        got = _samples(lines)
+        want = _metrics_from_status(s, now)
+        for k in want:
+            assert got.get(k) == want[k], (k, want[k], got.get(k), text)
         st, body = s.handle_http("GET", "/metrics", {}, b"")
         assert st == 200 and _steady_lines(body.decode().split("\n")[:-1]) == _steady_lines(lines)
         r = await c.get("/metrics")
         assert r.status_code == 200 and _steady_lines(r.text.split("\n")[:-1]) == _steady_lines(lines), r.text
         # Loaded for the scrape, dropped after it: not held between scrapes.
-        import sys
-        assert "sentinel_fw.metrics" not in sys.modules
+        assert "sentinel_core.metrics" not in sys.modules
 
 
 async def test_one_route_answers_every_path_and_method_in_json():
@@ -319,7 +317,7 @@ async def test_answer_on_the_wire_then_the_state_written():
     head, body = wire.split(b"\r\n\r\n", 1)
     assert head.decode().split("\r\n")[1:] == ["Content-Type: text/plain; version=0.0.4; charset=utf-8"], head
     assert b"sentinel_alarms_total{level=\"P0\"} 1\n" in body, body
-    assert "sentinel_fw.metrics" not in sys.modules
+    assert "sentinel_core.metrics" not in sys.modules
     # OPTIONS is the core's to answer, as in the emulator.
     c = await _serve(s, "OPTIONS", "/api/v1/send_msg", {}, b"")
     assert c.out[0][0] == b"HTTP/1.0 405 N/A\r\n", c.out

@@ -67,9 +67,7 @@ class ShellGlue:
         Returns PERSIST when the state to save changed, else None. The shell answers result.status and
         result.body_bytes()."""
         if result.status != 200:
-            self.requests[_REFUSED] += 1
-            code = result.answer.get("error")
-            self.refused[code] = self.refused.get(code, 0) + 1
+            self.refusal(result.answer.get("error"))
             return None
         if result.duplicate:
             self.requests[_DUPLICATE] += 1
@@ -90,6 +88,12 @@ class ShellGlue:
         self.requests[_ACCEPTED] += 1
         self.accepted[kind] = self.accepted.get(kind, 0) + 1
         return PERSIST if t.dirty else None
+
+    def refusal(self, code):
+        """A request the shell refused itself before the receiver saw it (the board's server, a body too large by
+        its Content-Length alone): counted as the receiver's refusals are."""
+        self.requests[_REFUSED] += 1
+        self.refused[code] = self.refused.get(code, 0) + 1
 
     def button_level(self, pressed, t_ms):
         """One raw sample of the ACK button (True: held down) at ms tick t_ms: the debounced press it completes,

@@ -1,10 +1,13 @@
-# The terminal: the shared core wired to the device shells. Each concern is one small step method driven by its
-# own asyncio task; tests call the same methods with a fake clock and fake hardware. Getting from the config file
-# to a running terminal (or to the config-error screen) is sentinel_fw.startup, dropped once the terminal runs.
+# The terminal on the board: the shared core's shell glue (sentinel_core.shell) wired to the ESP32's I/O. Each
+# concern is one small step method driven by its own asyncio task; a step reads its hardware, hands what it read to
+# the glue and does what the glue answers (show this frame, say this, stop speaking, write the state). Tests call the
+# same methods with a fake clock and fake hardware. Getting from the config file to a running terminal (or to the
+# config-error screen) is sentinel_fw.startup, dropped once the terminal runs. The contract: docs/SHELL_CONTRACT.md.
 import gc
 import json
 import sys
 
+from sentinel_core.shell import COMPLETED, FAILED, PERSIST, SAY, STOP
 from sentinel_fw import ticks
 
 VERSION = "0.1.0"
@@ -60,19 +63,20 @@ class Sentinel:
         self.cfg = cfg
         self.clock = clock
         self.store = store
-        self.requests = 0
-        self.refused = 0
-        self.alarms = [0, 0, 0]  # accepted alarms by level (NORMAL, P1, P0)
-        self.presses = {"short": 0, "long": 0}
         self.errors = []  # (what, message) shown in the status: a missing chip, a bad restore...
         self.started_ms = ticks.ms()
         # Building the parts is boot-only code, in its own module so that its bytecode leaves the heap once built.
         from sentinel_fw.build import build
         try:
-            (self.terminal, self.receiver, self.renderer, self.frame_ms, self.pixels, self.button, self.tts,
-             self.wifi, self.watchdog) = build(self, wlan, wdt_factory, config_error)
+            # glue: sentinel_core.shell.ShellGlue (the terminal, receiver, renderer, debouncer); button: a
+            # sentinel_fw.buttonpoll.ButtonPoller, tts: a sentinel_fw.tts_uart.TtsUart, wifi: a sentinel_fw.wifi.WiFi
+            # (each None when absent).
+            (self.glue, self.frame_ms, self.pixels, self.button, self.tts, self.wifi,
+             self.watchdog) = build(self, wlan, wdt_factory, config_error)
         finally:
             _forget("sentinel_fw", "build")
+        self.terminal = self.glue.terminal
+        self.receiver = self.glue.receiver
 
     # A part that is missing at boot or a state that cannot be restored: shown in the status, the rest works.
     def _problem(self, what, message):
@@ -83,15 +87,13 @@ class Sentinel:
 
     def persist(self):
         """Write the state to flash when it changed; True when written."""
-        t = self.terminal
-        if self.store is None or not t.dirty:
+        g = self.glue
+        if self.store is None or not g.dirty:
             return False
-        from sentinel_core.persist import write_state
-        extra = self.receiver.replay.export()
-        version = t.state_version
-        # Written field by field into the file (persist.write_state): the document is never built in the heap.
-        if self.store.save_with(lambda f: write_state(t, f, extra)):
-            t.mark_saved(version)
+        # Written field by field into the file: the document is never built in the heap.
+        version = g.terminal.state_version
+        if self.store.save_with(g.write_state):
+            g.saved(version)
             return True
         return False
 
@@ -109,26 +111,9 @@ class Sentinel:
             if method != "GET":
                 return 405, b'{"ok": false, "error": "method_not_allowed", "message": "use GET"}'
             return 200, "".join(self.metrics_parts(now)).encode()
-        self.requests += 1
-        # Not recorded as seen until the terminal took it (receiver.commit below): if applying it fails (a MemoryError),
-        # the exception is the answer (503) and the sender's retry is applied, not answered "duplicate".
         r = self.receiver.handle(method, path, headers, body, now, self.clock.synced, False)
-        if r.status != 200:
-            self.refused += 1
-        elif not r.duplicate:
-            t = self.terminal
-            if r.kind == "alarm":
-                t.on_alarm(r.alarm, now)
-                self.alarms[r.alarm.level] += 1
-            elif r.kind == "ack":
-                t.on_ack(r.ack["key"], r.ack["long"], now)
-            elif r.kind == "heartbeat":
-                t.on_heartbeat(r.heartbeat["interval"], now)
-            elif r.kind == "unmute":
-                t.on_unmute(r.payload["key"], now)
-            self.receiver.commit(r)
-            if persist:
-                self.persist()
+        if self.glue.request(r, now) == PERSIST and persist:
+            self.persist()
         return r.status, r.body_bytes()
 
     def status(self, now):
@@ -162,14 +147,23 @@ class Sentinel:
         yield "}}"
 
     def metrics_parts(self, now):
-        """GET /metrics in pieces (sentinel_fw.metrics). The module is loaded for the scrape and dropped after it:
-        a scrape every few seconds costs a .mpy load, a box holding it between scrapes ~2.5 KB of heap for good."""
-        from sentinel_fw import metrics
+        """GET /metrics in pieces (sentinel_core.metrics, the emulator's writer too). The module is loaded for the
+        scrape and dropped after it: a scrape every few seconds costs a .mpy load, a box holding it between scrapes
+        its heap for good."""
+        from sentinel_core import metrics
+        shell = {"state_writes_total": 0 if self.store is None else self.store.writes,
+                 "uptime_seconds": ticks.diff(ticks.ms(), self.started_ms) // 1000,
+                 "watchdog_feeds_total": self.watchdog.feeds}
         try:
-            yield from metrics.parts(self, now)
+            shell["heap_free_bytes"] = gc.mem_free()
+        except AttributeError:
+            pass
+        try:
+            yield from metrics.parts(self.glue, now, shell)
         finally:
             metrics = None
-            _forget("sentinel_fw", "metrics")
+            shell = None
+            _forget("sentinel_core", "metrics")
 
     def device_status(self):
         return dict(self.device_items())
@@ -189,7 +183,8 @@ class Sentinel:
         yield "wifi", None if self.wifi is None else {"connected": self.wifi.connected, "ip": self.wifi.address(),
                                                       "attempts": self.wifi.attempts}
         yield "watchdog", {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())}
-        yield "http", {"requests": self.requests, "refused": self.refused}
+        n = self.glue.requests
+        yield "http", {"requests": n[0] + n[1] + n[2], "refused": n[2]}
         yield "flash", None if self.store is None else {"writes": self.store.writes, "error": self.store.last_error}
         yield "problems", ["%s: %s" % p for p in self.errors]
         try:
@@ -201,60 +196,59 @@ class Sentinel:
     # ---- the steps, one per task
 
     def frame_step(self, t_ms):
-        d = self.terminal.display(self.clock.now())
-        buf = self.renderer.render(d, t_ms)
+        g = self.glue
+        buf = g.frame(self.clock.now(), t_ms)
         self.pixels.show(buf)
         if self.button is not None:
-            self.button.set_lamp(d.level is not None and d.level > 0)
+            self.button.set_lamp(g.lamp)
         self.watchdog.beat("frame", t_ms)
         return buf
 
     def button_step(self, t_ms):
+        """The press this poll completed ("short", "long") or None."""
         ev = None
         if self.button is not None:
-            ev = self.button.poll(t_ms)
+            ev = self.glue.button_level(self.button.pressed(), t_ms)
             if ev is not None:
                 log("button: %s press" % ev)
-                self.presses[ev] += 1
-                self.terminal.on_button(ev, self.clock.now())
+                self.glue.press(ev, self.clock.now())
                 self.persist()
         self.watchdog.beat("button", t_ms)
         return ev
 
     def speech_step(self, t_ms):
-        t = self.terminal
+        """The utterance handed to the chip in this step, or None."""
+        g = self.glue
         tts = self.tts
         now = self.clock.now()
-        if tts is None:
-            self.watchdog.beat("speech", t_ms)
-            return None
-        if t.must_interrupt(now):
-            tts.stop(t_ms)
-            t.speech_finished(now)
-        if tts.step(t_ms):
-            t.speech_finished(now)
-        if tts.answering is not None:
-            t.set_health("speech", tts.answering, now)
         said = None
-        if not tts.speaking:
-            if t.speaking is not None:
-                t.speech_finished(now)
-            u = t.next_utterance(now)
-            if u is not None:
+        if tts is None:
+            g.speech(now, None)
+        else:
+            # The glue first: a cut (a press, a P0) wins over an end the chip reports in the same step.
+            act = g.speech(now, tts.speaking)
+            if act == STOP:
+                tts.stop(t_ms)
+            elif act == SAY:
+                u = g.utterance
                 try:
-                    tts.say(u.text, t_ms)
+                    tts.say(u.text, t_ms, u.seq)
                     said = u
                 except ValueError as e:
                     log("speech: cannot say utterance %d: %s" % (u.seq, e))
-                    t.speech_finished(now)
+                    g.voice_done(now, u.seq, FAILED)
+            if tts.step(t_ms):
+                g.voice_done(now, tts.seq, COMPLETED)
+            if tts.answering is not None:
+                g.health("speech", tts.answering, now)
         self.watchdog.beat("speech", t_ms)
         return said
 
     def net_step(self, t_ms):
-        t = self.terminal
+        g = self.glue
         if self.wifi is not None:
             up = self.wifi.step(t_ms)
-            t.set_health("network", up, self.clock.now())
+            g.health("network", up, self.clock.now())
             if up and self.clock.due(t_ms):
                 was = self.clock.synced
                 ok = self.clock.sync(t_ms)
@@ -262,9 +256,9 @@ class Sentinel:
                     log("clock synced by NTP")
                 elif not ok:
                     log("NTP failed: %s" % self.clock.last_error)
-                t.set_health("clock", self.clock.synced, self.clock.now())
-        t.tick(self.clock.now())
-        self.persist()
+                g.health("clock", self.clock.synced, self.clock.now())
+        if g.tick(self.clock.now()) == PERSIST:
+            self.persist()
         self.watchdog.beat("net", t_ms)
 
     # ---- the loop

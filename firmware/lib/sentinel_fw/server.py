@@ -299,6 +299,7 @@ class Server:
             except _Refused as e:
                 c.deadline = ticks.add(c.since, ANSWER_MS)
                 if e.args[0] == 413:
+                    _sentinel.glue.refusal("too_large")  # as the emulator's core counts it (/metrics)
                     await c.drain_body()
                 c.phase = _ANSWER
                 await Response(e.args[1], e.args[0], JSON).write(c)

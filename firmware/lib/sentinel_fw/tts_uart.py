@@ -18,6 +18,7 @@ class TtsUart:
         self.busy_pin = busy_pin
         self.busy_high = busy_active_high
         self._frames = None     # frames of the utterance being spoken; None: idle
+        self.seq = None         # the seq the shell gave the utterance being spoken (reported back when it ends)
         self._next = 0          # index of the frame to send when the chip is free
         self._sent_at = 0
         self._estimate_ms = 0
@@ -57,9 +58,11 @@ class TtsUart:
     def speaking(self):
         return self._frames is not None
 
-    def say(self, text, t_ms):
-        """Start speaking text (cuts whatever was playing). ValueError from the encoder for unusable text."""
+    def say(self, text, t_ms, seq=None):
+        """Start speaking text (cuts whatever was playing); seq: the utterance's number, kept in self.seq until the
+        next say. ValueError from the encoder for unusable text."""
         frames = self.encoder.synthesize(text)
+        self.seq = seq
         if self._frames is not None:
             self._transmit(self.encoder.stop())
         self._frames = frames
