@@ -20,7 +20,7 @@ def defaults(board="esp32"):
         "name": "sentinel",
         "wifi": {"ssid": None, "password": "", "hostname": "sentinel"},
         "keys": {},
-        "http": {"port": 80, "window_s": 300, "max_body": 2048, "max_conn": 7, "backlog": 64},
+        "http": {"port": 80, "window_s": 300, "max_body": 2048, "max_conn": 7, "backlog": 128},
         "time": {"ntp_host": "pool.ntp.org", "resync_s": 3600},
         "pins": dict(_pins.DEFAULTS[board]),
         "matrix": {"width": 16, "height": 16, "serpentine": True, "rotation": 0, "order": "GRB"},

@@ -10,9 +10,10 @@
 #   kernel drop every new SYN, a P0's too, which its sender retries only after 1 s, then 3 s); each new connection
 #   is looked at (what it has sent so far, read without waiting) and, when every place is taken, the worst of the lot
 #   is closed: one that has sent nothing (the oldest first), then the slowest (fewest bytes per second since its
-#   accept). A new one whose request arrived whole takes the place of the worst; one with part of a request takes
-#   only an idle one's; one with nothing only an older idle one's; else it is closed at once. One being answered is
-#   never shed; while all are, new connections wait in the listen backlog;
+#   accept). A new one whose request head arrived whole takes the place of the worst; one with part of a head
+#   takes only an idle one's; else it is closed at once. One that has sent nothing yet is looked at again at each turn
+#   for _GRACE_MS (its socket only, no place), then judged; one that has sent nothing by then takes no place. One
+#   being answered is never shed; while all are, new connections wait in the listen backlog;
 # - deadlines from the accept: the request line within LINE_MS, the headers within HEAD_MS, the body within
 #   BODY_MS, the answer written within ANSWER_MS; a connection past its deadline is closed;
 # - a request line or header longer than MAX_LINE, more than MAX_HEADERS headers, a Content-Length that is not
@@ -43,15 +44,17 @@ METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 # The default of http.max_conn: MicroPython's ESP32 build keeps ESP-IDF's 10 lwIP sockets (CONFIG_LWIP_MAX_SOCKETS),
 # less the listener, the new connection being looked at, and NTP's.
 MAX_CONN = const(7)
-# The default of http.backlog, the listen() argument: the kernel's accept queue on the Unix port (emptied at each
-# turn, so it never fills under the slow-client bench); on the ESP32 lwIP holds at most its accept mailbox
-# (CONFIG_LWIP_TCP_ACCEPTMBOX_SIZE, 6) whatever this says, and resets a connection beyond it. Never heap.
-BACKLOG = const(64)
+# The default of http.backlog, the listen() argument and the bound of those waiting for their first bytes: the
+# kernel's accept queue on the Unix port (emptied at each turn; at 64 it still filled for moments under the
+# slow-client bench); on the ESP32 lwIP holds at most its accept mailbox (CONFIG_LWIP_TCP_ACCEPTMBOX_SIZE, 6)
+# whatever this says, and resets a connection beyond it. Never heap.
+BACKLOG = const(128)
 LINE_MS = const(2000)
 HEAD_MS = const(4000)
 BODY_MS = const(8000)
 ANSWER_MS = const(10000)
 POLL_MS = const(10)
+_GRACE_MS = const(250)  # a new connection that has sent nothing is looked at again for this long before it is judged
 MAX_LINE = const(1024)
 MAX_HEADERS = const(32)
 DRAIN = const(16384)  # a refused body up to this size is read and dropped, so the client reads the 413
@@ -107,7 +110,7 @@ async def _endpoint(request):
 
 
 _busy = None  # the 503 Response, made at boot (not while memory is short)
-_scratch = None  # made at boot: what a new connection is looked at with, and unread input is dropped into
+_scratch = None  # made at boot: what closing a connection reads unread input into
 
 
 async def _out_of_memory(request, exc):
@@ -286,6 +289,7 @@ class Server:
         self.max_conn = max_conn
         self.backlog = backlog
         self.conns = []
+        self.fresh = []  # (socket, accept ms) of new connections that have sent nothing yet, oldest first
 
     # -- one connection
 
@@ -297,22 +301,22 @@ class Server:
             try:
                 req = await _read_request(self.web, c)
             except _Refused as e:
-                c.deadline = ticks.add(c.since, ANSWER_MS)
-                if e.args[0] == 413:
-                    _sentinel.glue.refusal("too_large")  # as the emulator's core counts it (/metrics)
-                    await c.drain_body()
-                c.phase = _ANSWER
-                await Response(e.args[1], e.args[0], JSON).write(c)
-                return
+                req = e
             except (ValueError, IndexError, UnicodeError):  # a request line or header microdot cannot split
-                c._enter(_ANSWER, ANSWER_MS)
-                await Response(BAD_REQUEST, 400, JSON).write(c)
-                return
+                req = _Refused(400, BAD_REQUEST)
             except EOFError:
                 return
             if req is None:  # the client closed before a request line
                 return
-            c._enter(_ANSWER, ANSWER_MS)
+            c.deadline = ticks.add(c.since, ANSWER_MS)
+            if isinstance(req, _Refused):
+                if req.args[0] == 413:
+                    _sentinel.glue.refusal("too_large")  # as the emulator's core counts it (/metrics)
+                    await c.drain_body()
+                c.phase = _ANSWER
+                await Response(req.args[1], req.args[0], JSON).write(c)
+                return
+            c.phase = _ANSWER
             res = await self.web.dispatch_request(req)
             try:
                 await res.write(c)
@@ -360,26 +364,18 @@ class Server:
         """The connection to shed first, or None when every one is being answered: one that has sent nothing (the
         oldest first), then the one with the fewest bytes per second since its accept. With data (what a new
         connection has sent): the one it takes the place of, None if it is to be closed itself: a whole request
-        takes the worst one's place, part of one only an idle one's, nothing only an older idle one's."""
+        head takes the worst one's place (its body may follow in another segment, as http.client sends it), part of
+        a head only an idle one's, nothing none."""
         w = None
         for c in self.conns:
             if c.phase == _ANSWER:
                 continue
             if w is None or (not c.got and (w.got or ticks.diff(c.since, w.since) < 0)) or (c.got and w.got and (
-                    c.got * (ticks.diff(t_ms, w.since) + 1) < w.got * (ticks.diff(t_ms, c.since) + 1))):
+                    c.got * ticks.diff(t_ms, w.since) < w.got * ticks.diff(t_ms, c.since))):
                 w = c
-        if data is None or w is None or not w.got and (data or ticks.diff(w.since, t_ms) < 0):
+        if data is None or w is None or not w.got and data or data.find(b"\r\n\r\n") >= 0:
             return w
-        # A whole request: its head, and as many body bytes as its Content-Length says.
-        e = data.find(b"\r\n\r\n")
-        if e < 0:
-            return None
-        h = data[:e + 2].lower()
-        i = h.find(b"\ncontent-length:") + 1
-        if not i:
-            return w
-        v = h[i + 15:h.find(b"\r", i)].strip()
-        return w if not v.isdigit() or len(data) - e - 4 >= int(v) else None
+        return None
 
     def expire(self, t_ms):
         for c in list(self.conns) if len(self.conns) else ():
@@ -398,21 +394,26 @@ class Server:
         s.setblocking(False)
         return s
 
-    async def admit(self, sock, t_ms):
-        """A new connection: looked at (what has arrived, read without waiting) and served, or closed at once when
-        every place is taken and it is not better than the worst (see the top of this file). True if it was
-        served with bytes already in (it then gets a turn to take its request)."""
+    async def admit(self, sock, since, t_ms):
+        """A new connection (accepted at since): looked at (what has arrived, read without waiting) and served, or
+        closed at once when every place is taken and it is not better than the worst (see the top of this file).
+        One that has sent nothing yet waits in self.fresh, its socket only, and is looked at again at each turn for
+        _GRACE_MS. True if it was served with bytes already in (it then gets a turn to take its request)."""
         import asyncio
-        sock.setblocking(False)
         data = b""  # what it has sent so far, read without waiting
         try:
             while len(data) < self.max_body + MAX_LINE:
-                n = sock.readinto(_scratch) if _MPY else sock.recv_into(_scratch)
-                if not n:  # None: nothing yet (MicroPython); 0: the end of its input
+                b = sock.recv(_CHUNK)
+                if not b:  # the end of its input
                     break
-                data += _scratch[:n]
-        except OSError:  # nothing yet (CPython), or reset: its task sees the rest
+                data += b
+        except OSError:  # EAGAIN: nothing more yet (or reset: its task sees that)
             pass
+        if not data and ticks.diff(t_ms, since) < _GRACE_MS:
+            if len(self.fresh) >= self.backlog:  # the oldest that has sent nothing goes first
+                self.fresh.pop(0)[0].close()
+            self.fresh.append((sock, since))
+            return False
         if len(self.conns) >= self.max_conn:
             old = self.worst(t_ms, data)
             if old is None:
@@ -423,7 +424,7 @@ class Server:
             r = w = asyncio.StreamReader(sock)
         else:
             r, w = await asyncio.open_connection(sock=sock)
-        c = _Conn(sock, r, w, t_ms, self.max_body, data)
+        c = _Conn(sock, r, w, since, self.max_body, data)
         self.conns.append(c)
         c.task = asyncio.create_task(self.serve(c))  # pyright: ignore[reportAttributeAccessIssue]
         return c.got > 0
@@ -431,25 +432,35 @@ class Server:
     async def _step(self, s, poll):
         t = ticks.ms()
         self.expire(t)
+        k = len(self.fresh)  # those that had sent nothing are looked at again first, oldest first
         n = 0
         while n < self.backlog:
-            for _ in poll(0):
-                break
-            else:
-                break  # nothing waits
             if len(self.conns) >= self.max_conn and self.worst(t) is None:
-                break  # every place is being answered (a few ms): new ones wait in the listen queue
+                break  # every place is being answered (a few ms): new ones wait where they are
+            if k:
+                k -= 1
+                c, since = self.fresh.pop(0)  # back at the end if it still has sent nothing
+            else:
+                for _ in poll(0):
+                    break
+                else:
+                    break  # nothing waits
+                try:
+                    c, _addr = s.accept()
+                except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
+                    if self.fresh:  # the oldest that has sent nothing goes first
+                        self.fresh.pop(0)[0].close()
+                    else:
+                        c = self.worst(t)
+                        if c is not None:
+                            self._drop(c)
+                    break
+                n += 1
+                c.setblocking(False)
+                since = t
             try:
-                c, _addr = s.accept()
-            except OSError:  # out of sockets (EMFILE, ENFILE, ENOMEM) or gone: make room, never spin
-                c = self.worst(t)
-                if c is not None:
-                    self._drop(c)
-                break
-            n += 1
-            try:
-                if await self.admit(c, t):
-                    await _sleep_ms(0)  # its task takes what it was sent before the next accept
+                if await self.admit(c, since, t):
+                    await _sleep_ms(0)  # its task takes what it was sent before the next one is looked at
             except Exception:  # noqa: BLE001 - MemoryError making its stream: refuse this one
                 try:
                     c.close()
