@@ -6,6 +6,14 @@ blocks, the garbage between collections, the sockets' buffers and asyncio's own 
     .venv/bin/python bench/bench_firmware_heap.py            # the .mpy install (what deploy.py copies)
     SENTINEL_FROZEN_MICROPYTHON=<micropython built with bench/manifest_unix.py frozen> \\
         .venv/bin/python bench/bench_firmware_heap.py        # and the frozen image, on that build
+    SENTINEL_FROZEN_MICROPYTHON=... .venv/bin/python bench/bench_firmware_heap.py --frozen-only
+
+A 32-bit build (the ESP32's object and pointer sizes; gcc-multilib, which tools/install-system-deps.sh --bench
+installs) is what the memory figures in docs/FIRMWARE.md come from:
+    make -C <micropython>/ports/unix MICROPY_FORCE_32BIT=1 MICROPY_PY_BTREE=0 MICROPY_PY_FFI=0 MICROPY_PY_SSL=0 \\
+        FROZEN_MANIFEST=$PWD/bench/manifest_unix.py MICRODOT_DIR=...
+On that build the bench also prints what the box holds after boot and after the workload in a 256 KB heap (the
+status page's heap_free read after a collection).
 
 The workload, one request at a time as a gateway sends them: 200 alarms (P0 and P1 over 24 incidents, so the
 terminal holds its 16 active alarms, and NORMALs that clear some), a heartbeat every 10, a remote ACK every 20,
@@ -96,6 +104,19 @@ def runs(heap, exe=None, frozen=False):
         box.remove()
 
 
+def held(exe=None, frozen=False, heap=256 * 1024):
+    """(held after boot, held after the workload, refusals) in bytes: heap minus the status page's heap_free,
+    read after a collection."""
+    box = unixport.Box(heap=heap, exe=exe, frozen=frozen, collect_on_status=True)
+    try:
+        box.start(wait=15)
+        boot = heap - box.status()["device"]["heap_free"]
+        refused, _, _ = workload(box)
+        return boot, heap - box.status()["device"]["heap_free"], refused
+    finally:
+        box.remove()
+
+
 def smallest(lo, hi, exe=None, frozen=False, log=print):
     """Bisect the smallest heap (to STEP bytes) in which runs() succeeds; hi must succeed. (heap, free, requests)."""
     ok, _, n, free = runs(hi, exe, frozen)
@@ -127,11 +148,18 @@ def main():
     t0 = time.time()
     print("Smallest heap for boot + %d alarms, heartbeats, ACKs, status pages and scrapes, no refusal "
           "(MicroPython Unix port, 64-bit)" % ALARMS)
-    print("  .mpy install (deploy.py's files in /lib, bytecode loaded into the heap):")
-    heap, free, n = smallest(96 * 1024, 512 * 1024)
-    print("  -> %s (%d requests; %s free at the end)" % (kb(heap), n, kb(free or 0)))
+    heap = 512 * 1024
+    if "--frozen-only" not in sys.argv:
+        print("  .mpy install (deploy.py's files in /lib, bytecode loaded into the heap):")
+        heap, free, n = smallest(96 * 1024, 512 * 1024)
+        print("  -> %s (%d requests; %s free at the end)" % (kb(heap), n, kb(free or 0)))
     frozen_exe = os.environ.get("SENTINEL_FROZEN_MICROPYTHON")
     if frozen_exe and os.path.exists(frozen_exe):
+        for frozen in (True, False):
+            boot, run, refused = held(frozen_exe, frozen)
+            print("  %s on %s: held after boot %s, after the workload %s (%d refused)"
+                  % ("frozen image" if frozen else ".mpy install", os.path.basename(frozen_exe), kb(boot), kb(run),
+                     refused))
         print("  frozen image (%s: firmware/manifest.py frozen, only boot.py and main.py on flash):" % frozen_exe)
         fheap, ffree, fn = smallest(32 * 1024, heap, exe=frozen_exe, frozen=True)
         print("  -> %s (%d requests; %s free at the end)" % (kb(fheap), fn, kb(ffree or 0)))

@@ -26,6 +26,9 @@ fi
 if [ "${1:-}" = "--bench" ]; then
   command -v go >/dev/null 2>&1 || need+=(golang-go)
   command -v wrk >/dev/null 2>&1 || need+=(wrk)
+  # gcc-multilib: gcc -m32 for a 32-bit MicroPython Unix port with the firmware frozen (bench/bench_firmware_heap.py's
+  # SENTINEL_FROZEN_MICROPYTHON figures: the ESP32's object sizes; docs/FIRMWARE.md "Memory" says how to build it).
+  [ "$(uname -m)" != x86_64 ] || compgen -G "/usr/lib/gcc/x86_64-linux-gnu/*/32/crtbegin.o" >/dev/null || need+=(gcc-multilib)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}"
