@@ -97,20 +97,16 @@ def parts(glue, now, extra):
                       (h.clock, h.network, h.speech, h.config, h.heartbeat_ok(now)),
                       ("clock", "network", "speech", "config", "heartbeat"))
     h = None
-    g = extra.get
-    v = g("state_writes_total")
-    if v is not None:
-        yield from family("# HELP sentinel_state_writes_total Saves of the state kept across restarts.\n"
-                          "# TYPE sentinel_state_writes_total counter\n", "sentinel_state_writes_total %s\n", v)
-    v = g("uptime_seconds")
-    if v is not None:
-        yield from family("# HELP sentinel_uptime_seconds Seconds since start.\n# TYPE sentinel_uptime_seconds gauge\n",
-                          "sentinel_uptime_seconds %s\n", v)
-    v = g("watchdog_feeds_total")
-    if v is not None:
-        yield from family("# HELP sentinel_watchdog_feeds_total Hardware watchdog feeds.\n"
-                          "# TYPE sentinel_watchdog_feeds_total counter\n", "sentinel_watchdog_feeds_total %s\n", v)
-    v = g("heap_free_bytes")
-    if v is not None:
-        yield from family("# HELP sentinel_heap_free_bytes Free MicroPython heap.\n"
-                          "# TYPE sentinel_heap_free_bytes gauge\n", "sentinel_heap_free_bytes %s\n", v)
+    # The shell's own figures: (its key in extra, HELP and TYPE, sample).
+    for name, text, sample in (
+            ("state_writes_total", "# HELP sentinel_state_writes_total Saves of the state kept across restarts.\n"
+             "# TYPE sentinel_state_writes_total counter\n", "sentinel_state_writes_total %s\n"),
+            ("uptime_seconds", "# HELP sentinel_uptime_seconds Seconds since start.\n"
+             "# TYPE sentinel_uptime_seconds gauge\n", "sentinel_uptime_seconds %s\n"),
+            ("watchdog_feeds_total", "# HELP sentinel_watchdog_feeds_total Hardware watchdog feeds.\n"
+             "# TYPE sentinel_watchdog_feeds_total counter\n", "sentinel_watchdog_feeds_total %s\n"),
+            ("heap_free_bytes", "# HELP sentinel_heap_free_bytes Free MicroPython heap.\n"
+             "# TYPE sentinel_heap_free_bytes gauge\n", "sentinel_heap_free_bytes %s\n")):
+        v = extra.get(name)
+        if v is not None:
+            yield from family(text, sample, v)
