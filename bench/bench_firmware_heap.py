@@ -147,7 +147,7 @@ def main():
         return 0
     t0 = time.time()
     print("Smallest heap for boot + %d alarms, heartbeats, ACKs, status pages and scrapes, no refusal "
-          "(MicroPython Unix port, 64-bit)" % ALARMS)
+          "(MicroPython Unix port: the 64-bit wheel, and the SENTINEL_FROZEN_MICROPYTHON build if set)" % ALARMS)
     heap = 512 * 1024
     if "--frozen-only" not in sys.argv:
         print("  .mpy install (deploy.py's files in /lib, bytecode loaded into the heap):")
