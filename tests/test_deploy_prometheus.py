@@ -169,10 +169,13 @@ def live_metric_names(tmp_path_factory):
 
 
 def _firmware_names():
-    """The box's families, from its metrics module (it runs under MicroPython; its names are its text)."""
-    with open(os.path.join(ROOT, "firmware", "lib", "sentinel_fw", "metrics.py")) as f:
+    """The box's families: the one /metrics schema both shells write (sentinel_core/metrics.py, one family() call
+    per family with its TYPE line as a literal; the box runs it under MicroPython)."""
+    with open(os.path.join(ROOT, "firmware", "lib", "sentinel_core", "metrics.py")) as f:
         text = f.read()
-    return {"sentinel_" + w for w in re.findall(r"\b([a-z][a-z0-9_]*) (?:counter|gauge)\b", text)}
+    names = set(re.findall(r"# TYPE (sentinel_[a-z0-9_]+) (?:counter|gauge)", text))
+    assert len(names) >= 15, names  # the schema's families, not an empty match
+    return names
 
 
 def test_every_sentinel_metric_a_rule_reads_is_exported(live_metric_names):
