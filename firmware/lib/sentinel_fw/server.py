@@ -44,11 +44,15 @@ METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 # The default of http.max_conn: MicroPython's ESP32 build keeps ESP-IDF's 10 lwIP sockets (CONFIG_LWIP_MAX_SOCKETS),
 # less the listener, the new connection being looked at, and NTP's.
 MAX_CONN = const(7)
-# The default of http.backlog, the listen() argument and the bound of those waiting for their first bytes: the
-# kernel's accept queue on the Unix port (emptied at each turn; at 64 it still filled for moments under the
-# slow-client bench); on the ESP32 lwIP holds at most its accept mailbox (CONFIG_LWIP_TCP_ACCEPTMBOX_SIZE, 6)
-# whatever this says, and resets a connection beyond it. Never heap.
+# The default of http.backlog: the most connections taken from the listen queue per turn, and the bound of those
+# waiting for their first bytes (each holds its socket object on the heap).
 BACKLOG = const(128)
+# The listen() argument: the kernel's accept queue on the Unix port (capped by net.core.somaxconn), never heap.
+# A full queue makes Linux drop each new SYN, a P0's too, retried by its sender only after 1 s: at 128 a P0 took
+# 1.02 s once under 300 reconnecting slow sockets on a loaded machine (test_runtime_unix), so the queue is as
+# deep as the attacker counts the benches use. On the ESP32 lwIP keeps at most its accept mailbox
+# (CONFIG_LWIP_TCP_ACCEPTMBOX_SIZE, 6) whatever this says, and resets a connection beyond it.
+_QUEUE = const(1024)
 LINE_MS = const(2000)
 HEAD_MS = const(4000)
 BODY_MS = const(8000)
@@ -390,7 +394,7 @@ class Server:
         s = socket.socket(ai[0], socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(ai[-1])
-        s.listen(self.backlog)
+        s.listen(_QUEUE)
         s.setblocking(False)
         return s
 
