@@ -32,11 +32,11 @@ def _post(r, req, now=NOW, commit=True):
 def test_the_table_is_allocated_when_the_guard_is_made():
     g = ReplayGuard()
     assert g.capacity == CAPACITY >= 200
-    assert len(g._keys) == CAPACITY * 25 and len(g._ts) == CAPACITY  # 16 B of MAC, a flag, 8 B of id digest
+    assert len(g._keys) == CAPACITY * 19 and len(g._ts) == CAPACITY  # 10 B of MAC, a flag, 8 B of id digest
     keys = g._keys
     for i in range(CAPACITY + 10):
         g.accept(NOW + i, b"mac-%d" % i, "id-%d" % i, NOW + i, True)
-    assert g._keys is keys and len(keys) == CAPACITY * 25  # never grown, never replaced
+    assert g._keys is keys and len(keys) == CAPACITY * 19  # never grown, never replaced
 
 
 def test_a_request_not_committed_is_not_remembered_and_its_retry_is_applied():

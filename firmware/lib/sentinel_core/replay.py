@@ -12,7 +12,7 @@
 # How many it holds (capacity) bounds bursts: the floor only reaches a fresh request's second when more than
 # `capacity` requests signed at or after that second have been accepted within the window. 256 entries hold the
 # RFC's gateway in a storm (200 distinct alarms in one second) with room for the steady traffic around it; each
-# entry is 25 bytes of table plus a list slot (about 7.4 KB on a 32-bit board; docs/FIRMWARE.md has the figures).
+# entry is 19 bytes of table plus a list slot (about 5.9 KB on a 32-bit board; docs/FIRMWARE.md has the figures).
 import hashlib
 
 from sentinel_core.compat import const
@@ -23,10 +23,11 @@ DUPLICATE = const(1)
 CAPACITY = const(256)
 
 # What one entry remembers, packed into one bytearray (on the ESP32 three Python objects per entry cost ~150 bytes,
-# this ~30): the first 16 bytes of the request's HMAC (a replay has the same one; 128 bits make a false match
-# impossible in practice), a flag, and 8 bytes of SHA-256 of the sender's message id (same reasoning, 64 bits
-# among at most a few thousand remembered ids).
-_MAC = const(16)
+# this 19 + a list slot): the first 10 bytes of the request's HMAC (a replay has the same one; a fresh request
+# matches one of the 256 remembered MACs by chance with probability 256 / 2**80, and nobody without the key can
+# aim a MAC at one), a flag, and 8 bytes of SHA-256 of the sender's message id (64 bits among at most a few
+# thousand remembered ids). 16 bytes of MAC cost 1.5 KB more of heap at 256 entries (7.4 -> 5.9 KB, 32-bit).
+_MAC = const(10)
 _ID = const(8)
 _ENTRY = const(_MAC + 1 + _ID)
 
@@ -36,7 +37,7 @@ def _id_digest(msg_id):
 
 
 def _mac_key(mac):
-    # The first 16 bytes of the receiver's 32-byte MACs; anything shorter (tests, other callers) is hashed first.
+    # The first 10 bytes of the receiver's 32-byte MACs; anything shorter (tests, other callers) is hashed first.
     return (mac if len(mac) >= _MAC else hashlib.sha256(mac).digest())[:_MAC]
 
 
