@@ -66,18 +66,15 @@ class AsyncioFront:
 
 class WaitressFront:
     def __init__(self, cfg, clients=None):
-        from waitress.server import create_server
+        from waitress_thread import WaitressThread
 
         app = create_app(cfg, clients=clients)
         self.gw = gateway_of(app)
-        self.server = create_server(app, host="127.0.0.1", port=0, threads=4)
-        self.url = "http://127.0.0.1:%d" % int(self.server.effective_port)
-        self.t = threading.Thread(target=self.server.run, daemon=True)
-        self.t.start()
+        self.server = WaitressThread(app, threads=4)
+        self.url = self.server.url
 
     def close(self):
         self.server.close()
-        self.t.join(5)
         self.gw.stop()
 
 

@@ -21,14 +21,12 @@ from sentinel_core.alarm import NORMAL, P0  # noqa: E402
 
 class GatewayServer:
     def __init__(self, cfg, **kw):
-        from waitress.server import create_server
+        from waitress_thread import WaitressThread
 
         self.app = create_app(cfg, **kw)
         self.gw = gateway_of(self.app)
-        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=8)
-        self.url = "http://127.0.0.1:%d" % int(self.server.effective_port)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
+        self.server = WaitressThread(self.app, threads=8)
+        self.url = self.server.url
 
     def post(self, path, obj):
         req = urllib.request.Request(self.url + path, json.dumps(obj).encode(), {"Content-Type": "application/json"})
@@ -36,8 +34,7 @@ class GatewayServer:
             return r.status, json.loads(r.read())
 
     def close(self, crash=False):
-        self.server.close()
-        self.thread.join(2)
+        self.server.close(2)
         if crash:
             # Kill the threads without the orderly final save: only what was already on disk survives.
             for w in self.gw.workers.values():

@@ -1,7 +1,6 @@
 """Issue 7's latency acceptance end to end on loopback: probe daemon -> gateway (waitress) -> signed HTTP ->
 emulator (waitress, the core's Receiver and state machine). Times are taken at the emulator's /api/v1/status."""
 
-import threading
 import time
 
 import pytest
@@ -20,21 +19,18 @@ from host_client.probes.daemon import Daemon  # noqa: E402
 
 class Gateway:
     def __init__(self, h):
-        from waitress.server import create_server
+        from waitress_thread import WaitressThread
 
         cfg = Config.from_dict(
             {"terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
              "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}},
             env={"EMU_SECRET": h.cfg["secret"]})
         self.app = create_app(cfg)
-        self.server = create_server(self.app, host="127.0.0.1", port=0, threads=4)
-        self.url = "http://127.0.0.1:%d" % int(self.server.effective_port)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
+        self.server = WaitressThread(self.app, threads=4)
+        self.url = self.server.url
 
     def close(self):
-        self.server.close()
-        self.thread.join(2)
+        self.server.close(2)
         gateway_of(self.app).stop()
 
 
