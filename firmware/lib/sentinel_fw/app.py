@@ -7,8 +7,20 @@ import gc
 import json
 import sys
 
+from sentinel_core.compat import const
 from sentinel_core.shell import COMPLETED, FAILED, PERSIST, SAY, STOP
 from sentinel_fw import ticks
+
+# The classes the annotations of Sentinel name, for pyright alone (firmware/pyrightconfig.json defines _TYPING
+# true): the constant folds to 0, so MicroPython's compiler drops the block.
+_TYPING = const(0)
+if _TYPING:
+    from sentinel_core.shell import ShellGlue
+    from sentinel_fw.buttonpoll import ButtonPoller
+    from sentinel_fw.pixels import Pixels
+    from sentinel_fw.tts_uart import TtsUart
+    from sentinel_fw.watchdog import Watchdog
+    from sentinel_fw.wifi import WiFi
 
 VERSION = "0.1.0"
 LOG_PREFIX = "[sentinel] "
@@ -59,6 +71,15 @@ class Sentinel:
     """The running terminal. cfg: a validated config (sentinel_fw.config). clock: a sentinel_fw.clock.Clock.
     wlan: a network.WLAN (None: no Wi-Fi, e.g. tests of the HTTP path). store: a sentinel_fw.store.Store."""
 
+    # Its parts, set by name by sentinel_fw.build (bare annotations: nothing on the board, the names for pyright).
+    glue: "ShellGlue"
+    frame_ms: int
+    pixels: "Pixels"
+    button: "ButtonPoller | None"
+    tts: "TtsUart | None"
+    wifi: "WiFi | None"
+    watchdog: "Watchdog"
+
     def __init__(self, cfg, clock, store=None, wlan=None, wdt_factory=None, config_error=None):
         self.cfg = cfg
         self.clock = clock
@@ -68,11 +89,7 @@ class Sentinel:
         # Building the parts is boot-only code, in its own module so that its bytecode leaves the heap once built.
         from sentinel_fw.build import build
         try:
-            # glue: sentinel_core.shell.ShellGlue (the terminal, receiver, renderer, debouncer); button: a
-            # sentinel_fw.buttonpoll.ButtonPoller, tts: a sentinel_fw.tts_uart.TtsUart, wifi: a sentinel_fw.wifi.WiFi
-            # (each None when absent).
-            (self.glue, self.frame_ms, self.pixels, self.button, self.tts, self.wifi,
-             self.watchdog) = build(self, wlan, wdt_factory, config_error)
+            build(self, wlan, wdt_factory, config_error)  # sets the parts annotated above, by name
         finally:
             _forget("sentinel_fw", "build")
         self.terminal = self.glue.terminal

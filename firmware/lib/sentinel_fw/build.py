@@ -6,8 +6,9 @@ from sentinel_fw import app
 
 
 def build(s, wlan, wdt_factory, config_error):
-    """The parts of the Sentinel s (its cfg, clock and store set): (glue, frame_ms, pixels, button, tts, wifi,
-    watchdog), the saved state restored into the glue (a sentinel_core.shell.ShellGlue)."""
+    """Sets the parts of the Sentinel s (its cfg, clock and store set), by name: glue (a sentinel_core.shell.ShellGlue,
+    the saved state restored into it), frame_ms, pixels, button, tts, wifi, watchdog (button, tts, wifi None when
+    absent)."""
     from sentinel_core.button import Button
     from sentinel_core.keyring import KeyRing
     from sentinel_core.layout import Layout
@@ -61,7 +62,13 @@ def build(s, wlan, wdt_factory, config_error):
     import sentinel_core.metrics  # noqa: F401
     import sentinel_core.persist  # noqa: F401
     app._forget("sentinel_core", "metrics")
-    return glue, 1000 // light["fps"], pixels, button, tts, wifi, watchdog
+    s.glue = glue
+    s.frame_ms = 1000 // light["fps"]
+    s.pixels = pixels
+    s.button = button
+    s.tts = tts
+    s.wifi = wifi
+    s.watchdog = watchdog
 
 
 def _make_button(s):
