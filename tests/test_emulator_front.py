@@ -15,7 +15,11 @@ def _get(port):
     s = socket.create_connection(("127.0.0.1", port), 5)
     s.sendall(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
     s.shutdown(socket.SHUT_WR)
-    out = b""
+    return _rest(s)
+
+
+def _rest(s, out=b""):
+    """What s sends until it closes, after out; s is closed."""
     while True:
         d = s.recv(4096)
         if not d:
@@ -69,12 +73,7 @@ def test_a_drip_is_cut_at_the_head_deadline():
             except TimeoutError:
                 pass
         s.settimeout(5)
-        while True:
-            d = s.recv(4096)
-            if not d:
-                break
-            out += d
-        s.close()
+        out = _rest(s, out)
         assert out.startswith(b"HTTP/1.1 408") and b'"timeout"' in out
         assert time.monotonic() - t0 < 4
         # Not one whole line by the deadline: closed without an answer.
