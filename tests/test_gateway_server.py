@@ -232,7 +232,7 @@ def test_a_large_answer_the_socket_cannot_take_at_once_arrives_whole_and_in_orde
     s.sendall(request("/healthz"))
     read_answers(s, 1)
     # the gateway's side of this connection gets a small send buffer: a 100 KB answer cannot go out in one write
-    (conn,) = [c for home in f.loops for c in home.conns]
+    (conn,) = [c for home in f.loops for c in home.conns.values()]
     server_side = socket.socket(fileno=os.dup(conn.fd))
     server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     server_side.close()                # the duplicate only; the gateway keeps its own descriptor

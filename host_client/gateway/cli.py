@@ -1,4 +1,4 @@
-"""sentinel-gateway: run the gateway (its asyncio front, or waitress), or check a configuration and exit."""
+"""sentinel-gateway: run the gateway (its own epoll front, or waitress), or check a configuration and exit."""
 
 from __future__ import annotations
 
@@ -55,12 +55,12 @@ def main(argv=None) -> int:
         print("configuration OK: %s" % a.config, file=sys.stderr)
         return 0
     setup_logging(cfg.log_format, a.log_level)
-    if cfg.server == "asyncio":
-        return _serve_asyncio(cfg)
+    if cfg.server == "epoll":
+        return _serve_epoll(cfg)
     return _serve_waitress(cfg)
 
 
-def _serve_asyncio(cfg) -> int:
+def _serve_epoll(cfg) -> int:
     from .server import IngestFront
     from .service import Gateway
 

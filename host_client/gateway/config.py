@@ -98,7 +98,7 @@ _TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "
                   "rate_burst", "rate_interval_s", "timeout_s", "compat"}
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
-SERVERS = ("asyncio", "waitress")
+SERVERS = ("epoll", "waitress", "asyncio")   # "asyncio": the old name of the epoll front (server.py), still taken
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -152,8 +152,8 @@ class Config:
         self.threads = 4   # waitress default; more threads only add GIL contention (bench_gateway.py)
         self.log_format = "json"
         self.instance = "gw"
-        self.server = "asyncio"   # the HTTP front: "asyncio" (server.py, the fast one) or "waitress" (WSGI)
-        self.io_loops = 2         # asyncio front: event loops (threads) serving connections; one per core
+        self.server = "epoll"     # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
+        self.io_loops = 1         # epoll front: event loops (threads) serving connections (bench_gateway_rfc.py)
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True
@@ -218,6 +218,8 @@ class Config:
         c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
         c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
         c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
+        if c.server == "asyncio":   # the front was asyncio on uvloop until its own epoll loop replaced it
+            c.server = "epoll"
         c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
         c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):

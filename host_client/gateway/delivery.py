@@ -165,7 +165,7 @@ class Persister:
 
     def add_waiter(self, gen, callback) -> None:
         """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
-        the persister's thread (or at once): the asyncio front hands it to its loop."""
+        the persister's thread (or at once): the epoll front hands it to its loop."""
         with self.lane.cond:
             if self.saved >= gen:
                 ok = True

@@ -1,15 +1,19 @@
-"""The gateway's own HTTP front: asyncio on uvloop (the gateway extra), HTTP/1.1 keep-alive, for the ingest path.
+"""The gateway's own HTTP front: an epoll loop (select.epoll, standard library) per thread, HTTP/1.1 keep-alive,
+for the ingest path.
 
 Why not waitress: profiled under the storm (bench/bench_gateway_rfc.py, py-spy), waitress spent about 170 us of
 CPU per request in its own dispatch (task queue, thread hand-off, WSGI environ) before the gateway did anything,
-three times the gateway's own work, and per request it reached 0.4-0.6x the RFC's Go gateway. Here a request is
-parsed from the connection's buffer in the event loop and handed straight to the Gateway: no thread hand-off, no
-environ, one write per answer.
+three times the gateway's own work, and per request it reached 0.4-0.6x the RFC's Go gateway. Why not asyncio on
+uvloop (this front until issue 12's last round): answering a constant 200 under the same storm, in the same run,
+the two fronts' speed is the same within this machine's noise (16.7k and 23.6k requests/s for uvloop, 20.1k and
+23.1k for this loop), but asyncio, uvloop and what they import held 3 MB more (peak RSS 28.0 against 24.9 MB), and
+the memory target is the one a small Python process misses first. Here a request is parsed from the connection's buffer in the loop's thread and handed
+straight to the Gateway: no thread hand-off, no environ, one send per answer.
 
 Durability is kept: an event that created an alarm is answered only once that alarm is on disk. The handler runs
 in the loop, collects the (persister, gen) it must wait for, and the answer is sent when the persister's thread
-reports the write (Persister.add_waiter), or 503 if it fails or takes longer than persist_wait_s. Requests of one
-connection are answered in order; other connections go on meanwhile.
+reports the write (Persister.add_waiter, handed to the loop through its wake-up pipe), or 503 if it fails or takes
+longer than persist_wait_s. Requests of one connection are answered in order; other connections go on meanwhile.
 
 Endpoints: POST /api/v1/gpu_event, /api/v1/alertmanager, /api/v1/grafana; GET /healthz, /metrics. Limits: headers
 16 KiB (431), body gateway.max_body (413, Content-Length required: 411 for chunked), idle keep-alive 60 s.
@@ -17,14 +21,15 @@ Endpoints: POST /api/v1/gpu_event, /api/v1/alertmanager, /api/v1/grafana; GET /h
 
 from __future__ import annotations
 
-import asyncio
+import collections
 import gc
 import json
 import logging
 import os
+import select
+import socket
+import threading
 import time
-
-import uvloop  # the gateway extra; its loop does the socket work in C
 
 from .ingest import BodyError, decode_body
 
@@ -32,6 +37,12 @@ log = logging.getLogger("sentinel.gateway")
 
 MAX_HEAD = 16384
 IDLE_S = 60.0
+SWEEP_S = 10.0                 # how often idle keep-alive connections are looked for
+_RECV = 65536
+_IN = select.EPOLLIN if hasattr(select, "epoll") else select.POLLIN
+_OUT = select.EPOLLOUT if hasattr(select, "epoll") else select.POLLOUT
+# readable, or the peer hung up / the socket failed: recv() tells which
+_IN_ERR = _IN | (select.EPOLLHUP | select.EPOLLERR if hasattr(select, "epoll") else select.POLLHUP | select.POLLERR)
 _REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             405: "Method Not Allowed",
             411: "Length Required", 413: "Payload Too Large", 422: "Unprocessable Entity",
@@ -70,39 +81,64 @@ def _head(status, ctype, n, *, close=False, extra=b""):
                      b"\r\nConnection: close\r\n" if close else b"\r\n", extra, b"\r\n"))
 
 
-class _Conn(asyncio.Protocol):
-    __slots__ = ("front", "home", "transport", "buf", "busy", "closing", "last", "fd")
+class _Conn:
+    """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
+    of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
 
-    def __init__(self, front, home):
+    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last")
+
+    def __init__(self, front, home, sock):
         self.front = front
         self.home = home           # the _Loop whose thread serves this connection
-        self.transport = None
-        self.fd = -1               # the socket, for answers sent with the GIL released (_write)
+        self.sock = sock
+        self.fd = sock.fileno()
         self.buf = bytearray()
+        self.out = None            # answer bytes the socket did not take at once (a bytearray), in order
         self.busy = False          # an answer is waiting for its alarm to reach the disk
         self.closing = False
         self.last = time.monotonic()
 
-    def connection_made(self, transport):
-        self.transport = transport
-        self.home.conns.add(self)
-        sock = transport.get_extra_info("socket")
-        self.fd = sock.fileno() if sock is not None else -1
-
-    def connection_lost(self, exc):
-        self.home.conns.discard(self)
-        self.closing = True
-        self.fd = -1
-
-    def data_received(self, data):
+    def readable(self):
+        try:
+            data = self.sock.recv(_RECV)          # the GIL is released for the syscall
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:                              # the client closed its end: nothing more to read or answer
+            self.close()
+            return
         self.last = time.monotonic()
         self.buf += data
-        if not self.busy:
+        if not self.busy and self.out is None:
             self._process()
+
+    def writable(self):
+        out = self.out
+        if out is None:
+            return
+        try:
+            n = self.sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        del out[:n]
+        if out:
+            return
+        self.out = None
+        if self.closing:
+            self.close()
+            return
+        self.home.watch(self, write=False)
+        if not self.busy:
+            self._process()                       # requests that arrived while the answers were queued
 
     def _process(self):
         buf = self.buf
-        while buf and not self.busy and not self.closing:
+        while buf and not self.busy and not self.closing and self.out is None:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > MAX_HEAD:
@@ -159,7 +195,7 @@ class _Conn(asyncio.Protocol):
             total = end + 4 + length
             if len(buf) < total:
                 if expect and len(buf) == end + 4:
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 return
             body = bytes(buf[end + 4:total])
             del buf[:total]
@@ -172,35 +208,49 @@ class _Conn(asyncio.Protocol):
         if status == 200 and not close and not extra and ctype is _JSON:
             self._write(_JSON_200 % (len(out), out))
             return
-        self.transport.write(_head(status, ctype, len(out), close=close, extra=extra) + out)
+        self._write(_head(status, ctype, len(out), close=close, extra=extra) + out)
         if close:
             self.closing = True
-            self.transport.close()
+            if self.out is None:
+                self.close()
 
     def _write(self, data):
-        """Send an answer. uvloop's transport.write makes its send() holding the GIL, and on loopback a send does
-        the kernel's TCP work for both ends (a quarter of a request's time, profiled): os.write on the socket makes
-        the same call with the GIL released, so the other event loop's thread runs Python meanwhile. Whatever the
-        kernel does not take at once (or anything, while the transport still has bytes queued) goes through the
-        transport, which keeps the order and waits for the socket to drain."""
-        # Only while the transport is open: once it closes (idle reaper, peer reset), its fd may be closed and the
-        # number reused by a connection another loop thread accepts, and an answer must never reach another client.
-        if self.fd >= 0 and not self.transport.is_closing() and not self.transport.get_write_buffer_size():
-            try:
-                n = os.write(self.fd, data)
-            except (BlockingIOError, InterruptedError):
-                n = 0
-            except OSError:
-                self.fd = -1
-                n = 0
-            if n == len(data):
-                return
-            data = data[n:]
-        self.transport.write(data)
+        """Send an answer: one send() with the GIL released; what the socket does not take at once is kept, in
+        order, and sent when the loop sees the socket writable (no further request of this connection is parsed
+        meanwhile, so a client that sends and never reads holds at most one answer's bytes here)."""
+        if self.fd < 0:
+            return
+        if self.out is not None:
+            self.out += data
+            return
+        try:
+            n = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError:
+            self.close()
+            return
+        if n < len(data):
+            self.out = bytearray(data[n:])
+            self.home.watch(self, write=True)
+
+    def close(self):
+        """Once, from the loop's thread: the socket is closed and forgotten, and nothing is sent on it again (an
+        answer whose alarm reaches the disk later finds closing set and is dropped)."""
+        self.closing = True
+        if self.fd < 0:
+            return
+        self.home.forget(self)
+        self.fd = -1
+        self.out = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
     def resume(self):
         self.busy = False
-        if self.buf and not self.closing:
+        if self.buf and not self.closing and self.out is None:
             self._process()
 
     def _fail(self, status, code, message, source=None):
@@ -213,32 +263,156 @@ class _Conn(asyncio.Protocol):
 
 
 class _Loop:
-    """One event loop in its own thread, accepting on its own SO_REUSEPORT socket of the shared port."""
+    """One thread's event loop: its own SO_REUSEPORT listening socket of the shared port, an epoll (poll where
+    there is none) over it and its connections, a wake-up pipe for callbacks from other threads (a persister
+    reporting a write), and the deadlines of the answers waiting for the disk, in a FIFO (they all wait the same
+    persist_wait_s, so the first is always the earliest)."""
 
-    def __init__(self):
-        self.loop = None
-        self.stopped = None
-        self.conns = set()
+    def __init__(self, front, sock):
+        self.front = front
+        self.sock = sock
+        self.conns = {}                     # fd -> _Conn
+        self.calls = collections.deque()    # callbacks handed over from other threads
+        self.timers = collections.deque()   # (deadline, callback), in deadline order
+        self.stopped = False
         self.thread = None
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
+        self._woken = False
+        if hasattr(select, "epoll"):
+            self.poller = select.epoll()
+            self._scale = 1.0               # epoll.poll takes seconds, poll.poll milliseconds
+        else:                               # pragma: no cover - not Linux
+            self.poller = select.poll()
+            self._scale = 1000.0
+        self.poller.register(sock.fileno(), _IN)
+        self.poller.register(self._rfd, _IN)
+
+    # ---- from any thread -------------------------------------------------------------------------------------
+
+    def call_soon_threadsafe(self, fn):
+        self.calls.append(fn)
+        if not self._woken:
+            self._woken = True
+            try:
+                os.write(self._wfd, b"x")
+            except (BlockingIOError, InterruptedError):
+                pass                        # the pipe is full: the loop is awake anyway
+
+    def stop(self):
+        self.stopped = True
+        self.call_soon_threadsafe(lambda: None)
+
+    # ---- the loop's own thread -------------------------------------------------------------------------------
+
+    def call_later(self, delay, fn):
+        self.timers.append((time.monotonic() + delay, fn))
+
+    def watch(self, conn, *, write):
+        self.poller.modify(conn.fd, _IN | _OUT if write else _IN)
+
+    def forget(self, conn):
+        self.conns.pop(conn.fd, None)
+        try:
+            self.poller.unregister(conn.fd)
+        except (OSError, KeyError, ValueError):
+            pass
+
+    def _accept(self):
+        front = self.front
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:            # EMFILE and the like: say so, keep serving those already connected
+                log.warning("accept_failed", extra={"fields": {"error": str(e)}})
+                return
+            s.setblocking(False)
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            c = _Conn(front, self, s)
+            self.conns[c.fd] = c
+            self.poller.register(c.fd, _IN)
+
+    def run(self, started):
+        lfd = self.sock.fileno()
+        rfd = self._rfd
+        conns = self.conns
+        calls = self.calls
+        timers = self.timers
+        poll = self.poller.poll
+        scale = self._scale
+        sweep_at = time.monotonic() + SWEEP_S
+        started.set()
+        try:
+            while not self.stopped:
+                now = time.monotonic()
+                wait = sweep_at - now
+                if timers:
+                    wait = min(wait, timers[0][0] - now)
+                if calls:
+                    wait = 0
+                try:
+                    events = poll(max(wait, 0) * scale)
+                except InterruptedError:
+                    continue
+                for fd, ev in events:
+                    c = conns.get(fd)
+                    if c is not None:
+                        if ev & _IN_ERR:
+                            c.readable()
+                        if ev & _OUT and c.fd >= 0:
+                            c.writable()
+                    elif fd == lfd:
+                        self._accept()
+                    elif fd == rfd:
+                        try:
+                            os.read(rfd, 4096)
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        self._woken = False
+                while calls:
+                    calls.popleft()()
+                if timers:
+                    now = time.monotonic()
+                    while timers and timers[0][0] <= now:
+                        timers.popleft()[1]()
+                if now >= sweep_at:
+                    sweep_at = now + SWEEP_S
+                    self._sweep(now)
+        finally:
+            for c in list(conns.values()):
+                c.close()
+            self.poller.close()
+            self.sock.close()
+            os.close(self._rfd)
+            os.close(self._wfd)
+
+    def _sweep(self, now):
+        limit = now - IDLE_S
+        for c in list(self.conns.values()):
+            if c.last < limit and not c.busy:
+                c.close()
 
 
 class IngestFront:
-    """Serves one Gateway over asyncio. run() blocks until stop() (or SIGTERM handled by the caller).
+    """Serves one Gateway. run() blocks until stop() (or SIGTERM handled by the caller).
 
-    io_loops event loops, each in its own thread with its own listening socket on the port (SO_REUSEPORT: the
-    kernel spreads connections over them). uvloop reads and waits with the GIL released; answers are sent with
-    os.write, which releases it too (_Conn._write; uvloop's own transport.write holds it). So one loop's recv/send
-    (on loopback the kernel does both ends' TCP work inside send) runs while another loop's thread runs the
-    gateway's Python: the two cores of a small gateway host both work. Measured under the wrk storm, two loops beat
-    one and three (the Python is one GIL's worth). The Gateway is thread-safe (its locks are those the WSGI front's
-    threads use)."""
+    io_loops threads, each with its own event loop (_Loop) and its own listening socket on the port (SO_REUSEPORT:
+    the kernel spreads connections over them). recv, send and the wait in epoll release the GIL, so a loop's
+    syscalls (on loopback the kernel does both ends' TCP work inside send) run while another thread runs Python.
+    The Gateway is thread-safe (its locks are those the WSGI front's threads use)."""
 
     def __init__(self, gw, config, io_loops=None):
         self.gw = gw
         self.cfg = config
         self.max_body = config.max_body
         self.auth = gw.auth_required      # the ingest endpoints require a bearer token ([ingest], config.py)
-        self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 2)))
+        self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
         self.loops = []
         self.port = None
         self.ingest = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
@@ -295,7 +469,7 @@ class IngestFront:
     def _after_durable(self, conn, *, source, status, answer, close, waits):
         """Answer once every (persister, gen) is on disk; 503 if one fails or takes over persist_wait_s."""
         conn.busy = True
-        loop = conn.home.loop
+        loop = conn.home
         state = {"left": len(waits), "done": False}
 
         def finish(*, ok):
@@ -303,7 +477,6 @@ class IngestFront:
                 return
             if not ok:
                 state["done"] = True
-                timer.cancel()
                 st, ans = self.gw.not_durable_answer(source)
                 conn.answer(st, ans, close=close)
                 conn.resume()
@@ -311,22 +484,20 @@ class IngestFront:
             state["left"] -= 1
             if state["left"] == 0:
                 state["done"] = True
-                timer.cancel()
                 conn.answer(status, answer, close=close)
                 conn.resume()
 
         def from_thread(ok):
             loop.call_soon_threadsafe(lambda: finish(ok=ok))
 
-        timer = loop.call_later(self.cfg.persist_wait_s, lambda: finish(ok=False))
+        # no cancel: a deadline that comes after the answer finds state["done"]
+        loop.call_later(self.cfg.persist_wait_s, lambda: finish(ok=False))
         for p, gen in waits:
             p.add_waiter(gen, from_thread)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     def _socket(self, host, port):
-        import socket
-
         s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if self.io_loops > 1:
@@ -336,36 +507,7 @@ class IngestFront:
         s.setblocking(False)
         return s
 
-    async def _main(self, home, sock, started):
-        home.loop = asyncio.get_running_loop()
-        home.stopped = asyncio.Event()
-        server = await home.loop.create_server(lambda: _Conn(self, home), sock=sock)
-        started.set()
-        sweeper = home.loop.create_task(self._sweep(home))
-        try:
-            await home.stopped.wait()
-        finally:
-            sweeper.cancel()
-            server.close()
-            for c in list(home.conns):
-                if c.transport is not None:
-                    c.transport.close()
-            await server.wait_closed()
-
-    async def _sweep(self, home):
-        while True:
-            await asyncio.sleep(10)
-            limit = time.monotonic() - IDLE_S
-            for c in list(home.conns):
-                if c.last < limit and not c.busy and c.transport is not None:
-                    c.transport.close()
-
-    def _loop_thread(self, home, sock, started):
-        uvloop.run(self._main(home, sock, started))
-
     def run(self, host, port, ready=None):
-        import threading
-
         # Everything built at start lives to the end: out of the collector's way, and collections rarer, since a
         # request allocates a few hundred short-lived objects and creates no cycles
         gc.collect()
@@ -374,22 +516,21 @@ class IngestFront:
         first = self._socket(host, port)
         self.port = first.getsockname()[1]
         socks = [first] + [self._socket(host, self.port) for _ in range(self.io_loops - 1)]
-        self.loops = [_Loop() for _ in socks]
+        self.loops = [_Loop(self, sock) for sock in socks]
         starts = []
-        for i, (home, sock) in enumerate(zip(self.loops, socks, strict=True)):
+        for i, home in enumerate(self.loops):
             started = threading.Event()
             starts.append(started)
-            home.thread = threading.Thread(target=self._loop_thread, args=(home, sock, started),
-                                           name="http-%d" % i, daemon=True)
+            home.thread = threading.Thread(target=home.run, args=(started,), name="http-%d" % i, daemon=True)
             home.thread.start()
         for st in starts:
             st.wait(10)
         if ready is not None:
             ready()
         for home in self.loops:
-            home.thread.join()
+            while home.thread.is_alive():
+                home.thread.join(0.5)     # in slices: the main thread stays responsive to SIGTERM/SIGINT
 
     def stop(self):
         for home in self.loops:
-            if home.loop is not None and home.stopped is not None:
-                home.loop.call_soon_threadsafe(home.stopped.set)
+            home.stop()

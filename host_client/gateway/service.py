@@ -202,7 +202,7 @@ class Gateway:
         Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order. While a
         terminal's queue cannot be saved, every event is answered 503 (the sender retries) and changes nothing:
         nothing is answered 200 that a crash could lose. waits: a list to collect (persister, gen) in instead of
-        blocking until they are on disk (the asyncio front awaits them, then answers; see durable_answer)."""
+        blocking until they are on disk (the epoll front waits for them, then answers; see server.py)."""
         broken = self.persist_broken()
         if broken:
             return self._unavailable("gpu_event", broken)
@@ -350,7 +350,7 @@ class Gateway:
                      "resolved": sum(1 for i in take if i.recovery), "results": results}
 
     def not_durable_answer(self, source):
-        """The answer that replaces a 200 whose alarm did not reach the disk in time (the asyncio front)."""
+        """The answer that replaces a 200 whose alarm did not reach the disk in time (the epoll front)."""
         return self._unavailable(source, "the pending queue was not saved in time")
 
     def _dispatch(self, incidents, waits=None):
