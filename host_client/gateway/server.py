@@ -7,8 +7,9 @@ three times the gateway's own work, and per request it reached 0.4-0.6x the RFC'
 uvloop (this front until issue 12's last round): answering a constant 200 under the same storm, in the same run,
 the two fronts' speed is the same within this machine's noise (16.7k and 23.6k requests/s for uvloop, 20.1k and
 23.1k for this loop), but asyncio, uvloop and what they import held 3 MB more (peak RSS 28.0 against 24.9 MB), and
-the memory target is the one a small Python process misses first. Here a request is parsed from the connection's buffer in the loop's thread and handed
-straight to the Gateway: no thread hand-off, no environ, one send per answer.
+the memory target is the one a small Python process misses first. Here a request is parsed from the connection's
+buffer in the loop's thread and handed straight to the Gateway: no thread hand-off, no environ, one send per
+answer.
 
 Durability is kept: an event that created an alarm is answered only once that alarm is on disk. The handler runs
 in the loop, collects the (persister, gen) it must wait for, and the answer is sent when the persister's thread
