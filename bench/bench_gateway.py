@@ -210,7 +210,7 @@ def metric(text, name, **labels):
     return int(total)
 
 
-def phase_storm(mode="event", procs=2, threads=8, server="asyncio"):
+def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
     term = SlowTerminal(1.0)
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()

@@ -277,7 +277,7 @@ def bench_ours(workdir, script, args, server):
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
     cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-"))
-    front, _, loops = server.partition("/")        # "asyncio/4": the asyncio front with 4 event loops
+    front, _, loops = server.partition("/")        # "epoll/2": the epoll front with 2 event loops
     with open(cfg, "w") as f:
         f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
                 '%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
@@ -318,7 +318,7 @@ def main(argv):
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--drain", type=float, default=90)
     p.add_argument("--connections", type=int, default=16)
-    p.add_argument("--servers", default="asyncio,waitress")
+    p.add_argument("--servers", default="epoll,epoll/2")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if not shutil.which("wrk"):

@@ -245,3 +245,105 @@ def test_a_large_answer_the_socket_cannot_take_at_once_arrives_whole_and_in_orde
     assert [r["key"].split(":")[0] for r in results] == ["L%03d" % i for i in range(1000)]
     assert b[0] == 200 and json.loads(b[2])["key"].startswith("M01:")
     s.close()
+
+
+def test_a_repeated_head_is_parsed_once_and_every_variant_on_its_own(front):
+    """The front keeps the parse of each head it has seen (keyed by the head's exact bytes, bounded): a keep-alive
+    client's repeats reuse it, a head that differs in any byte is parsed afresh, and a refused head (chunked) is
+    never kept, so it is refused every time."""
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    for i in range(3):
+        s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="H%02d" % i), headers={"X-Probe": "same"}))
+    assert [a[0] for a in read_answers(s, 3)] == [200, 200, 200]
+    # the same head bytes but for the path: parsed on its own
+    s.sendall(request("/healthz", headers={"X-Probe": "same"}))
+    (h,) = read_answers(s, 1)
+    assert h[0] == 200 and json.loads(h[2])["ok"] is True
+    # 300 different heads: answered right, and the memory of heads stays bounded
+    for i in range(300):
+        s.sendall(request("/healthz", headers={"X-Probe": "n%d" % i}))
+    assert [a[0] for a in read_answers(s, 300)] == [200] * 300
+    assert 0 < len(f.heads) <= 256
+    s.close()
+    chunked = b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for _ in range(2):
+        c = socket.create_connection(("127.0.0.1", f.port))
+        c.sendall(chunked)
+        (a,) = read_answers(c, 1)
+        assert a[0] == 411
+        c.close()
+
+
+def test_the_token_is_checked_on_every_request_of_a_connection(tmp_path):
+    """A keep-alive connection whose first request had the right token: its next request, identical but for a
+    wrong token, is refused (the memory of heads keys on the whole head, token included)."""
+    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state")},
+                            "ingest": {"token_env": "TOK"},
+                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+                            "delivery": {"rate_interval_s": 0}}, env={"S": "s", "TOK": "t" * 32})
+    gw = Gateway(cfg, clients={"room": Fake()})
+    gw.start()
+    f = IngestFront(gw, cfg)
+    ready = threading.Event()
+    t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        s = socket.create_connection(("127.0.0.1", f.port))
+        good = request("/api/v1/gpu_event", EV, headers={"Authorization": "Bearer " + "t" * 32})
+        bad = request("/api/v1/gpu_event", EV, headers={"Authorization": "Bearer " + "u" * 32})
+        s.sendall(good)
+        (a,) = read_answers(s, 1)
+        s.sendall(bad)
+        (b,) = read_answers(s, 1)
+        assert (a[0], b[0]) == (200, 401)
+        s.close()
+    finally:
+        f.stop()
+        t.join(5)
+        gw.stop()
+
+
+def test_a_thousand_idle_connections_and_resets_do_not_stop_an_event(front):
+    """1,000 connections that send nothing, and clients that reset mid-request: the loop serves a P0 on a new
+    connection all the while, and /healthz stays ok."""
+    f, gw, fake, _ = front
+    idle = [socket.create_connection(("127.0.0.1", f.port)) for _ in range(1000)]
+    try:
+        for _ in range(20):
+            r = socket.create_connection(("127.0.0.1", f.port))
+            r.sendall(request("/api/v1/gpu_event", EV)[:40])
+            r.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            r.close()                                   # RST with half a head sent
+        s = socket.create_connection(("127.0.0.1", f.port))
+        s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="I01")) + request("/healthz"))
+        a, h = read_answers(s, 2)
+        assert a[0] == 200 and json.loads(a[2])["result"] == "alarm"
+        assert h[0] == 200 and json.loads(h[2])["ok"] is True
+        s.close()
+        assert sum(len(home.conns) for home in f.loops) >= 1000
+    finally:
+        for c in idle:
+            c.close()
+
+
+def test_stop_closes_every_connection_and_returns(tmp_path):
+    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "io_loops": 2},
+                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
+                           env={"S": "s"})
+    gw = Gateway(cfg, clients={"room": Fake()})
+    f = IngestFront(gw, cfg)
+    ready = threading.Event()
+    t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
+    t.start()
+    assert ready.wait(10) and len(f.loops) == 2
+    conns = [socket.create_connection(("127.0.0.1", f.port)) for _ in range(10)]
+    f.stop()
+    t.join(5)
+    assert not t.is_alive()
+    for c in conns:
+        c.settimeout(5)
+        assert c.recv(10) == b""                        # the gateway closed its end
+        c.close()
+    gw.stop()

@@ -140,6 +140,8 @@ EVENT_TYPES = {
 # Faults of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery cannot clear
 # another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
 # GPU is still represented).
+assert all(_TYPE_RE.match(t) for t in EVENT_TYPES), "a known event type must match the type grammar"
+
 GPU_SCOPED = frozenset(("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP",
                         "GPU_LOST"))
 
@@ -324,20 +326,22 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
     rack = r
     host = _string(body, "node_host", 253)
     etype = _string(body, "event_type", 48)
-    if not _TYPE_RE.match(etype):
+    if etype not in EVENT_TYPES and not _TYPE_RE.match(etype):   # every known type matches (asserted below)
         raise EventError("bad_field", "event_type must be upper-case letters, digits and _ (e.g. NCCL_TIMEOUT)")
     if etype not in EVENT_TYPES and not accept_unknown:
         raise EventError("unknown_event_type", "unknown event_type %s; known: %s"
                          % (etype, ", ".join(sorted(EVENT_TYPES))))
 
     gpu_index = body.get("gpu_index")
-    if gpu_index is not None:
+    if gpu_index is not None and not (type(gpu_index) is int and 0 <= gpu_index <= 1023):   # the common case
         if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
             raise EventError("bad_field", "gpu_index must be an integer")
         if gpu_index < -1 or gpu_index > 1023:
             raise EventError("bad_field", "gpu_index must be -1 (whole node) or 0..1023")
     gpu_util = body.get("gpu_util")
-    if gpu_util is not None:
+    if type(gpu_util) is float and 0.0 <= gpu_util <= 100.0:   # the common case (NaN fails both comparisons)
+        pass
+    elif gpu_util is not None:
         if isinstance(gpu_util, bool) or not isinstance(gpu_util, (int, float)):
             raise EventError("bad_field", "gpu_util must be a number (percent)")
         gpu_util = float(gpu_util)

@@ -82,6 +82,48 @@ def _head(status, ctype, n, *, close=False, extra=b""):
                      b"\r\nConnection: close\r\n" if close else b"\r\n", extra, b"\r\n"))
 
 
+# A keep-alive client sends the same head again and again but for Content-Length (a probe, Alertmanager, wrk): the
+# parse of a head is kept, keyed by its exact bytes, and a repeat costs one dict lookup. Bounded: heads up to 1 KiB,
+# at most 256 of them per front (cleared when full, so a client that varies its heads costs only the normal parse).
+_HEAD_MEMO = 256
+_HEAD_MEMO_MAX = 1024
+_CHUNKED = "chunked"   # not a 400: 411, said where the parse is used
+
+
+def _parse_head(head, *, with_auth):
+    """A request head (bytes, without its blank line) as (method, path, length, close, expect, auth), or the 400
+    message (a str) for a head that breaks the grammar (_CHUNKED for a chunked body). Bytes throughout: one
+    lower-cased copy to find the few headers that matter."""
+    nl = head.find(b"\r\n")
+    parts = (head if nl < 0 else head[:nl]).split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return "malformed request line"
+    method, target, version = parts
+    low = head.lower()
+    length = 0
+    i = low.find(b"\r\ncontent-length:")
+    if i >= 0:
+        j = low.find(b"\r\n", i + 17)
+        v = low[i + 17:j if j >= 0 else len(low)].strip()
+        if not v.isdigit():
+            return "Content-Length must be a number"
+        length = int(v)
+    if b"\r\ntransfer-encoding:" in low:
+        return _CHUNKED
+    if version == b"HTTP/1.0":
+        close = b"\r\nconnection: keep-alive" not in low
+    else:
+        close = b"\r\nconnection: close" in low
+    expect = b"\r\nexpect: 100-continue" in low
+    auth = None
+    if with_auth:
+        i = low.find(b"\r\nauthorization:")
+        if i >= 0:
+            j = low.find(b"\r\n", i + 16)
+            auth = head[i + 16:j if j >= 0 else len(head)].decode("latin-1").strip()
+    return method.decode("latin-1"), target.decode("latin-1").split("?", 1)[0], length, close, expect, auth
+
+
 class _Conn:
     """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
     of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
@@ -148,50 +190,32 @@ class _Conn:
             if end > MAX_HEAD:
                 self._fail(431, "request_header_too_large", "request head over %d bytes" % MAX_HEAD)
                 return
-            # bytes throughout: one copy of the head, one lower-cased copy to find the few headers that matter
             head = bytes(buf[:end])
-            nl = head.find(b"\r\n")
-            parts = (head if nl < 0 else head[:nl]).split(b" ")
-            if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-                self._fail(400, "bad_request", "malformed request line")
+            front = self.front
+            parsed = front.heads.get(head)
+            if parsed is None:
+                parsed = _parse_head(head, with_auth=front.auth)
+                if type(parsed) is tuple and len(head) <= _HEAD_MEMO_MAX:
+                    if len(front.heads) >= _HEAD_MEMO:
+                        front.heads.clear()
+                    front.heads[head] = parsed
+            if type(parsed) is not tuple:
+                if parsed is _CHUNKED:
+                    self._fail(411, "length_required", "send the body with a Content-Length, not chunked")
+                else:
+                    self._fail(400, "bad_request", parsed)
                 return
-            method, target, version = parts
-            low = head.lower()
-            length = 0
-            i = low.find(b"\r\ncontent-length:")
-            if i >= 0:
-                j = low.find(b"\r\n", i + 17)
-                v = low[i + 17:j if j >= 0 else len(low)].strip()
-                if not v.isdigit():
-                    self._fail(400, "bad_request", "Content-Length must be a number")
-                    return
-                length = int(v)
-            if b"\r\ntransfer-encoding:" in low:
-                self._fail(411, "length_required", "send the body with a Content-Length, not chunked")
-                return
-            if version == b"HTTP/1.0":
-                close = b"\r\nconnection: keep-alive" not in low
-            else:
-                close = b"\r\nconnection: close" in low
-            expect = b"\r\nexpect: 100-continue" in low
-            auth = None
-            if self.front.auth:
-                i = low.find(b"\r\nauthorization:")
-                if i >= 0:
-                    j = low.find(b"\r\n", i + 16)
-                    auth = head[i + 16:j if j >= 0 else len(head)].decode("latin-1").strip()
-            method = method.decode("latin-1")
-            target = target.decode("latin-1")
-            if length > self.front.max_body:
-                src = self.front.source_of(target)
-                if src is not None and self.front.auth:
-                    denied = self.front.gw.check_auth(src, auth)
+            method, path, length, close, expect, auth = parsed
+            if length > front.max_body:
+                src = front.source_of(path)
+                if src is not None and front.auth:
+                    denied = front.gw.check_auth(src, auth)
                     if denied is not None:
                         self.buf.clear()
                         self.answer(denied[0], denied[1], close=True, extra=WWW_AUTH)
                         return
-                self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % self.front.max_body,
-                           source=self.front.source_of(target))
+                self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % front.max_body,
+                           source=src)
                 return
             total = end + 4 + length
             if len(buf) < total:
@@ -200,7 +224,7 @@ class _Conn:
                 return
             body = bytes(buf[end + 4:total])
             del buf[:total]
-            self.front.handle(self, method=method, path=target.split("?", 1)[0], body=body, close=close, auth=auth)
+            front.handle(self, method=method, path=path, body=body, close=close, auth=auth)
 
     def answer(self, status, payload, *, close=False, ctype=_JSON, extra=b""):
         if self.closing:
@@ -416,6 +440,7 @@ class IngestFront:
         self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
         self.loops = []
         self.port = None
+        self.heads = {}                   # head bytes -> its parse (_parse_head), for keep-alive repeats
         self.ingest = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
                        "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
                        "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w))}
