@@ -235,3 +235,10 @@ def test_numbered_gpu_wording_unchanged_by_pci(etype):
     for lang in ("zh", "en"):
         assert speech(a, lang) == speech(b, lang)
     assert "第 5 号卡" in speech(a) and "GPU 5" in speech(a, "en")
+
+
+def test_every_known_event_type_matches_the_type_grammar():
+    """parse_event checks the grammar only for a type it does not know: so every known one must match it."""
+    from host_client.gateway.events import _TYPE_RE, EVENT_TYPES
+
+    assert EVENT_TYPES and all(_TYPE_RE.match(t) for t in EVENT_TYPES)
