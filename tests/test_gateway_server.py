@@ -2,6 +2,7 @@
 limits (413, 411, 431), 404/405, Expect: 100-continue, /healthz and /metrics, and durability: an event that created
 an alarm is answered only once it is on disk, 503 when the save fails."""
 
+import contextlib
 import json
 import os
 import socket
@@ -38,17 +39,27 @@ def front(tmp_path):
                             "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
                             "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
     fake = Fake()
+    with serving(cfg, fake) as (f, gw):
+        yield f, gw, fake, tmp_path
+
+
+@contextlib.contextmanager
+def serving(cfg, fake, *, start=True):
+    """A Gateway (its workers started, unless start=False) behind an IngestFront on a free loopback port."""
     gw = Gateway(cfg, clients={"room": fake})
-    gw.start()
+    if start:
+        gw.start()
     f = IngestFront(gw, cfg)
     ready = threading.Event()
     t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
     t.start()
     assert ready.wait(10)
-    yield f, gw, fake, tmp_path
-    f.stop()
-    t.join(5)
-    gw.stop()
+    try:
+        yield f, gw
+    finally:
+        f.stop()
+        t.join(5)
+        gw.stop()
 
 
 def request(path, body=None, method=None, headers=None):
@@ -282,14 +293,7 @@ def test_the_token_is_checked_on_every_request_of_a_connection(tmp_path):
                             "ingest": {"token_env": "TOK"},
                             "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
                             "delivery": {"rate_interval_s": 0}}, env={"S": "s", "TOK": "t" * 32})
-    gw = Gateway(cfg, clients={"room": Fake()})
-    gw.start()
-    f = IngestFront(gw, cfg)
-    ready = threading.Event()
-    t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
+    with serving(cfg, Fake()) as (f, _gw):
         s = socket.create_connection(("127.0.0.1", f.port))
         good = request("/api/v1/gpu_event", EV, headers={"Authorization": "Bearer " + "t" * 32})
         bad = request("/api/v1/gpu_event", EV, headers={"Authorization": "Bearer " + "u" * 32})
@@ -299,10 +303,6 @@ def test_the_token_is_checked_on_every_request_of_a_connection(tmp_path):
         (b,) = read_answers(s, 1)
         assert (a[0], b[0]) == (200, 401)
         s.close()
-    finally:
-        f.stop()
-        t.join(5)
-        gw.stop()
 
 
 def test_a_thousand_idle_connections_and_resets_do_not_stop_an_event(front):
@@ -332,18 +332,17 @@ def test_stop_closes_every_connection_and_returns(tmp_path):
     cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "io_loops": 2},
                             "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
                            env={"S": "s"})
-    gw = Gateway(cfg, clients={"room": Fake()})
-    f = IngestFront(gw, cfg)
-    ready = threading.Event()
-    t = threading.Thread(target=f.run, args=("127.0.0.1", 0, ready.set), daemon=True)
-    t.start()
-    assert ready.wait(10) and len(f.loops) == 2
-    conns = [socket.create_connection(("127.0.0.1", f.port)) for _ in range(10)]
-    f.stop()
-    t.join(5)
-    assert not t.is_alive()
-    for c in conns:
-        c.settimeout(5)
-        assert c.recv(10) == b""                        # the gateway closed its end
-        c.close()
-    gw.stop()
+    with serving(cfg, Fake(), start=False) as (f, _gw):
+        assert len(f.loops) == 2
+        conns = [socket.create_connection(("127.0.0.1", f.port)) for _ in range(10)]
+        time.sleep(0.2)                                  # accepted
+        f.stop()
+        for home in f.loops:
+            home.thread.join(5)
+            assert not home.thread.is_alive()
+        for c in conns:
+            c.settimeout(5)
+            assert c.recv(10) == b""                    # the gateway closed its end
+            c.close()
+        # a persister reporting a write after the end: dropped, not written into the closed wake-up pipe
+        f.loops[0].call_soon_threadsafe(lambda: None)

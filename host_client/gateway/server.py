@@ -305,6 +305,8 @@ class _Loop:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._woken = False
+        self._closed = False
+        self._pipe_lock = threading.Lock()
         if hasattr(select, "epoll"):
             self.poller = select.epoll()
             self._scale = 1.0               # epoll.poll takes seconds, poll.poll milliseconds
@@ -317,13 +319,18 @@ class _Loop:
     # ---- from any thread -------------------------------------------------------------------------------------
 
     def call_soon_threadsafe(self, fn):
-        self.calls.append(fn)
-        if not self._woken:
-            self._woken = True
-            try:
-                os.write(self._wfd, b"x")
-            except (BlockingIOError, InterruptedError):
-                pass                        # the pipe is full: the loop is awake anyway
+        """fn() runs in the loop's thread, soon. After the loop has ended it never runs (nobody is left to answer),
+        and the wake-up pipe is never written once closed: its number could already name another file."""
+        with self._pipe_lock:
+            if self._closed:
+                return
+            self.calls.append(fn)
+            if not self._woken:
+                self._woken = True
+                try:
+                    os.write(self._wfd, b"x")
+                except (BlockingIOError, InterruptedError):
+                    pass                    # the pipe is full: the loop is awake anyway
 
     def stop(self):
         self.stopped = True
@@ -414,8 +421,10 @@ class _Loop:
                 c.close()
             self.poller.close()
             self.sock.close()
-            os.close(self._rfd)
-            os.close(self._wfd)
+            with self._pipe_lock:
+                self._closed = True
+                os.close(self._rfd)
+                os.close(self._wfd)
 
     def _sweep(self, now):
         limit = now - IDLE_S
