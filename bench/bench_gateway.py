@@ -211,15 +211,16 @@ def metric(text, name, **labels):
 
 
 def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
+    server, _, loops = server.partition("/")        # "epoll/2": the epoll front with 2 event loops
     term = SlowTerminal(1.0)
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
         state = "" if os.environ.get("BENCH_NO_STATE") else 'state_dir = "%s"\n' % os.path.join(tmp, "state")
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n\n'
+        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n%s\n'
                 '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, GW_THREADS, server, term.url))
+                % (port, state, GW_THREADS, server, "io_loops = %d\n" % int(loops) if loops else "", term.url))
     env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
                                                                                               "lib")]))
     log_path = os.path.join(tmp, "gateway.log")
