@@ -1,4 +1,4 @@
-"""Ingest authentication ([ingest] token_env / token_file): over real HTTP on loopback, on both fronts (asyncio and
+"""Ingest authentication ([ingest] token_env / token_file): over real HTTP on loopback, on both fronts (epoll and
 waitress), every ingest endpoint answers 401 with a precise code for no token, a wrong scheme and a wrong token,
 and takes the event with the right one; /healthz and /metrics stay open; the token never shows in an answer, a
 log line or --check-config. The probe's sender sends it; a real Alertmanager with http_config.authorization reaches
@@ -47,7 +47,7 @@ def config(tmp_path, **ingest):
     return Config.from_dict(d, env={"S": "s", "SENTINEL_INGEST_TOKEN": TOKEN}, base_dir=str(tmp_path))
 
 
-class AsyncioFront:
+class EpollFront:
     def __init__(self, cfg, clients=None):
         self.gw = Gateway(cfg, clients=clients)
         self.gw.start()
@@ -78,10 +78,10 @@ class WaitressFront:
         self.gw.stop()
 
 
-@pytest.fixture(params=["asyncio", "waitress"])
+@pytest.fixture(params=["epoll", "waitress"])
 def server(request, tmp_path):
     fake = Fake()
-    s = (AsyncioFront if request.param == "asyncio" else WaitressFront)(config(tmp_path), clients={"room": fake})
+    s = (EpollFront if request.param == "epoll" else WaitressFront)(config(tmp_path), clients={"room": fake})
     s.fake = fake
     yield s
     s.close()
@@ -155,7 +155,7 @@ def test_open_when_not_configured(tmp_path):
     cfg = Config.from_dict({"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
                            env={"S": "s"})
     assert cfg.ingest_tokens == []
-    s = AsyncioFront(cfg, clients={"room": Fake()})
+    s = EpollFront(cfg, clients={"room": Fake()})
     try:
         assert call(s.url + "/api/v1/gpu_event", EV)[0] == 200
         assert call(s.url + "/api/v1/gpu_event", EV, "Bearer anything")[0] == 200
@@ -203,7 +203,7 @@ def test_probe_sender_sends_the_token(tmp_path):
     from host_client.probes.sender import Sender
 
     fake = Fake()
-    s = AsyncioFront(config(tmp_path), clients={"room": fake})
+    s = EpollFront(config(tmp_path), clients={"room": fake})
     try:
         tf = tmp_path / "probe.token"
         tf.write_text(TOKEN + "\n")
@@ -246,7 +246,7 @@ def test_real_alertmanager_with_http_config_authorization(tmp_path):
     from test_gateway_alertmanager_real import free_port, post_alert, wait_ready
 
     fake = Fake()
-    s = AsyncioFront(config(tmp_path), clients={"room": fake})
+    s = EpollFront(config(tmp_path), clients={"room": fake})
     port = free_port()
     am_url = "http://127.0.0.1:%d" % port
     (tmp_path / "am.token").write_text(TOKEN + "\n")

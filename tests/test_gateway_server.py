@@ -1,4 +1,4 @@
-"""The gateway's asyncio front (host_client/gateway/server.py) over real sockets: keep-alive and pipelining, the
+"""The gateway's epoll front (host_client/gateway/server.py) over real sockets: keep-alive and pipelining, the
 limits (413, 411, 431), 404/405, Expect: 100-continue, /healthz and /metrics, and durability: an event that created
 an alarm is answered only once it is on disk, 503 when the save fails."""
 

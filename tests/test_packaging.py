@@ -14,9 +14,12 @@ import ast
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
+import urllib.request
 import venv
 import zipfile
 from importlib.metadata import packages_distributions
@@ -179,11 +182,31 @@ def test_client_runs_in_a_fresh_venv_with_nothing_else(wheel, tmp_path):
     wsgi_cfg = tmp_path / "gateway-waitress.toml"
     wsgi_cfg.write_text('[gateway]\nserver = "waitress"\n' + room)
     run_env = dict(env, S="a-long-enough-secret-for-tests")
-    # The gateway's default HTTP front (asyncio, host_client/gateway/server.py) is the standard library's: its
-    # configuration checks out in the bare venv. The WSGI front it can be switched to needs the gateway extra.
+    # The gateway's default HTTP front (epoll, host_client/gateway/server.py) is the standard library's: in the
+    # bare venv its configuration checks out and it serves. The WSGI front it can be switched to needs the extra.
     r = subprocess.run([str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--check-config"],
                        capture_output=True, text=True, env=run_env, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, (r.stdout, r.stderr)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gw = subprocess.Popen([str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--host", "127.0.0.1", "--port",
+                           str(port)], env=run_env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        health = None
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=2) as resp:
+                    health = json.loads(resp.read())
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert health is not None and "terminals" in health, health
+    finally:
+        gw.terminate()
+        err = gw.communicate(timeout=20)[1].decode()
+    assert gw.returncode == 0 and "Traceback" not in err, err
     for argv, extra in ((["sentinel-emulator", "--headless", "--no-voice", "--no-persist", "--run-for", "0.1"],
                          "emulator"),
                         (["sentinel-gateway", "-c", str(wsgi_cfg), "--host", "127.0.0.1", "--port", "0"],
