@@ -3,6 +3,7 @@ limits (413, 411, 431), 404/405, Expect: 100-continue, /healthz and /metrics, an
 an alarm is answered only once it is on disk, 503 when the save fails."""
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -346,3 +347,84 @@ def test_stop_closes_every_connection_and_returns(tmp_path):
             c.close()
         # a persister reporting a write after the end: dropped, not written into the closed wake-up pipe
         f.loops[0].call_soon_threadsafe(lambda: None)
+
+
+def test_a_client_that_sends_and_never_reads_is_held_to_one_request(front):
+    """Pipelined requests from a client that never reads its answers: once an answer cannot go out, the front stops
+    reading that connection beyond one whole request (TCP makes the client wait), and serves everyone else."""
+    f, gw, fake, _ = front
+    greedy = socket.socket()
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    greedy.connect(("127.0.0.1", f.port))
+    one = request("/metrics")                         # a few KB of answer each
+    sent = 0
+    greedy.settimeout(3)
+    try:
+        while sent < 64 << 20:
+            sent += greedy.send(one * 64)
+    except TimeoutError:
+        pass                                           # the kernel buffers are full: the client must wait
+    assert sent < 64 << 20
+    (conn,) = [c for home in f.loops for c in home.conns.values()]
+    assert conn.paused and len(conn.buf) <= f.max_body + 16388 + 65536
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="J01")))
+    (a,) = read_answers(s, 1)
+    assert a[0] == 200
+    s.close()
+    greedy.close()
+
+
+class _NoDescriptors:
+    """The listening socket as accept() sees it when the process is out of file descriptors, `fail` times."""
+
+    def __init__(self, sock, fail):
+        self.sock = sock
+        self.fail = fail
+        self.calls = 0
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def accept(self):
+        self.calls += 1
+        if self.fail > 0:
+            self.fail -= 1
+            raise OSError(errno.EMFILE, "Too many open files")
+        return self.sock.accept()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog):
+    """accept() failing with EMFILE leaves the listening socket readable: the front stops accepting for 100 ms at a
+    time instead of spinning, says so in a log line, /healthz and /metrics, keeps serving the connections it has,
+    and takes new ones once descriptors are back."""
+    f, gw, fake, _ = front
+    (home,) = f.loops
+    held = socket.create_connection(("127.0.0.1", f.port))
+    held.sendall(request("/healthz"))
+    read_answers(held, 1)
+    home.sock = fake_sock = _NoDescriptors(home.sock, fail=5)
+    caplog.set_level("WARNING", logger="sentinel.gateway")
+    waiting = socket.create_connection(("127.0.0.1", f.port))     # in the kernel's queue, not yet accepted
+    time.sleep(0.25)
+    assert 1 <= fake_sock.calls <= 5                              # 100 ms apart, not a spin
+    held.sendall(request("/healthz"))
+    (h,) = read_answers(held, 1)
+    health = json.loads(h[2])
+    assert health["ok"] is False and "not accepting connections: Too many open files" in health["reasons"][0]
+    held.sendall(request("/metrics"))
+    (m,) = read_answers(held, 1)
+    assert b"sentinel_gateway_accept_paused_total 1\n" in m[2]
+    waiting.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="K01")))
+    (a,) = read_answers(waiting, 1)                               # accepted once descriptors are back
+    assert a[0] == 200
+    assert fake_sock.calls >= 6
+    held.sendall(request("/healthz"))
+    assert json.loads(read_answers(held, 1)[0][2])["ok"] is True
+    events = [r.getMessage() for r in caplog.records]
+    assert events.count("accept_paused") == 1 and "accept_resumed" in events
+    held.close()
+    waiting.close()

@@ -23,6 +23,7 @@ Endpoints: POST /api/v1/gpu_event, /api/v1/alertmanager, /api/v1/grafana; GET /h
 from __future__ import annotations
 
 import collections
+import errno
 import gc
 import json
 import logging
@@ -39,6 +40,9 @@ log = logging.getLogger("sentinel.gateway")
 MAX_HEAD = 16384
 IDLE_S = 60.0
 SWEEP_S = 10.0                 # how often idle keep-alive connections are looked for
+ACCEPT_PAUSE_S = 0.1           # accept() out of descriptors: how long to stop accepting before trying again
+_OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_HOLD_HEAD = MAX_HEAD + 4      # with gateway.max_body: the most a connection holds unparsed (one whole request)
 _RECV = 65536
 _IN = select.EPOLLIN if hasattr(select, "epoll") else select.POLLIN
 _OUT = select.EPOLLOUT if hasattr(select, "epoll") else select.POLLOUT
@@ -124,11 +128,21 @@ def _parse_head(head, *, with_auth):
     return method.decode("latin-1"), target.decode("latin-1").split("?", 1)[0], length, close, expect, auth
 
 
+class FrontStatus:
+    __slots__ = ("connections", "accept_failures", "accept_failing", "accept_error")
+
+    def __init__(self, *, connections, accept_failures, accept_failing, accept_error):
+        self.connections = connections
+        self.accept_failures = accept_failures
+        self.accept_failing = accept_failing
+        self.accept_error = accept_error
+
+
 class _Conn:
     """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
     of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
 
-    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last")
+    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last", "paused")
 
     def __init__(self, front, home, sock):
         self.front = front
@@ -140,6 +154,7 @@ class _Conn:
         self.busy = False          # an answer is waiting for its alarm to reach the disk
         self.closing = False
         self.last = time.monotonic()
+        self.paused = False        # not read from: a whole request waits here while an answer is pending
 
     def readable(self):
         try:
@@ -156,6 +171,11 @@ class _Conn:
         self.buf += data
         if not self.busy and self.out is None:
             self._process()
+        if len(self.buf) > self.front.max_body + _HOLD_HEAD and (self.busy or self.out is not None) and self.fd >= 0:
+            # A client that sends and does not wait for its answers (or never reads them): what it sent beyond one
+            # whole request stays in the kernel, and TCP tells it to wait, until this connection's answers are out.
+            self.paused = True
+            self.home.watch(self)
 
     def writable(self):
         out = self.out
@@ -175,9 +195,9 @@ class _Conn:
         if self.closing:
             self.close()
             return
-        self.home.watch(self, write=False)
         if not self.busy:
             self._process()                       # requests that arrived while the answers were queued
+        self._rearm()
 
     def _process(self):
         buf = self.buf
@@ -257,7 +277,7 @@ class _Conn:
             return
         if n < len(data):
             self.out = bytearray(data[n:])
-            self.home.watch(self, write=True)
+            self.home.watch(self)
 
     def close(self):
         """Once, from the loop's thread: the socket is closed and forgotten, and nothing is sent on it again (an
@@ -277,6 +297,14 @@ class _Conn:
         self.busy = False
         if self.buf and not self.closing and self.out is None:
             self._process()
+        self._rearm()
+
+    def _rearm(self):
+        """Reading paused, and what was read has been answered down to less than one request: read again."""
+        if self.paused and self.fd >= 0 and (len(self.buf) <= self.front.max_body + _HOLD_HEAD or
+                                             not (self.busy or self.out is not None)):
+            self.paused = False
+            self.home.watch(self)
 
     def _fail(self, status, code, message, source=None):
         if source is not None:
@@ -305,6 +333,9 @@ class _Loop:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._woken = False
+        self.accept_failing = False         # accept() failed for want of descriptors or memory, none taken since
+        self.accept_failures = 0            # such episodes
+        self.accept_error = None
         self._closed = False
         self._pipe_lock = threading.Lock()
         if hasattr(select, "epoll"):
@@ -341,8 +372,9 @@ class _Loop:
     def call_later(self, delay, fn):
         self.timers.append((time.monotonic() + delay, fn))
 
-    def watch(self, conn, *, write):
-        self.poller.modify(conn.fd, _IN | _OUT if write else _IN)
+    def watch(self, conn):
+        """Wait for what the connection needs: to read (unless paused), to write (while answers are queued)."""
+        self.poller.modify(conn.fd, (0 if conn.paused else _IN) | (0 if conn.out is None else _OUT))
 
     def forget(self, conn):
         self.conns.pop(conn.fd, None)
@@ -358,9 +390,23 @@ class _Loop:
                 s, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:            # EMFILE and the like: say so, keep serving those already connected
-                log.warning("accept_failed", extra={"fields": {"error": str(e)}})
+            except OSError as e:
+                if e.errno not in _OUT_OF_SOCKETS:
+                    continue                # that one connection failed (ECONNABORTED, ...): take the next
+                # Out of descriptors or buffers: the listening socket stays readable, so waiting on it would spin.
+                # Stop accepting for a moment, say so once per episode, and keep serving those connected.
+                self.accept_error = "%s (%d connections open)" % (e.strerror or e, len(self.conns))
+                if not self.accept_failing:
+                    self.accept_failing = True
+                    self.accept_failures += 1
+                    log.warning("accept_paused", extra={"fields": {"error": str(e), "retry_s": ACCEPT_PAUSE_S,
+                                                                   "connections": len(self.conns)}})
+                self.poller.modify(self.sock.fileno(), 0)
+                self.call_later(ACCEPT_PAUSE_S, self._resume_accept)
                 return
+            if self.accept_failing:
+                self.accept_failing = False
+                log.warning("accept_resumed", extra={"fields": {"connections": len(self.conns) + 1}})
             s.setblocking(False)
             try:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -369,6 +415,10 @@ class _Loop:
             c = _Conn(front, self, s)
             self.conns[c.fd] = c
             self.poller.register(c.fd, _IN)
+
+    def _resume_accept(self):
+        if not self.stopped:
+            self.poller.modify(self.sock.fileno(), _IN)
 
     def run(self, started):
         lfd = self.sock.fileno()
@@ -450,9 +500,17 @@ class IngestFront:
         self.loops = []
         self.port = None
         self.heads = {}                   # head bytes -> its parse (_parse_head), for keep-alive repeats
+        gw.front_status = self.status
         self.ingest = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
                        "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
                        "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w))}
+
+    def status(self):
+        """What /healthz and /metrics say of this front (Gateway.front_status)."""
+        failing = [h for h in self.loops if h.accept_failing]
+        return FrontStatus(connections=sum(len(h.conns) for h in self.loops),
+                           accept_failures=sum(h.accept_failures for h in self.loops),
+                           accept_failing=bool(failing), accept_error=failing[0].accept_error if failing else None)
 
     def source_of(self, path):
         h = self.ingest.get(path.split("?", 1)[0])

@@ -80,6 +80,8 @@ class Gateway:
         self.rejected = {}        # (source, code) -> n
         self.suppressed = {}      # (source, type) -> n
         self.unrouted = 0
+        # set by the HTTP front that serves this gateway (server.py): () -> FrontStatus, for /healthz and /metrics
+        self.front_status = None
         self.stale = {}           # source -> firings dropped because their incident was resolved (an HA peer's copy)
         self.not_durable = 0      # answers 503 because the queue could not be saved in time
         self.resolved = ResolvedMemory(hold_s=config.resolved_hold_s, max_keys=config.debounce_max_keys)
@@ -409,6 +411,9 @@ class Gateway:
                 problems.append("terminal %s: persister thread is not running" % name)
             if not w.alive():
                 problems.append("terminal %s: delivery worker is not running" % name)
+        front = self.front_status() if self.front_status is not None else None
+        if front is not None and front.accept_failing:
+            problems.append("not accepting connections: %s" % front.accept_error)
         out = {"ok": not problems, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
                "debounce_keys": len(self.debouncer), "resolved_memory": len(self.resolved),
                "restore_errors": self.restore_errors}
@@ -503,6 +508,13 @@ class Gateway:
                                                                                     acc))
             lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
             lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
+        front = self.front_status() if self.front_status is not None else None
+        if front is not None:
+            fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")
+            lines.append("sentinel_gateway_connections %d" % front.connections)
+            fam("sentinel_gateway_accept_paused_total", "counter",
+                "Times the HTTP front stopped accepting connections for want of file descriptors or memory.")
+            lines.append("sentinel_gateway_accept_paused_total %d" % front.accept_failures)
         return "\n".join(lines) + "\n"
 
 
