@@ -135,11 +135,33 @@ class PendingStore:
             f.write(json.dumps(record, ensure_ascii=True, default=str) + "\n")
 
 
-class Persister:
+class _LaneThread:
+    """A lane's own thread (the persister's, the delivery worker's): started, watched, stopped alike."""
+
+    _role = "lane"
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name="%s-%s" % (self._role, self.lane.name), daemon=True)
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive() or self._stop
+
+    def stop(self, timeout=5.0):
+        with self.lane.cond:
+            self._stop = True
+            self.lane.cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+class Persister(_LaneThread):
     """Saves a lane's queue whenever it changes, in its own thread (group commit: one write covers every change
     made while the previous one was written). A new alarm is written (and fsynced) at once and the ingest path
     waits for that write before it answers, so an event that created an alarm is on disk when it gets its 200. An
     incident folded into a summary that is already on disk is written within coalesce_s, without a wait."""
+
+    _role = "persist"
 
     def __init__(self, lane, store, log=None, coalesce_s=0.05):
         self.lane = lane
@@ -155,13 +177,6 @@ class Persister:
         self.broken = False         # the last save failed: the gateway answers 503 until one succeeds
         self.last_error = None
         self._waiters = []          # (gen, callback(ok)) of answers waiting for their alarm to be on disk
-
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name="persist-%s" % self.lane.name, daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        return self._thread is None or self._thread.is_alive() or self._stop
 
     def add_waiter(self, gen, callback) -> None:
         """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
@@ -189,11 +204,7 @@ class Persister:
             cb(ok)
 
     def stop(self, timeout=5.0):
-        with self.lane.cond:
-            self._stop = True
-            self.lane.cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        super().stop(timeout)
         self.save()
 
     def save(self):
@@ -274,8 +285,10 @@ class Persister:
         return False
 
 
-class Worker:
+class Worker(_LaneThread):
     """Owns one lane's sending. client: an object with send(Alarm) -> Ack and heartbeat(interval) (AlarmClient)."""
+
+    _role = "deliver"
 
     def __init__(self, lane, client, *, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None, log=None,
                  clock=time.time, mono=time.monotonic, on_delivered=None, store=None):
@@ -296,19 +309,6 @@ class Worker:
         self.last_error = None
         self.last_dead = None
 
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name="deliver-%s" % self.lane.name, daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        return self._thread is None or self._thread.is_alive() or self._stop
-
-    def stop(self, timeout=5.0):
-        with self.lane.cond:
-            self._stop = True
-            self.lane.cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def _backoff(self, seconds):
         """Sleep out a back-off; only stop ends it early (new work must not hammer a dead terminal)."""
