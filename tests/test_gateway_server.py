@@ -358,7 +358,7 @@ def test_a_client_that_sends_and_never_reads_is_held_to_one_request(front):
     greedy.connect(("127.0.0.1", f.port))
     one = request("/metrics")                         # a few KB of answer each
     sent = 0
-    greedy.settimeout(3)
+    greedy.settimeout(1)
     try:
         while sent < 64 << 20:
             sent += greedy.send(one * 64)
@@ -402,15 +402,17 @@ def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog)
     time instead of spinning, says so in a log line, /healthz and /metrics, keeps serving the connections it has,
     and takes new ones once descriptors are back."""
     f, gw, fake, _ = front
-    (home,) = f.loops
     held = socket.create_connection(("127.0.0.1", f.port))
     held.sendall(request("/healthz"))
     read_answers(held, 1)
-    home.sock = fake_sock = _NoDescriptors(home.sock, fail=5)
+    fakes = []
+    for home in f.loops:                                          # whichever loop the kernel hands it to
+        home.sock = _NoDescriptors(home.sock, fail=5)
+        fakes.append(home.sock)
     caplog.set_level("WARNING", logger="sentinel.gateway")
     waiting = socket.create_connection(("127.0.0.1", f.port))     # in the kernel's queue, not yet accepted
     time.sleep(0.25)
-    assert 1 <= fake_sock.calls <= 5                              # 100 ms apart, not a spin
+    assert 1 <= sum(x.calls for x in fakes) <= 5                  # 100 ms apart, not a spin
     held.sendall(request("/healthz"))
     (h,) = read_answers(held, 1)
     health = json.loads(h[2])
@@ -421,7 +423,7 @@ def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog)
     waiting.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="K01")))
     (a,) = read_answers(waiting, 1)                               # accepted once descriptors are back
     assert a[0] == 200
-    assert fake_sock.calls >= 6
+    assert sum(x.calls for x in fakes) >= 6
     held.sendall(request("/healthz"))
     assert json.loads(read_answers(held, 1)[0][2])["ok"] is True
     events = [r.getMessage() for r in caplog.records]
