@@ -5,8 +5,8 @@ The RFC's gateway is its Go code from the RFC document in ../shared/seeds (from 
 `main()`), extracted at run time and never kept in this repository; only its two addresses are changed (the
 terminal's IP and the listen address, both to loopback ports), then it is built with Debian's golang-go
 (`GOTOOLCHAIN=local`, `GOPROXY=off`: nothing is downloaded). Ours is `sentinel-gateway` with its defaults
-(grouping, rate limit, persisted queue) on the server its config names; `--servers waitress,asyncio` compares ours
-on each HTTP front.
+(grouping, rate limit, persisted queue) on the server its config names; `--servers epoll,epoll/1,waitress` compares
+ours on each HTTP front ("epoll/1": the epoll front with one event loop instead of the default two).
 
 The storm: `wrk -t1 -c16 -d<D>s --latency` with one Lua script (written here, used for both): one RFC body per
 request, node after node of a 12,500-node cluster, each node's 8 GPUs in turn (so 1 in 8 requests is news to the
@@ -27,7 +27,9 @@ Last figures (this 2-core machine, other sessions running; two runs of 3 rounds;
     2 of the 6 rounds: not met.
 
 Needs: golang-go and wrk (tools/install-system-deps.sh installs both for `make bench`).
-Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers asyncio,waitress]
+"CPU us" is each gateway process's CPU time (user + system, /proc/<pid>/stat) over the wrk run, per request.
+
+Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers epoll,epoll/1,waitress]
 """
 
 from __future__ import annotations
@@ -208,6 +210,13 @@ class RssSampler:
         return self.peak
 
 
+def cpu_s(pid):
+    """The process's user + system CPU seconds so far (/proc/<pid>/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_port(port, proc, timeout=20):
     end = time.time() + timeout
     while time.time() < end:
@@ -257,7 +266,9 @@ def bench_rfc(rfc, script, args):
     try:
         wait_port(port, proc)
         rss = RssSampler(proc.pid)
+        cpu0 = cpu_s(proc.pid)
         w = run_wrk(port, script, args.duration, args.connections)
+        w["cpu_us"] = (cpu_s(proc.pid) - cpu0) / max(w["requests"], 1) * 1e6
         end = time.monotonic() + args.drain
         while time.monotonic() < end and time.monotonic() - term.last < 5:
             time.sleep(0.2)
@@ -290,7 +301,9 @@ def bench_ours(workdir, script, args, server):
     try:
         wait_port(port, proc)
         rss = RssSampler(proc.pid)
+        cpu0 = cpu_s(proc.pid)
         w = run_wrk(port, script, args.duration, args.connections)
+        w["cpu_us"] = (cpu_s(proc.pid) - cpu0) / max(w["requests"], 1) * 1e6
         end = time.monotonic() + args.drain
         while time.monotonic() < end:
             m = metrics(url)
@@ -318,7 +331,7 @@ def main(argv):
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--drain", type=float, default=90)
     p.add_argument("--connections", type=int, default=16)
-    p.add_argument("--servers", default="epoll,epoll/2")
+    p.add_argument("--servers", default="epoll,epoll/1")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if not shutil.which("wrk"):
@@ -360,15 +373,15 @@ def _table(rows, args):
           % (args.connections, args.duration, NODES))
     print("(the RFC's gateway from %s, built in %.1f s with %s)" % (go["seed"], go["build_s"], subprocess.run(
         ["go", "version"], capture_output=True, text=True).stdout.strip()))
-    hdr = "%-40s %10s %9s %9s %10s %10s %8s %6s" % ("gateway", "events/s", "p99 ms", "RSS MB", "sent",
-                                                    "delivered", "loss", "term.")
+    hdr = "%-40s %10s %9s %9s %8s %10s %10s %8s %6s" % ("gateway", "events/s", "p99 ms", "RSS MB", "CPU us",
+                                                         "sent", "delivered", "loss", "term.")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         loss = 1.0 - (r["delivered"] / r["sent"]) if r["sent"] else 0.0
-        print("%-40s %10.0f %9.2f %9.1f %10d %10d %7.1f%% %6d" % (
-            r["name"][:40], r["wrk"]["rps"], r["wrk"]["p99_ms"], r["rss_kb"] / 1024, r["sent"], r["delivered"],
-            100 * loss, r["terminal_requests"]))
+        print("%-40s %10.0f %9.2f %9.1f %8.1f %10d %10d %7.1f%% %6d" % (
+            r["name"][:40], r["wrk"]["rps"], r["wrk"]["p99_ms"], r["rss_kb"] / 1024, r["wrk"]["cpu_us"], r["sent"],
+            r["delivered"], 100 * loss, r["terminal_requests"]))
         if r["wrk"]["non2xx"] or r["wrk"]["socket_errors"]:
             print("   %s: non-2xx %d, socket errors: %s" % (r["name"], r["wrk"]["non2xx"], r["wrk"]["socket_errors"]))
     for r in rows[1:]:
