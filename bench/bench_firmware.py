@@ -58,15 +58,8 @@ async def imp(name):
     __import__(name)
     MODS.append((name, await held() - a))
 # Everything the board imports (main.py -> startup.boot -> Sentinel; app.main -> server), in import order.
-for _n in ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strictjson", "sentinel_core.alarm",
-           "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
-           "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
-           "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
-           "sentinel_core.shell", "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config",
-           "sentinel_fw.clock",
-           "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels", "sentinel_fw.buttonpoll",
-           "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot", "sentinel_fw.server", "sentinel_fw.app",
-           "sentinel_fw.startup"):
+# (Only those the measured tree has: an older tree, bench_firmware.py --against, lacks the newer ones.)
+for _n in __MODS__:
     await imp(_n)
 import json, time, asyncio
 from sentinel_fw import app as fw_app, config, clock, store, server
@@ -198,11 +191,14 @@ def raw(method, path, h, b):
         head += "Content-Length: %d\r\n" % len(b)
     return head.encode() + b"\r\n" + b
 from sentinel_fw import ticks as _ticks
-SERVER = server.Server(web, cfg["http"]["max_body"])
+SERVER = server.Server(web, cfg["http"]["max_body"]) if hasattr(server, "Server") else None
 async def serve_board(c):
     # One accepted connection as the board serves it: server.Server.serve (deadlines, limits, out-of-memory answers)
-    # around microdot's request parsing, routes and answers.
-    await SERVER.serve(server._Conn(c, c, c, _ticks.ms(), cfg["http"]["max_body"]))
+    # around microdot's request parsing, routes and answers (a tree from before the board's own server: microdot's).
+    if SERVER is None:
+        await web.handle_request(c, c)
+    else:
+        await SERVER.serve(server._Conn(c, c, c, _ticks.ms(), cfg["http"]["max_body"]))
 def conns(items):
     out = []
     for t, data in items:
@@ -370,7 +366,10 @@ from sentinel_fw import startup
 cfg = startup.load_config("/config.json")
 assert isinstance(cfg, dict), cfg
 P_CONFIG = gc.mem_alloc() - BASE
-startup._drop(("config", "pins"))
+if hasattr(startup, "_drop"):  # a tree from before the board's one module-dropping helper (--against)
+    startup._drop(("config", "pins"))
+else:
+    startup.drop_boot_modules(("config", "pins"))
 H_CONFIG = await held() - BASE
 t = startup.make_terminal(cfg, "/state.json")
 P_BUILD = gc.mem_alloc() - BASE
@@ -393,15 +392,34 @@ print(json.dumps({"p_config": P_CONFIG, "h_config": H_CONFIG, "p_build": P_BUILD
 BOOT_CONFIG = {"board": "esp32", "wifi": {"ssid": "lab", "password": "password123"},
                "keys": {"gw": "0123456789abcdef0123456789abcdef"}, "terminal": {"utc_offset_min": 480}}
 
+# Everything the board imports (main.py -> startup.boot -> Sentinel; app.main -> server), in import order; a tree
+# measured with --against imports those of them it has.
+BOARD_MODULES = ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strictjson", "sentinel_core.alarm",
+                 "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
+                 "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
+                 "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
+                 "sentinel_core.shell", "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config",
+                 "sentinel_fw.clock", "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels",
+                 "sentinel_fw.buttonpoll", "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot",
+                 "sentinel_fw.server", "sentinel_fw.app", "sentinel_fw.startup")
+
 SIZES = {}
 
 
-def board_mpy():
-    """Python code that writes the .mpy files deploy.py builds into /mpy on the MicroPython file system."""
+def board_modules(root):
+    lib = os.path.join(root, "firmware", "lib")
+    return tuple(n for n in BOARD_MODULES if not n.startswith("sentinel")
+                 or os.path.exists(os.path.join(lib, n.replace(".", os.sep) + ".py")))
+
+
+def board_mpy(root=ROOT):
+    """Python code that writes the .mpy files deploy.py builds into /mpy on the MicroPython file system (root: the
+    tree whose firmware is built)."""
     import binascii
     import importlib.util
     import tempfile
-    spec = importlib.util.spec_from_file_location("deploy", os.path.join(ROOT, "firmware", "deploy.py"))
+    SIZES.clear()
+    spec = importlib.util.spec_from_file_location("deploy", os.path.join(root, "firmware", "deploy.py"))
     deploy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(deploy)
     lines = ["import binascii, os", "def _mk(p):", "    try:", "        os.mkdir(p)", "    except OSError:",
@@ -430,10 +448,11 @@ def board_mpy():
     return "\n".join(lines) + "\n", total
 
 
-def measure():
+def measure(root=ROOT):
     import json
-    setup, mpy_bytes = board_mpy()
-    code = setup + CODE.replace("__N__", str(REQUESTS)).replace("__F__", str(FRAMES))
+    setup, mpy_bytes = board_mpy(root)
+    code = setup + (CODE.replace("__N__", str(REQUESTS)).replace("__F__", str(FRAMES))
+                    .replace("__MODS__", repr(board_modules(root))))
     out = run_micropython(code, firmware=True)
     line = [x for x in out.splitlines() if x.startswith("{")][-1]
     m = json.loads(line)
@@ -448,6 +467,8 @@ def measure():
     m["mpy_bytes"] = mpy_bytes
     m["boot_first"] = measure_boot(setup, None)
     m["boot_reboot"] = measure_boot(setup, m.pop("state_file"))
+    # Bytecode and constants of the modules in use: in RAM when loaded from a .mpy, in flash when frozen.
+    m["in_use"] = sum(SIZES.get(f, 0) for f in m["files"] if "/config." not in f and "/pins." not in f)
     return m
 
 
@@ -479,7 +500,53 @@ def budget(m):
     return boot, m["running"] + worst, worst_name, worst, peaks
 
 
+def tree_of(ref, tmp):
+    """A directory holding ref's firmware/: ref itself when it is a directory, else that git commit's firmware/
+    exported into tmp (git archive: no worktree, nothing left behind)."""
+    import io
+    import subprocess
+    import tarfile
+    if os.path.isdir(ref):
+        return ref
+    d = os.path.join(tmp, ref.replace("/", "_"))
+    data = subprocess.run(["git", "-C", ROOT, "archive", ref, "firmware"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        t.extractall(d)
+    return d
+
+
+def compare(refs):
+    """The headline figures of each ref's firmware and of this tree's, measured by this one script: the held
+    figure moves by KBs with what the bench itself interns before its baseline (the qstr pools grow in doubling
+    blocks), so trees are compared only within one run of the same script."""
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ref in list(refs) + [None]:
+            m = measure(ROOT if ref is None else tree_of(ref, tmp))
+            boot, worst_total, worst_name, worst, _ = budget(m)
+            rows.append((ref or "this tree", m, boot, worst_total, worst_name, worst))
+    print("Same run, same bench script, each tree's firmware (.mpy install, WebAssembly):")
+    print()
+    print("| tree | .mpy on flash | held after imports | qstrs while running (pools) | worst boot phase "
+          "| held while running | worst request's live peak | worst (held + that peak) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, m, boot, worst_total, worst_name, worst in rows:
+        print("| %s | %s | %s | %d (%d) | %s | %s | %d B (%s) | %s |"
+              % (name, kb(m["mpy_bytes"]), kb(m["imports"]), m["qstr_running"], m["qstr_pools"], kb(boot),
+                 kb(m["running"]), worst, worst_name, kb(worst_total)))
+    return 0
+
+
 def main():
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--against", action="append", default=[], metavar="REF",
+                   help="also measure this git commit's (or directory's) firmware in the same run and print one table "
+                        "of the headline figures (repeatable)")
+    a = p.parse_args()
+    if a.against:
+        return compare(a.against)
     m = measure()
     boot, running, worst_name, worst, peaks = budget(m)
     b1, b2 = m["boot_first"], m["boot_reboot"]
@@ -487,8 +554,7 @@ def main():
     # The older, looser measure: all the garbage of the worst request, as if nothing were collected during it.
     loose_extra = max(m["per_server"], m["per_server_status"], m["per_req"], m["per_status"])
     loose = m["running"] + loose_extra
-    # Bytecode and constants of the modules in use: in RAM when loaded from a .mpy, in flash when frozen.
-    in_use = sum(SIZES.get(f, 0) for f in m["files"] if "/config." not in f and "/pins." not in f)
+    in_use = m["in_use"]
     frozen = running - in_use
     print("Firmware memory under MicroPython (WebAssembly build, fakes for the hardware)")
     print()
