@@ -7,6 +7,8 @@ blocks, the garbage between collections, the sockets' buffers and asyncio's own 
     SENTINEL_FROZEN_MICROPYTHON=<micropython built with bench/manifest_unix.py frozen> \\
         .venv/bin/python bench/bench_firmware_heap.py        # and the frozen image, on that build
     SENTINEL_FROZEN_MICROPYTHON=... .venv/bin/python bench/bench_firmware_heap.py --frozen-only
+    SENTINEL_FROZEN_MICROPYTHON=<build of one tree>:<build of another> \
+        .venv/bin/python bench/bench_firmware_heap.py --held-only   # held after boot / workload of each, one run
 
 A 32-bit build (the ESP32's object and pointer sizes; gcc-multilib, which tools/install-system-deps.sh --bench
 installs) is what the memory figures in docs/FIRMWARE.md come from:
@@ -146,6 +148,15 @@ def main():
         print("skipped: " + why)
         return 0
     t0 = time.time()
+    if "--held-only" in sys.argv:
+        # Several builds (each with its own tree frozen), measured one after the other in one run: no bisection.
+        print("Held by the frozen image in a 256 KB heap, after boot / after the workload (status page's heap_free):")
+        for exe in os.environ.get("SENTINEL_FROZEN_MICROPYTHON", "").split(os.pathsep):
+            if exe:
+                boot, run, refused = held(exe, True)
+                print("  %s: %s / %s (%d refused)" % (os.path.basename(exe), kb(boot), kb(run), refused))
+        print("(%.0f s)" % (time.time() - t0))
+        return 0
     print("Smallest heap for boot + %d alarms, heartbeats, ACKs, status pages and scrapes, no refusal "
           "(MicroPython Unix port: the 64-bit wheel, and the SENTINEL_FROZEN_MICROPYTHON build if set)" % ALARMS)
     heap = 512 * 1024
