@@ -28,14 +28,15 @@ def level_name(level):
 
 
 # The presets' colours, by level. An alarm of one of these colours holds this very tuple (shared_color).
-_COLORS = ((0, 255, 0), (255, 165, 0), (255, 0, 0))
+_COLORS = {NORMAL: (0, 255, 0), P1: (255, 165, 0), P0: (255, 0, 0)}
 
 
 def shared_color(c):
     """c, or the preset's own tuple when c is equal to one (as ints): most alarms wear a preset's colour, and the
     board then holds one tuple for all of them instead of one each (32 B per alarm)."""
     if type(c) is tuple and len(c) == 3 and type(c[0]) is int and type(c[1]) is int and type(c[2]) is int:
-        for p in _COLORS:
+        for level in _COLORS:
+            p = _COLORS[level]
             if p == c:
                 return p
     return c

@@ -1,7 +1,7 @@
 # What the LEDs show: the state machine's answer and the renderer's input. Plain attributes so the renderer reads
 # them without calls; the health patterns carry their own colour so that a dead alarm path never looks like the
 # quiet green of a healthy cluster.
-
+from sentinel_core.alarm import LEVEL_NAMES
 
 IDLE_COLOR = (0, 40, 0)
 OFF_COLOR = (0, 0, 0)
@@ -19,7 +19,6 @@ HEALTH_PATTERNS = (
     ("speech", "health_speech", (255, 255, 0), "NO VOICE"),
 )
 
-_LEVEL_NAMES = ("NORMAL", "P1", "P0")
 
 
 def ascii_label(s, limit):
@@ -56,7 +55,7 @@ class Display:
         return {
             "pattern": self.pattern,
             "color": "#%02X%02X%02X" % (self.color[0], self.color[1], self.color[2]),
-            "level": None if self.level is None else _LEVEL_NAMES[self.level],
+            "level": None if self.level is None else LEVEL_NAMES[self.level],
             "text": self.text,
             "night": self.night,
             "key": self.key,

@@ -3,20 +3,12 @@
 # module: the board drops it once the state is restored.
 
 from sentinel_core.alarm import NORMAL, Alarm
-from sentinel_core.terminal import Active, _check_now, check_alarm
+from sentinel_core.terminal import Active, check_alarm, check_now, is_int, is_num
 
 # What persist writes (its FORMAT, rows of len(persist.ROW) fields; a test holds them equal): not imported from it,
 # so that restoring does not load the writer. Format 1, an object per alarm, is read too.
 FORMAT = 2
 ROW_LEN = 10
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v):
-    return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
 
 
 class Saved:
@@ -51,7 +43,7 @@ def _alarm(x, v):
         raise ValueError("NORMAL alarms are not kept")
     since = x[8]
     expires = x[9]
-    if not _is_num(since) or (expires is not None and not _is_num(expires)):
+    if not is_num(since) or (expires is not None and not is_num(expires)):
         raise ValueError("since/expires must be numbers")
     if expires is not None:
         al.duration = expires - since
@@ -61,14 +53,14 @@ def _alarm(x, v):
 def parse_state(term, d, now):
     """The Saved of the document d for the Terminal term (its clock health and max_active) at now; ValueError naming
     what is wrong (an unknown format, a bad field) before anything changes."""
-    _check_now(now)
+    check_now(now)
     if not isinstance(d, dict):
         raise ValueError("state must be a dict")
     v = d.get("v")
     if v != FORMAT and v != 1:
         raise ValueError("state format %r is not %d (nor 1)" % (v, FORMAT))
     saved_at = d.get("saved_at")
-    if saved_at is not None and not _is_num(saved_at):
+    if saved_at is not None and not is_num(saved_at):
         raise ValueError("state saved_at must be a number or null")
     # Deadlines are absolute when both clocks can be trusted; otherwise keep the time that remained at the save.
     if saved_at is None or (term.health.clock and now >= saved_at):
@@ -86,21 +78,21 @@ def parse_state(term, d, now):
             raise ValueError("state alarm %d: %s" % (i, e))
         restored.append(Active(al, since + delta, None if expires is None else expires + delta, 0))
     mute_until = d.get("mute_until")
-    if mute_until is not None and not _is_num(mute_until):
+    if mute_until is not None and not is_num(mute_until):
         raise ValueError("state mute_until must be a number or null")
     acked = d.get("acked", {})
     if not isinstance(acked, dict):
         raise ValueError("state acked must be an object")
     out = {}
     for k in acked:
-        if not isinstance(k, str) or not _is_num(acked[k]):
+        if not isinstance(k, str) or not is_num(acked[k]):
             raise ValueError("state acked must map keys to deadlines")
         out[k] = acked[k] + delta
     hb = d.get("heartbeat")
-    if hb is not None and (not _is_int(hb) or hb <= 0):
+    if hb is not None and (not is_int(hb) or hb <= 0):
         raise ValueError("state heartbeat must be a positive int or null")
     version = d.get("version", 0)
-    if not _is_int(version):
+    if not is_int(version):
         raise ValueError("state version must be an int")
     restored.reverse()
     for i in range(len(restored)):

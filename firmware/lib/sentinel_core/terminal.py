@@ -23,11 +23,13 @@ CLOCK_STEP_S = 3600
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
 
-def _is_int(v):
+def is_int(v):
+    """An int and not a bool (the checks of the config, the state file and the terminal's inputs share these)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_num(v):
+def is_num(v):
+    """An int or a float, not a bool."""
     return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
 
 
@@ -53,22 +55,23 @@ def check_alarm(alarm):
     if not isinstance(c, (tuple, list)) or len(c) != 3:
         raise ValueError("alarm color must be (r, g, b)")
     for x in c:
-        if not _is_int(x) or x < 0 or x > 255:
+        if not is_int(x) or x < 0 or x > 255:
             raise ValueError("alarm color components must be ints 0..255")
     if alarm.light_mode not in LIGHT_MODES:
         raise ValueError("alarm light_mode must be one of solid, flash, breath")
     if alarm.audio_mode not in AUDIO_MODES:
         raise ValueError("alarm audio_mode must be one of once, cycle, none")
-    if not _is_int(alarm.repeat_times) or alarm.repeat_times < 1:
+    if not is_int(alarm.repeat_times) or alarm.repeat_times < 1:
         raise ValueError("alarm repeat_times must be an int >= 1")
     if alarm.key is not None and (not isinstance(alarm.key, str) or not alarm.key):
         raise ValueError("alarm key must be a non-empty string or None")
-    if alarm.duration is not None and (not _is_num(alarm.duration) or alarm.duration <= 0):
+    if alarm.duration is not None and (not is_num(alarm.duration) or alarm.duration <= 0):
         raise ValueError("alarm duration must be a number of seconds > 0 or None")
 
 
-def _check_now(now):
-    if not _is_num(now):
+def check_now(now):
+    """ValueError unless now is Unix seconds."""
+    if not is_num(now):
         raise ValueError("now must be Unix seconds (int or float)")
 
 
@@ -127,7 +130,7 @@ class Terminal:
     # ---- time -------------------------------------------------------------------------------------------------
 
     def tick(self, now):
-        _check_now(now)
+        check_now(now)
         if self.last_now is None or now > self.last_now:
             self.last_now = now
         expired = None
@@ -222,7 +225,7 @@ class Terminal:
     # ---- events -----------------------------------------------------------------------------------------------
 
     def on_alarm(self, alarm, now):
-        _check_now(now)
+        check_now(now)
         check_alarm(alarm)
         self.tick(now)
         key = incident_key(alarm)
@@ -286,7 +289,7 @@ class Terminal:
     def on_button(self, event, now):
         if event != "short" and event != "long":
             raise ValueError("button event must be \"short\" or \"long\", got %r" % (event,))
-        _check_now(now)
+        check_now(now)
         self.tick(now)
         if event == "short":
             self._mute_all(now)
@@ -322,7 +325,7 @@ class Terminal:
             raise ValueError("ack key must be a non-empty string or None")
         if not isinstance(long, bool):
             raise ValueError("ack long must be true or false")
-        _check_now(now)
+        check_now(now)
         if key is None:
             self.on_button("long" if long else "short", now)
             return
@@ -338,7 +341,7 @@ class Terminal:
         What was cut off is not said again; the next alarm of an incident speaks."""
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError("unmute key must be a non-empty string or None")
-        _check_now(now)
+        check_now(now)
         self.tick(now)
         if key is None:
             self.mute_until = None
@@ -348,15 +351,15 @@ class Terminal:
         self._changed()
 
     def on_heartbeat(self, interval, now):
-        _check_now(now)
-        if interval is not None and (not _is_num(interval) or interval < 0 or interval > 86400):
+        check_now(now)
+        if interval is not None and (not is_num(interval) or interval < 0 or interval > 86400):
             raise ValueError("heartbeat interval must be seconds in 0..86400 or None")
         self.tick(now)
         if self.health.beat(interval, now):
             self._changed()
 
     def set_health(self, name, ok, now, detail=None):
-        _check_now(now)
+        check_now(now)
         if name not in ("clock", "network", "speech", "config"):
             raise ValueError("health name must be one of clock, network, speech, config; got %r" % (name,))
         if name == "clock" and ok and not self.health.clock and self.last_now is not None:
@@ -465,7 +468,7 @@ class Terminal:
         return not self.permitted(e.alarm.level, e.key, now)
 
     def speech_finished(self, now, seq=None):
-        _check_now(now)
+        check_now(now)
         u = self.speaking
         if u is None or (seq is not None and seq != u.seq):
             return

@@ -4,7 +4,7 @@
 from sentinel_core.health import Health
 from sentinel_core.quiet import QuietHours, parse_hhmm
 from sentinel_core.speech import SpeechQueue
-from sentinel_core.terminal import _is_int, _is_num
+from sentinel_core.terminal import is_int, is_num
 
 # The settings a config may give, and their values when it does not.
 DEFAULTS = {
@@ -24,7 +24,7 @@ DEFAULTS = {
 
 def _int_range(cfg, name, lo, hi):
     v = cfg[name]
-    if not _is_int(v) or v < lo or v > hi:
+    if not is_int(v) or v < lo or v > hi:
         raise ValueError("config %s: expected an int in %d..%d, got %r" % (name, lo, hi, v))
     return v
 
@@ -43,13 +43,13 @@ def settings(terminal, config):
                 cfg[k] = config[k]
     mute_s = _int_range(cfg, "mute_s", 1, 86400)
     gap = cfg["speech_gap_s"]
-    if not _is_num(gap) or gap < 0 or gap > 600:
+    if not is_num(gap) or gap < 0 or gap > 600:
         raise ValueError("config speech_gap_s: expected seconds in 0..600, got %r" % (gap,))
     queue_cap = _int_range(cfg, "speech_queue", 1, 64)
     max_active = _int_range(cfg, "max_active", 1, 64)
     label_max = _int_range(cfg, "label_max", 4, 128)
     misses = cfg["heartbeat_misses"]
-    if not _is_num(misses) or misses < 1 or misses > 10:
+    if not is_num(misses) or misses < 1 or misses > 10:
         raise ValueError("config heartbeat_misses: expected a number in 1..10, got %r" % (misses,))
     if cfg["idle_pattern"] not in ("idle", "off"):
         raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))

@@ -1,6 +1,16 @@
 # The alarm body's schema, and the small bodies of the ACK and heartbeat requests. The same rules run on the board
 # and on every sender, so a body the client builds is a body the terminal accepts.
-from sentinel_core.alarm import AUDIO_MODES, LEVEL_OF_LIGHT, LIGHT_MODES, P1, PRESETS, Alarm, level_from_name
+from sentinel_core.alarm import (
+    AUDIO_MODES,
+    LEVEL_OF_LIGHT,
+    LIGHT_MODES,
+    NORMAL,
+    P0,
+    P1,
+    PRESETS,
+    Alarm,
+    level_from_name,
+)
 from sentinel_core.compat import const
 from sentinel_core.errors import invalid
 
@@ -12,7 +22,7 @@ REPEAT_MAX = const(10)
 DURATION_MAX_S = const(7 * 86400)
 HEARTBEAT_MAX_S = const(3600)
 
-_PRESET_OF_LEVEL = ("normal", "p1", "p0")
+_PRESET_OF_LEVEL = {NORMAL: "normal", P1: "p1", P0: "p0"}
 
 
 def _is_int(v):
