@@ -4,6 +4,14 @@ and while running; the heap allocated per accepted request and per rendered fram
 ESP32's ~110 KB Python heap.
 
     .venv/bin/python bench/bench_firmware.py
+    .venv/bin/python bench/bench_firmware.py --against 0b82a34   # and that commit's firmware, same run, one table
+
+Same run, least held over LAYOUTS (docs/FIRMWARE.md "Comparing trees in one run" has the frozen figures too):
+
+    tree                               held while running (spread)    worst (held + accepted alarm's peak)
+    0b82a34 (before issue 14's board)  132.1 KB (132.1-133.3)           140.7 KB
+    27bd3e1 (the board on the glue)    130.4 KB (130.4-131.5)           139.0 KB    (another run)
+    199ece5 (now)                      130.3 KB (130.3-130.7)           138.9 KB
 
 How it is measured: gc.collect() then gc.mem_alloc() before and after. "held" is what stays allocated after a
 collection; "allocated per X" is the mem_alloc delta over a run without a collection, divided by the count: the
@@ -525,10 +533,11 @@ def tree_of(ref, tmp):
 # The collector is conservative: any word in the heap that happens to hold the address of a live block's start
 # keeps that block and all it refers to. On this port the heap sits at low addresses (~0x50000-0x850000), so
 # bytecode, counters and small binary data are full of such words; which blocks they hit moves with every shift of
-# the layout. The same firmware held 141.1 KB while running, one such word keeping the dropped config module (7.3 KB:
-# "dropped" 0.8 instead of 8.2 KB), and 136.2 KB with nothing changed but a 256-byte block allocated before the
-# baseline. Trees are therefore compared over several layouts, by the least figure (the nearest to what the
-# firmware itself holds) and the spread. (On an ESP32 the heap is at 0x3FFxxxxx: such words are far rarer.)
+# the layout. With nothing changed but a block of 0-1024 bytes allocated before the baseline, one run gave 130.4-131.5
+# KB held while running for 27bd3e1's firmware and 132.1-133.3 KB for 0b82a34's. Trees are therefore compared over
+# several layouts, by the least figure (the nearest to what the firmware itself holds) and the spread. A difference
+# that stays in every layout is the firmware's own (docs/FIRMWARE.md "Comparing trees"). (On an ESP32 the heap is at
+# 0x3FFxxxxx: words that look like its addresses are far rarer there.)
 LAYOUTS = (0, 64, 256, 512, 1024)
 
 

@@ -50,7 +50,7 @@ def test_memory_figures_stay_in_bounds():
     # running terminal holds: 127.2 KB measured with source line numbers kept (deploy's default now), the connection
     # budget's server and the replay memory of 256 entries preallocated at boot (~7.4 KB) included.
     # The held figures in one layout may count blocks a false pointer keeps (bench_firmware.LAYOUTS: the same
-    # firmware held 136.2 or 141.1 KB by layout alone, the dropped config module kept by one word): over the bound,
+    # firmware held 130.4-131.5 KB by layout alone): over the bound,
     # the next layouts are measured too, and the least figure is the firmware's. A real creep shows in all of them.
     held = [(m["running"], m["dropped"])]
     for pad in bench_firmware.LAYOUTS[1:]:
