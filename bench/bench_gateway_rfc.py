@@ -5,8 +5,8 @@ The RFC's gateway is its Go code from the RFC document in ../shared/seeds (from 
 `main()`), extracted at run time and never kept in this repository; only its two addresses are changed (the
 terminal's IP and the listen address, both to loopback ports), then it is built with Debian's golang-go
 (`GOTOOLCHAIN=local`, `GOPROXY=off`: nothing is downloaded). Ours is `sentinel-gateway` with its defaults
-(grouping, rate limit, persisted queue) on the server its config names; `--servers epoll,epoll/1,waitress` compares
-ours on each HTTP front ("epoll/1": the epoll front with one event loop instead of the default two).
+(grouping, rate limit, persisted queue) on the server its config names; `--servers epoll,epoll/2,waitress` compares
+ours on each HTTP front ("epoll/2": the epoll front with two event loops instead of the default one).
 
 The storm: `wrk -t1 -c16 -d<D>s --latency` with one Lua script (written here, used for both): one RFC body per
 request, node after node of a 12,500-node cluster, each node's 8 GPUs in turn (so 1 in 8 requests is news to the
@@ -18,18 +18,17 @@ accepted: for the RFC's gateway one alarm per incident; ours carries a storm's i
 counts each incident the alarm that carries it reached the terminal. After wrk stops each gateway gets the same
 drain time (its queue empty, or the terminal idle 5 s, at most --drain seconds).
 
-Last figures (this 2-core machine, other sessions running; two runs of 3 rounds; the table is in docs/GATEWAY.md):
+Last figures (this 2-core machine, nothing else running; one run of 3 rounds; the table is in docs/GATEWAY.md):
 
-    ours (asyncio front) / the RFC's Go gateway, per round:  events/s 0.65-1.11x (median 0.87x),
-    peak RSS 0.19-0.28x (median 0.215x), p99 0.42-1.26x; loss 0 % (the Go gateway's 99.5-99.7 %).
-    Absolute: 7.4-9.0k vs 7.1-11.4k events/s, 38.8-41.8 vs 143-208 MB, p99 7-24 vs 16-35 ms.
-    Before the issue 12 speed work: 0.61-0.71x, RSS 0.26x. The targets (>= 1.0x, <= 0.2x) were each reached in
-    2 of the 6 rounds: not met.
+    ours (epoll front, one loop: the default) / the RFC's Go gateway, per round: events/s 0.74-0.86x (median
+    0.75x), peak RSS 0.14-0.16x, p99 0.28-0.32x; loss 0 % (the Go gateway's 99.7 %).
+    Absolute: 11.6-14.9k vs 15.6-17.3k events/s, 40.0-40.7 vs 248-281 MB, CPU 67-86 vs 77-86 us per request.
+    Two loops: 0.55-0.63x (101-124 us of CPU per request: the loops contend for the GIL). Before this round
+    (asyncio on uvloop, other sessions loading the machine): 0.65-1.11x, RSS 0.19-0.28x. Memory met; events/s not.
 
-Needs: golang-go and wrk (tools/install-system-deps.sh installs both for `make bench`).
 "CPU us" is each gateway process's CPU time (user + system, /proc/<pid>/stat) over the wrk run, per request.
 
-Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers epoll,epoll/1,waitress]
+Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers epoll,epoll/2,waitress]
 """
 
 from __future__ import annotations
@@ -331,7 +330,7 @@ def main(argv):
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--drain", type=float, default=90)
     p.add_argument("--connections", type=int, default=16)
-    p.add_argument("--servers", default="epoll,epoll/1")
+    p.add_argument("--servers", default="epoll,epoll/2")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if not shutil.which("wrk"):

@@ -153,9 +153,11 @@ class Config:
         self.log_format = "json"
         self.instance = "gw"
         self.server = "epoll"     # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
-        # epoll front: event loops (threads). Two: one's recv/send (the kernel's loopback TCP work) runs while the
-        # other runs Python; under the storm 0.93-1.02x the Go gateway's rate against 0.81-0.83x with one
-        self.io_loops = 2
+        # epoll front: event loops (threads). One: with the machine to itself (bench_gateway_rfc.py, 3 rounds) one
+        # loop took 67-86 us of CPU per request and two 101-124 (they contend for the GIL), 11.6-14.9k against
+        # 8.8-10.8k requests/s; two won only while other work loaded the cores (0.93-1.02x the Go gateway's rate
+        # against 0.81-0.83x)
+        self.io_loops = 1
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True

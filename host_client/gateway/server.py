@@ -496,7 +496,7 @@ class IngestFront:
         self.cfg = config
         self.max_body = config.max_body
         self.auth = gw.auth_required      # the ingest endpoints require a bearer token ([ingest], config.py)
-        self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 2)))
+        self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
         self.loops = []
         self.port = None
         self.heads = {}                   # head bytes -> its parse (_parse_head), for keep-alive repeats
