@@ -1,7 +1,9 @@
 """The board's named contracts (issue 14), read off the source: what no review should have to catch again.
 
-- no core module reaches into another object's or module's private members (restore and terminal_config imported
-  terminal's _check_now, _is_int, _is_num);
+- no module of the board's libraries reaches into another object's or module's private members (restore and
+  terminal_config imported terminal's _check_now, _is_int, _is_num; build called Sentinel._problem and
+  app._forget);
+- the board has one module-dropping helper (app.forget): startup had a copy of its own;
 - a table looked up by an alarm level is keyed by the level's constant, not by its position in a tuple.
 """
 import ast
@@ -24,9 +26,9 @@ def modules(packages=("sentinel_fw", "sentinel_core")):
     return out
 
 
-def test_no_core_module_uses_another_objects_private_members():
+def test_no_board_module_uses_another_objects_private_members():
     bad = []
-    for name, tree in modules(("sentinel_core",)):
+    for name, tree in modules():
         for n in ast.walk(tree):
             if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__"):
                 if not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")):
@@ -35,6 +37,18 @@ def test_no_core_module_uses_another_objects_private_members():
                 bad += ["%s:%d: from %s import %s" % (name, n.lineno, n.module, a.name) for a in n.names
                         if a.name.startswith("_")]
     assert not bad, bad
+
+
+def test_one_module_dropping_helper():
+    """Dropping a module is sys.modules.pop in one function (app.forget); everything else calls it."""
+    pops = []
+    for name, tree in modules():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "pop":
+                target = n.func.value
+                if isinstance(target, ast.Attribute) and target.attr == "modules":
+                    pops.append(name)
+    assert pops == ["sentinel_fw.app"], pops
 
 
 def _mentions_a_level(node):

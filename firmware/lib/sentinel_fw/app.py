@@ -40,8 +40,9 @@ async def _sleep_ms(ms):
         await asyncio.sleep(ms / 1000)
 
 
-def _forget(package, name):
-    # A boot-only module: once neither sys.modules nor its package refers to it, its bytecode leaves the heap.
+def forget(package, name):
+    """Drop the boot-only module package.name: once neither sys.modules nor its package refers to it, its bytecode
+    leaves the heap. The board's one module-dropping helper (startup and build use it too)."""
     sys.modules.pop(package + "." + name, None)
     pkg = sys.modules.get(package)
     if pkg is not None and hasattr(pkg, name):
@@ -91,12 +92,13 @@ class Sentinel:
         try:
             build(self, wlan, wdt_factory, config_error)  # sets the parts annotated above, by name
         finally:
-            _forget("sentinel_fw", "build")
+            forget("sentinel_fw", "build")
         self.terminal = self.glue.terminal
         self.receiver = self.glue.receiver
 
-    # A part that is missing at boot or a state that cannot be restored: shown in the status, the rest works.
-    def _problem(self, what, message):
+    def problem(self, what, message):
+        """A part that is missing at boot or a state that cannot be restored (build.py says so): shown in the
+        status and logged, and the rest works."""
         self.errors.append((what, message))
         log("%s: %s" % (what, message))
 
@@ -180,7 +182,7 @@ class Sentinel:
         finally:
             metrics = None
             shell = None
-            _forget("sentinel_core", "metrics")
+            forget("sentinel_core", "metrics")
 
     def device_status(self):
         return dict(self.device_items())

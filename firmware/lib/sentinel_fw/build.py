@@ -1,7 +1,7 @@
 # Building the running terminal's parts (sentinel_fw.app.Sentinel) from a validated config: the core's shell glue
 # (state machine, receiver, renderer, button debouncer), the drivers, and the state restored from flash. Boot-only
 # code: Sentinel.__init__ drops this module from the heap once the terminal is built. A part that is missing is
-# reported (Sentinel._problem), the rest keeps working.
+# reported (Sentinel.problem), the rest keeps working.
 from sentinel_fw import app
 
 
@@ -32,15 +32,15 @@ def build(s, wlan, wdt_factory, config_error):
     renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
                         brightness=light["brightness"], night_brightness=light["night_brightness"],
                         budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
-    app._forget("sentinel_core", "wiring")  # boot-only: the LED table is built
+    app.forget("sentinel_core", "wiring")  # boot-only: the LED table is built
     pixels = Pixels(cfg["pins"]["pixels"], m["width"] * m["height"])
     if not pixels.ok:
-        s._problem("matrix", "LED output not available: %s" % pixels.error)
+        s.problem("matrix", "LED output not available: %s" % pixels.error)
     button = _make_button(s)
     b = cfg["button"]
     glue = ShellGlue(cfg["terminal"], receiver, renderer, Button(b["debounce_ms"], b["long_ms"]), now,
                      config_error)
-    app._forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
+    app.forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
     tts = _make_tts(s)
     wifi = None
     if wlan is not None:
@@ -61,7 +61,7 @@ def build(s, wlan, wdt_factory, config_error):
     # run in 4 (the first write and scrape came during or after the storm); 8 in 8 pass with this.
     import sentinel_core.metrics  # noqa: F401
     import sentinel_core.persist  # noqa: F401
-    app._forget("sentinel_core", "metrics")
+    app.forget("sentinel_core", "metrics")
     s.glue = glue
     s.frame_ms = 1000 // light["fps"]
     s.pixels = pixels
@@ -85,7 +85,7 @@ def _make_button(s):
             lamp = Pin(pins["button_led"], Pin.OUT, value=0)
         return ButtonPoller(pin, b["active_low"], lamp)
     except Exception as e:
-        s._problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
+        s.problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
         return None
 
 
@@ -105,7 +105,7 @@ def _make_tts(s):
             busy = Pin(pins["tts_busy"], Pin.IN)
         return TtsUart(uart, enc, busy, t["busy_active_high"])
     except Exception as e:
-        s._problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
+        s.problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
         return None
 
 
@@ -115,12 +115,12 @@ def _restore(s, glue, now):
         return
     d = store.load()
     if store.last_error:
-        s._problem("state", store.last_error)
+        s.problem("state", store.last_error)
     if d is None:
         return
     try:
         glue.restore(d, now)  # the replay floor first, then the terminal's part
         app.log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
     except ValueError as e:
-        s._problem("state", "saved state ignored: %s" % e)
-    app._forget("sentinel_core", "restore")  # boot-only: reading the state back
+        s.problem("state", "saved state ignored: %s" % e)
+    app.forget("sentinel_core", "restore")  # boot-only: reading the state back

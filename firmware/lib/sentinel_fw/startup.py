@@ -2,9 +2,8 @@
 # Only the boot needs this module (and config, pins): a .mpy's bytecode sits in the heap, so all three are dropped
 # from memory once the terminal is built.
 import gc
-import sys
 
-from sentinel_fw.app import Sentinel, log
+from sentinel_fw.app import Sentinel, forget, log
 
 
 def build(config_path="/config.json", state_path="/state.json"):
@@ -49,11 +48,8 @@ BOOT_ONLY = ("config", "pins", "startup")
 
 
 def _drop(names):
-    import sentinel_fw
     for name in names:
-        sys.modules.pop("sentinel_fw." + name, None)
-        if hasattr(sentinel_fw, name):
-            delattr(sentinel_fw, name)
+        forget("sentinel_fw", name)
     gc.collect()
 
 
