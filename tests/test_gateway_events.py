@@ -242,3 +242,119 @@ def test_every_known_event_type_matches_the_type_grammar():
     from host_client.gateway.events import _TYPE_RE, EVENT_TYPES
 
     assert EVENT_TYPES and all(_TYPE_RE.match(t) for t in EVENT_TYPES)
+
+
+# ---- parse_event's fast path (the storm's five-field body, rack and host seen before) against the full path ----
+
+def _storm_body(i):
+    """bench/bench_gateway_rfc.py's storm body for request i (its wrk script, transcribed)."""
+    node, gpu = (i // 8) % 12500, i % 8
+    k = node % 100
+    kind, util = (("NCCL_TIMEOUT", 100.0) if k < 70 else ("GPU_UTIL_DROP", (node % 4) * 1.0) if k < 95
+                  else ("XID_FATAL", 0.0) if k < 98 else ("THERMAL", 97.0))
+    host = "gpu-node-%05d-%08x" % (node, node * 2654435761 % 2**32)
+    return {"cluster_rack": "R%03d" % (node % 125), "node_host": host, "event_type": kind, "gpu_index": gpu,
+            "gpu_util": util}
+
+
+def _probe_body(**kw):
+    """What host_client/probes/events.py sends: the five fields plus state, detail, key, event_id, ts."""
+    b = body(event_type="XID_FATAL", gpu_index=2, gpu_util=37.5, state="firing",
+             detail="NVRM: Xid (PCI:0000:3b:00): 79", xid=79, pci="PCI:0000:3b:00", key="gpu-worker-08:xid:79:2",
+             event_id="a1b2-7", ts=1764590000.25)
+    b.update(kw)
+    return b
+
+
+# Real bodies (the bench's, a probe's) and hostile ones one change away from the fast path's shape: every key of
+# the five missing or null, each value of a wrong type, out of range, or text _string refuses or words specially.
+_TEXTS = ["A03", "R001", "gpu-node-00042-a1b2c3d4", "-deadbeef", "", " ", "\t\n", "a\x00b", "a\x7fb", "a\x1fb",
+          "a\u00a0b", "a\u2028b", "机架七", "x" * 64, "x" * 65, "y" * 253, "y" * 254, "NCCL_TIMEOUT", "RECOVERED",
+          "nccl timeout", "FOO_BAR", "\ud800"]
+_VALUES = _TEXTS + [None, True, False, 0, 1, -1, -2, 1023, 1024, 3.0, -0.0, 0.0, 4.99, 5.0, 100.0, 100.5, -0.5,
+                    float("nan"), float("inf"), [], [1], {}, {"a": 1}]
+_FIELDS = ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
+_EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "foo"]
+DIFF_BODIES = ([_storm_body(i) for i in (0, 1, 7, 8, 560, 561, 760, 785, 99999)] + [_probe_body(),
+               _probe_body(state="recovered"), _probe_body(event_type="RECOVERED", recovers="XID_FATAL"),
+               _probe_body(gpu_index=-1, pci="0000:3b:00.0"), [], "x", None]
+               + [dict(_storm_body(1), **{f: v}) for f in _FIELDS for v in _VALUES]
+               + [{k: v for k, v in _storm_body(1).items() if k != f} for f in _FIELDS]
+               + [dict(_storm_body(1), **{f: v}) for f in _EXTRA for v in (None, "recovered", "firing", 79, 1.5)]
+               + [dict(_storm_body(1), **{"gpu_index": 3, "gpu_util": 1}), dict(_storm_body(1), gpu_util=50)])
+
+
+def _outcome(fn, b, **kw):
+    """Everything parse_event gives for a body: the Event's every attribute (value and type), or the error."""
+    from host_client.gateway.events import Event
+
+    try:
+        ev = fn(b, **kw)
+    except EventError as e:
+        return ("error", e.code, str(e), e.status)
+    return tuple((a, type(getattr(ev, a)).__name__, repr(getattr(ev, a))) for a in Event.__slots__)
+
+
+def _check_same(b, accept_unknown=True):
+    from host_client.gateway import events
+
+    def full(x, accept_unknown):
+        return events._parse_full(x, accept_unknown)
+
+    primer = dict(_storm_body(0))
+    if isinstance(b, dict):
+        for f in ("cluster_rack", "node_host"):
+            if isinstance(b.get(f), str):
+                primer[f] = b[f]
+    # cold memos, then warmed by the body itself, then by another event of the same rack and host
+    for warm in (None, b, primer):
+        events._RACKS.clear()
+        events._HOSTS.clear()
+        if warm is not None:
+            try:
+                events._parse_full(warm, True)
+            except EventError:
+                pass
+        racks, hosts = dict(events._RACKS), dict(events._HOSTS)
+        want = _outcome(full, b, accept_unknown=accept_unknown)
+        events._RACKS.clear()
+        events._HOSTS.clear()
+        events._RACKS.update(racks)
+        events._HOSTS.update(hosts)
+        got = _outcome(events.parse_event, b, accept_unknown=accept_unknown)
+        assert got == want, (b, warm)
+
+
+@pytest.mark.parametrize("b", DIFF_BODIES)
+@pytest.mark.parametrize("accept_unknown", [True, False])
+def test_fast_path_gives_what_the_full_path_gives(b, accept_unknown):
+    _check_same(b, accept_unknown)
+
+
+def test_fast_path_is_taken_for_the_storm_body(monkeypatch):
+    """Else the comparison above proves nothing: the bench's body, rack and host seen, never reaches _parse_full."""
+    from host_client.gateway import events
+
+    parse_event(_storm_body(127 * 8))   # node 127: rack R002, seen
+    monkeypatch.setattr(events, "_parse_full", lambda *a: pytest.fail("took the full path"))
+    for i in range(16, 24):           # a new node: its first event checks the host inline, the rest hit the memo
+        assert parse_event(_storm_body(i)).key.startswith("R002:gpu-node-00002")
+
+
+_TEXT_OR_VALUE = st.one_of(st.sampled_from(_VALUES), st.text(max_size=12), st.integers(-3, 1030),
+                           st.floats(-2.0, 102.0), st.floats())
+
+
+@st.composite
+def _near_storm(draw):
+    b = _storm_body(draw(st.integers(0, 100_000)))
+    for f in draw(st.lists(st.sampled_from(_FIELDS), max_size=2)):
+        b.pop(f, None)
+    b.update(draw(st.dictionaries(st.sampled_from(_FIELDS + _EXTRA), _TEXT_OR_VALUE, max_size=3)))
+    return b
+
+
+@settings(max_examples=300, deadline=None)
+@given(_near_storm(), st.booleans())
+def test_fast_path_gives_what_the_full_path_gives_property(b, accept_unknown):
+    _check_same(b, accept_unknown)

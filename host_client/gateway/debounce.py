@@ -21,6 +21,9 @@ class Debouncer:
         self.max_keys = int(max_keys)
         self._last: OrderedDict[str, float] = OrderedDict()
         self._high = 0
+        # the time of the oldest entry (the first in _last), or None when unknown or empty: while now is within
+        # its window there is nothing to prune, and fire() skips the call (about 600 instructions an event)
+        self._oldest = None
         self.suppressed = 0
         self.evicted = 0
         self.pruned = 0
@@ -30,16 +33,20 @@ class Debouncer:
 
     def fire(self, key: str, now: float) -> bool:
         """True: alarm (and remember now); False: suppressed, within the window of the last alarm for key."""
-        self.prune(now)
+        oldest = self._oldest
+        if oldest is None or not now - oldest < self.window:   # (written so a NaN now prunes, as before)
+            self.prune(now)
         last = self._last.get(key)
         if last is not None and now - last < self.window:
             self.suppressed += 1
             return False
         if last is not None:
             del self._last[key]
+            self._oldest = None         # it may have been the oldest
         self._last[key] = now
         if len(self._last) > self.max_keys:
             self._last.popitem(last=False)
+            self._oldest = None
             self.evicted += 1
         if len(self._last) > self._high:
             self._high = len(self._last)
@@ -47,16 +54,20 @@ class Debouncer:
 
     def forget(self, key: str) -> None:
         """A recovery clears the key: the same fault coming back is news, not a repeat."""
-        self._last.pop(key, None)
+        if self._last.pop(key, None) is not None:
+            self._oldest = None
 
     def prune(self, now: float) -> int:
         """Drop every entry whose window has passed; returns how many."""
         d = self._last
         n = 0
         window = self.window
+        self._oldest = None
         while d:
             k = next(iter(d))
-            if now - d[k] < window:
+            t = d[k]
+            if now - t < window:
+                self._oldest = t
                 break
             del d[k]
             n += 1
