@@ -12,7 +12,8 @@ export PATH := $(BIN):$(PATH)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tools/install-system-deps.sh
+$(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tools/install-system-deps.sh \
+		host_client/gateway/_nativesend.c
 	bash tools/install-system-deps.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

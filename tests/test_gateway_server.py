@@ -1,6 +1,8 @@
 """The gateway's epoll front (host_client/gateway/server.py) over real sockets: keep-alive and pipelining, the
 limits (413, 411, 431), 404/405, Expect: 100-continue, /healthz and /metrics, and durability: an event that created
-an alarm is answered only once it is on disk, 503 when the save fails."""
+an alarm is answered only once it is on disk, 503 when the save fails. Every test of the `front` fixture runs twice:
+with the answers sent by the native sender (_nativesend.c, the default where it is built) and by the loop's own
+thread (the fallback where it is not)."""
 
 import contextlib
 import errno
@@ -34,13 +36,15 @@ class Fake:
         pass
 
 
-@pytest.fixture
-def front(tmp_path):
-    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "max_body": 4096},
+@pytest.fixture(params=["native", "loop"])
+def front(tmp_path, request):
+    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "max_body": 4096,
+                                        "native_send": request.param == "native"},
                             "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
                             "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
     fake = Fake()
     with serving(cfg, fake) as (f, gw):
+        assert f.native_send is (request.param == "native")
         yield f, gw, fake, tmp_path
 
 
@@ -430,3 +434,75 @@ def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog)
     assert events.count("accept_paused") == 1 and "accept_resumed" in events
     held.close()
     waiting.close()
+
+
+def test_health_and_metrics_say_who_sends_the_answers(front):
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/healthz") + request("/metrics"))
+    h, m = read_answers(s, 2)
+    want = "native" if f.native_send else "loop"
+    assert json.loads(h[2])["sender"] == want
+    text = m[2].decode()
+    assert "sentinel_gateway_native_send %d" % (want == "native") in text
+    assert "sentinel_gateway_send_queue " in text and "sentinel_gateway_answers_held_total " in text
+    s.close()
+
+
+def test_a_client_that_resets_with_answers_queued_leaves_the_rest_served(front):
+    """50 pipelined events, then a reset before any answer is read: whatever was queued for that connection is
+    dropped with it, and a P0 on another connection is answered and delivered."""
+    f, gw, fake, _ = front
+    for i in range(5):
+        r = socket.create_connection(("127.0.0.1", f.port))
+        r.sendall(b"".join(request("/api/v1/gpu_event", dict(EV, cluster_rack="R%d%02d" % (i, k))) for k in range(50)))
+        r.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        r.close()
+    s = socket.create_connection(("127.0.0.1", f.port))
+    # another fault type, so that it is not folded into the summary of the reset clients' timeouts
+    s.sendall(request("/api/v1/gpu_event", {"cluster_rack": "K01", "node_host": "gpu-k01", "event_type": "XID_FATAL",
+                                            "gpu_index": 3, "gpu_util": 0.0}))
+    (a,) = read_answers(s, 1)
+    assert a[0] == 200 and json.loads(a[2])["result"] == "alarm"
+    s.close()
+    deadline = time.monotonic() + 10
+    while not any("K01" in x.text for x in fake.sent):
+        assert time.monotonic() < deadline, "not delivered: %s" % [x.text for x in fake.sent]
+        time.sleep(0.05)
+
+
+class _NoMemorySender:
+    """The native sender as a MemoryError at hand-over sees it, for one connection's answers."""
+
+    def __init__(self, real, tag):
+        self.real = real
+        self.tag = tag
+
+    def send(self, fd, data, tag):
+        if tag == self.tag:
+            raise MemoryError
+        return self.real.send(fd, data, tag)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_an_answer_that_cannot_be_queued_ends_its_connection_only(front):
+    f, gw, fake, _ = front
+    if not f.native_send:
+        pytest.skip("the loop's own sends allocate nothing of the extension's")
+    victim = socket.create_connection(("127.0.0.1", f.port))
+    victim.sendall(request("/healthz"))
+    read_answers(victim, 1)
+    (home,) = f.loops
+    (conn,) = home.conns.values()
+    home.sender = _NoMemorySender(home.sender, conn.tag)
+    victim.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="N01")))
+    victim.settimeout(5)
+    assert victim.recv(100) == b""                      # the connection ends: the client sees it and retries
+    victim.close()
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="N02")) + request("/healthz"))
+    a, h = read_answers(s, 2)
+    assert a[0] == 200 and json.loads(h[2])["ok"] is True
+    s.close()

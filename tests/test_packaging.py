@@ -203,6 +203,8 @@ def test_client_runs_in_a_fresh_venv_with_nothing_else(wheel, tmp_path):
             except OSError:
                 time.sleep(0.05)
         assert health is not None and "terminals" in health, health
+        # the wheel carries the native answer sender (built at install; the gateway would say "loop" without it)
+        assert health.get("sender") == "native", health
     finally:
         gw.terminate()
         err = gw.communicate(timeout=20)[1].decode()

@@ -81,7 +81,7 @@ class Route:
 
 _SECTIONS = {
     "gateway": {"host", "port", "language", "unknown_event_types", "state_dir", "max_body", "threads",
-                "log_format", "instance", "server", "io_loops"},
+                "log_format", "instance", "server", "io_loops", "native_send"},
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
     "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
@@ -158,6 +158,8 @@ class Config:
         # 8.8-10.8k requests/s; two won only while other work loaded the cores (0.93-1.02x the Go gateway's rate
         # against 0.81-0.83x)
         self.io_loops = 1
+        # epoll front: answers sent by the C extension's thread, without the GIL (_nativesend.c), where it is built
+        self.native_send = True
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True
@@ -225,6 +227,10 @@ class Config:
         if c.server == "asyncio":   # the front was asyncio on uvloop until its own epoll loop replaced it
             c.server = "epoll"
         c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
+        ns = g.get("native_send", True)
+        if not isinstance(ns, bool):
+            raise ConfigError("gateway.native_send must be true or false")
+        c.native_send = ns
         c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import errno
 import gc
+import itertools
 import json
 import logging
 import os
@@ -34,6 +35,11 @@ import threading
 import time
 
 from .ingest import BodyError, decode_body
+
+try:
+    from ._nativesend import Sender as NativeSender
+except ImportError:       # not built (no C compiler where it was installed): the loop's thread sends its answers
+    NativeSender = None
 
 log = logging.getLogger("sentinel.gateway")
 
@@ -129,20 +135,26 @@ def _parse_head(head, *, with_auth):
 
 
 class FrontStatus:
-    __slots__ = ("connections", "accept_failures", "accept_failing", "accept_error")
+    __slots__ = ("connections", "accept_failures", "accept_failing", "accept_error", "sender", "send_queued",
+                 "sends_held")
 
-    def __init__(self, *, connections, accept_failures, accept_failing, accept_error):
+    def __init__(self, *, connections, accept_failures, accept_failing, accept_error, sender="loop", send_queued=0,
+                 sends_held=0):
         self.connections = connections
         self.accept_failures = accept_failures
         self.accept_failing = accept_failing
         self.accept_error = accept_error
+        self.sender = sender              # "native": the C extension's thread sends the answers; "loop": the loop's
+        self.send_queued = send_queued    # answers (and closes) handed to the native sender, not yet done
+        self.sends_held = sends_held      # answers the socket did not take whole (a client not reading): handed back
 
 
 class _Conn:
     """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
     of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
 
-    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last", "paused")
+    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last", "paused", "tag", "native",
+                 "fenced")
 
     def __init__(self, front, home, sock):
         self.front = front
@@ -155,6 +167,9 @@ class _Conn:
         self.closing = False
         self.last = time.monotonic()
         self.paused = False        # not read from: a whole request waits here while an answer is pending
+        self.tag = next(_TAGS)     # names this connection in what the native sender hands back
+        self.native = home.sender is not None   # answers go to the native sender (until it hands one back)
+        self.fenced = False        # out holds what the sender handed back; more may follow until the fence does
 
     def readable(self):
         try:
@@ -179,7 +194,7 @@ class _Conn:
 
     def writable(self):
         out = self.out
-        if out is None:
+        if out is None or self.fenced:
             return
         try:
             n = self.sock.send(out)
@@ -268,6 +283,12 @@ class _Conn:
         if self.out is not None:
             self.out += data
             return
+        if self.native:
+            try:
+                self.home.sender.send(self.fd, data, self.tag)
+            except MemoryError:
+                self.close()      # the answer cannot be queued: the client sees the connection end and retries
+            return
         try:
             n = self.sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -285,9 +306,15 @@ class _Conn:
         self.closing = True
         if self.fd < 0:
             return
-        self.home.forget(self)
+        home = self.home
+        home.forget(self)
         self.fd = -1
         self.out = None
+        if home.sender is not None:
+            # closed by the sender, after the answers queued before: the number names no other connection while
+            # an answer for this one waits
+            home.close_later(self.sock.detach())
+            return
         try:
             self.sock.close()
         except OSError:
@@ -315,15 +342,21 @@ class _Conn:
         self.answer(status, answer, close=True)
 
 
+_TAGS = itertools.count(1)
+
+
 class _Loop:
     """One thread's event loop: its own SO_REUSEPORT listening socket of the shared port, an epoll (poll where
     there is none) over it and its connections, a wake-up pipe for callbacks from other threads (a persister
     reporting a write), and the deadlines of the answers waiting for the disk, in a FIFO (they all wait the same
     persist_wait_s, so the first is always the earliest)."""
 
-    def __init__(self, front, sock):
+    def __init__(self, front, sock, *, native_send=True):
         self.front = front
         self.sock = sock
+        # answers are sent by a thread of the C extension's, without the GIL (_nativesend.c says why)
+        self.sender = NativeSender() if native_send and NativeSender is not None else None
+        self._closes = []                   # descriptors the sender could not take to close yet (MemoryError)
         self.conns = {}                     # fd -> _Conn
         self.calls = collections.deque()    # callbacks handed over from other threads
         self.timers = collections.deque()   # (deadline, callback), in deadline order
@@ -346,6 +379,9 @@ class _Loop:
             self._scale = 1000.0
         self.poller.register(sock.fileno(), _IN)
         self.poller.register(self._rfd, _IN)
+        self._sfd = self.sender.fileno() if self.sender is not None else -1
+        if self.sender is not None:
+            self.poller.register(self._sfd, _IN)
 
     # ---- from any thread -------------------------------------------------------------------------------------
 
@@ -374,7 +410,43 @@ class _Loop:
 
     def watch(self, conn):
         """Wait for what the connection needs: to read (unless paused), to write (while answers are queued)."""
-        self.poller.modify(conn.fd, (0 if conn.paused else _IN) | (0 if conn.out is None else _OUT))
+        self.poller.modify(conn.fd, (0 if conn.paused else _IN) | (0 if conn.out is None or conn.fenced else _OUT))
+
+    def close_later(self, fd):
+        try:
+            self.sender.close(fd)
+        except MemoryError:
+            self._closes.append(fd)
+
+    def _returned(self):
+        """What the native sender could not send: a client that does not read (the rest, and what follows, is
+        written from here when its socket is writable), or one that went away (its connection is closed)."""
+        conns = self.conns
+        for fd, tag, err, data in self.sender.returned():
+            c = conns.get(fd)
+            if c is None or c.tag != tag:
+                continue                    # closed meanwhile (its descriptor may already name a new connection)
+            if err > 0:
+                c.close()                   # the peer went away (or the sender ran out of memory)
+            elif err < 0:                   # the fence: nothing more of this connection's can come back
+                c.fenced = False
+                self.watch(c)
+            else:
+                if c.native:
+                    # From now on this loop writes the connection's answers itself, after what the sender hands
+                    # back: the fence tells when that is all
+                    c.native = False
+                    c.fenced = True
+                    try:
+                        self.sender.fence(fd, tag)
+                    except MemoryError:
+                        c.close()
+                        continue
+                if c.out is None:
+                    c.out = bytearray(data)
+                else:
+                    c.out += data
+                self.watch(c)
 
     def forget(self, conn):
         self.conns.pop(conn.fd, None)
@@ -428,6 +500,8 @@ class _Loop:
         timers = self.timers
         poll = self.poller.poll
         scale = self._scale
+        sender = self.sender
+        sfd = self._sfd
         sweep_at = time.monotonic() + SWEEP_S
         started.set()
         try:
@@ -449,6 +523,8 @@ class _Loop:
                             c.readable()
                         if ev & _OUT and c.fd >= 0:
                             c.writable()
+                    elif fd == sfd:
+                        self._returned()
                     elif fd == lfd:
                         self._accept()
                     elif fd == rfd:
@@ -466,9 +542,23 @@ class _Loop:
                 if now >= sweep_at:
                     sweep_at = now + SWEEP_S
                     self._sweep(now)
+                if sender is not None:
+                    if self._closes:
+                        fds, self._closes = self._closes, []
+                        for fd in fds:
+                            self.close_later(fd)
+                    sender.flush()          # one wake-up per turn of the loop for every answer it queued
         finally:
             for c in list(conns.values()):
                 c.close()
+            if sender is not None:
+                sender.stop()               # what was queued is sent, then closed
+                for fd in self._closes:     # (what could not be queued for closing: nothing is pending for it now)
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                self._closes = []
             self.poller.close()
             self.sock.close()
             with self._pipe_lock:
@@ -491,10 +581,12 @@ class IngestFront:
     syscalls (on loopback the kernel does both ends' TCP work inside send) run while another thread runs Python.
     The Gateway is thread-safe (its locks are those the WSGI front's threads use)."""
 
-    def __init__(self, gw, config, io_loops=None):
+    def __init__(self, gw, config, io_loops=None, *, native_send=None):
         self.gw = gw
         self.cfg = config
         self.max_body = config.max_body
+        self.native_wanted = bool(getattr(config, "native_send", True) if native_send is None else native_send)
+        self.native_send = self.native_wanted and NativeSender is not None
         self.auth = gw.auth_required      # the ingest endpoints require a bearer token ([ingest], config.py)
         self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
         self.loops = []
@@ -508,9 +600,12 @@ class IngestFront:
     def status(self):
         """What /healthz and /metrics say of this front (Gateway.front_status)."""
         failing = [h for h in self.loops if h.accept_failing]
+        senders = [h.sender for h in self.loops if h.sender is not None]
         return FrontStatus(connections=sum(len(h.conns) for h in self.loops),
                            accept_failures=sum(h.accept_failures for h in self.loops),
-                           accept_failing=bool(failing), accept_error=failing[0].accept_error if failing else None)
+                           accept_failing=bool(failing), accept_error=failing[0].accept_error if failing else None,
+                           sender="native" if self.native_send else "loop",
+                           send_queued=sum(s.queued for s in senders), sends_held=sum(s.held for s in senders))
 
     def source_of(self, path):
         h = self.ingest.get(path.split("?", 1)[0])
@@ -609,7 +704,11 @@ class IngestFront:
         first = self._socket(host, port)
         self.port = first.getsockname()[1]
         socks = [first] + [self._socket(host, self.port) for _ in range(self.io_loops - 1)]
-        self.loops = [_Loop(self, sock) for sock in socks]
+        self.loops = [_Loop(self, sock, native_send=self.native_send) for sock in socks]
+        if self.native_wanted and not self.native_send:
+            log.warning("native_send_unavailable", extra={"fields": {
+                "reason": "host_client.gateway._nativesend is not built (no C compiler at install?): the event "
+                          "loop's thread sends the answers, about a third slower under a storm"}})
         starts = []
         for i, home in enumerate(self.loops):
             started = threading.Event()

@@ -415,6 +415,8 @@ class Gateway:
         out = {"ok": not problems, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
                "debounce_keys": len(self.debouncer), "resolved_memory": len(self.resolved),
                "restore_errors": self.restore_errors}
+        if front is not None:
+            out["sender"] = front.sender
         if problems:
             out["reasons"] = problems
         return out
@@ -513,6 +515,14 @@ class Gateway:
             fam("sentinel_gateway_accept_paused_total", "counter",
                 "Times the HTTP front stopped accepting connections for want of file descriptors or memory.")
             lines.append("sentinel_gateway_accept_paused_total %d" % front.accept_failures)
+            fam("sentinel_gateway_native_send", "gauge",
+                "1 when the C extension's thread sends the HTTP answers, 0 when the event loop's thread does.")
+            lines.append("sentinel_gateway_native_send %d" % (front.sender == "native"))
+            fam("sentinel_gateway_send_queue", "gauge", "Answers handed to the native sender and not yet sent.")
+            lines.append("sentinel_gateway_send_queue %d" % front.send_queued)
+            fam("sentinel_gateway_answers_held_total", "counter",
+                "Answers a client's socket did not take whole (it was not reading); the loop writes them later.")
+            lines.append("sentinel_gateway_answers_held_total %d" % front.sends_held)
         return "\n".join(lines) + "\n"
 
 
