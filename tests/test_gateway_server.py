@@ -506,3 +506,35 @@ def test_an_answer_that_cannot_be_queued_ends_its_connection_only(front):
     a, h = read_answers(s, 2)
     assert a[0] == 200 and json.loads(h[2])["ok"] is True
     s.close()
+
+
+class _NoMemoryToClose:
+    """The native sender when the first close() cannot be queued (MemoryError)."""
+
+    def __init__(self, real):
+        self.real = real
+        self.refused = 0
+
+    def close(self, fd):
+        if not self.refused:
+            self.refused += 1
+            raise MemoryError
+        return self.real.close(fd)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_a_close_that_cannot_be_queued_is_retried_on_the_next_turn(front):
+    f, gw, fake, _ = front
+    if not f.native_send:
+        pytest.skip("the loop closes its own sockets")
+    (home,) = f.loops
+    flaky = home.sender = _NoMemoryToClose(home.sender)
+    c = socket.create_connection(("127.0.0.1", f.port))
+    c.sendall(request("/healthz", headers={"Connection": "close"}))
+    (a,) = read_answers(c, 1)
+    c.settimeout(5)
+    assert a[0] == 200 and c.recv(10) == b""          # answered, then closed all the same
+    assert flaky.refused == 1 and home._closes == []
+    c.close()
