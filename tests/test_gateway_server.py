@@ -44,7 +44,8 @@ def front(tmp_path, request):
                             "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
     fake = Fake()
     with serving(cfg, fake) as (f, gw):
-        assert f.native_send is (request.param == "native")
+        assert f.native_send is (request.param == "native"), \
+            "host_client/gateway/_nativesend.c is not built here: run make setup (or pip install -e .)"
         yield f, gw, fake, tmp_path
 
 
