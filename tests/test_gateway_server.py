@@ -539,3 +539,86 @@ def test_a_close_that_cannot_be_queued_is_retried_on_the_next_turn(front):
     assert a[0] == 200 and c.recv(10) == b""          # answered, then closed all the same
     assert flaky.refused == 1 and home._closes == []
     c.close()
+
+
+def _shrink_server_sndbuf(f, client):
+    """The gateway's side of this client's connection gets a 4 KB send buffer (through a duplicate descriptor)."""
+    me = client.getsockname()
+    for _ in range(100):
+        for home in f.loops:
+            for c in list(home.conns.values()):
+                try:
+                    dup = socket.socket(fileno=os.dup(c.fd))
+                except OSError:
+                    continue
+                try:
+                    if dup.getpeername() == me:
+                        dup.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+                        return
+                except OSError:
+                    pass                                         # a client that reset meanwhile
+                finally:
+                    dup.close()
+        time.sleep(0.01)
+    raise AssertionError("no server side found for %s" % (me,))
+
+
+def test_many_clients_each_get_their_own_answers_in_order(front):
+    """40 clients at once, each pipelining its own events and every seventh a /metrics (several KB), some reading
+    slowly through a tiny receive buffer (so the native sender hands answers back and the loop writes them), some
+    resetting half-way: every client that reads to the end gets exactly one answer per request, in its order (each
+    event's answer names its own request's rack)."""
+    import random
+
+    f, gw, fake, _ = front
+    rnd = random.Random(12)
+    results = {}
+
+    def client(i):
+        slow = i % 3 == 0
+        s = socket.socket()
+        if slow:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        s.connect(("127.0.0.1", f.port))
+        if slow:
+            s.sendall(request("/healthz"))
+            read_answers(s, 1)
+            _shrink_server_sndbuf(f, s)
+        n = rnd.randint(20, 60)
+        racks = ["C%02d%03d" % (i, k) for k in range(n)]
+        reqs = [request("/api/v1/gpu_event", dict(EV, cluster_rack=r, node_host="gpu-many-%02d" % i))
+                if k % 7 else request("/metrics") for k, r in enumerate(racks)]
+        if i % 10 == 9:                                          # resets half-way, answers unread
+            s.sendall(b"".join(reqs[: n // 2]))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.close()
+            return
+        s.sendall(b"".join(reqs))
+        if slow:
+            time.sleep(0.3)                                      # the answers pile up in the kernel first
+        got = read_answers(s, n, timeout=20)
+        s.close()
+        results[i] = (racks, got)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 36
+    if f.native_send:                                            # the slow readers' /metrics did not fit: handed back
+        assert sum(h.sender.held for h in f.loops) > 0
+    for i, (racks, got) in results.items():
+        assert len(got) == len(racks), i
+        for k, (status, _head, body) in enumerate(got):
+            assert status == 200, (i, k, body[:200])
+            if k % 7:
+                a = json.loads(body)
+                assert a["key"].startswith(racks[k] + ":"), (i, k, a["key"])   # this request's own answer
+            else:
+                assert b"sentinel_gateway_events_total" in body                 # the /metrics it asked for
+    s = socket.create_connection(("127.0.0.1", f.port))
+    s.sendall(request("/healthz"))
+    (h,) = read_answers(s, 1)
+    assert json.loads(h[2])["ok"] is True
+    s.close()
