@@ -311,3 +311,24 @@ def test_attach_without_a_standing_alarm_is_sent():
     lane2.expire(5.0)
     assert lane2.submit(gpu_inc("A09", "n1", 5, attach=True), 5.0) in ("alone", "folded")
     assert lane2.stats.incidents.attached == 0 and lane2.depth() == 1
+
+
+@pytest.mark.parametrize("rack,host,labels,ph_zh,ph_en,scope,attach,ident,recovery", [
+    ("R001", "gpu-node-00001", {"rack": "R001"}, "通信死锁", "communication deadlock", None, False, "k@1", False),
+    ("A03", "n1", {"rack": "A03"}, "温度过高", "overheating", "A03:n1:THERMAL", True, None, False),
+    ("", None, {}, None, "", None, False, None, True),         # every falsy value Incident() replaces
+])
+def test_gpu_incident_builds_what_the_constructor_builds(rack, host, labels, ph_zh, ph_en, scope, attach, ident,
+                                                          recovery):
+    """service.py builds GPU incidents with gpu_incident (no class call): it must set every slot as Incident() does."""
+    from host_client.gateway.incident import gpu_incident
+
+    def text():
+        return "words"
+
+    want = Incident("k", P1, rack=rack, host=host, kind="THERMAL", text=text, labels=labels, source="gpu_event",
+                    recovery=recovery, phrase_zh=ph_zh, phrase_en=ph_en)
+    want.scope, want.attach, want.ident = scope, attach, ident
+    got = gpu_incident("k", P1, rack, host, "THERMAL", text, labels, recovery, ph_zh, ph_en, scope, attach, ident)
+    for name in Incident.__slots__:
+        assert getattr(got, name) == getattr(want, name), name

@@ -90,10 +90,14 @@ def decode_body(raw: bytes):
         raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH) from None
     except ValueError as e:
         raise BodyError(400, "bad_json", "malformed JSON: %s" % e) from None
-    # A storm's bodies are flat: the walks run only when the raw text could break a rule.
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and not _depth_ok(obj, MAX_DEPTH):
+    # A storm's bodies are flat: the walks run only when the raw text could break a rule. Searches of the decoded
+    # text decide first (the bytes "[", "{" and "\\" are those characters and nothing else in UTF-8): with no "[" and
+    # no "{" past the first character there is at most one opener, and with no backslash there is no escape. They
+    # cost about 3,500 instructions less than counting both openers and searching the bytes for "\\u" (callgrind).
+    if (("[" in text or "{" in text[1:]) and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+            and not _depth_ok(obj, MAX_DEPTH)):
         raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH)
-    if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw):
+    if "\\" in text and _SURROGATE_ESCAPE.search(raw):
         where = _lone_surrogate(obj)
         if where is not None:
             raise BodyError(422, "bad_text", "%s holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its "

@@ -21,7 +21,7 @@ from .alertmanager import parse_webhook
 from .debounce import Debouncer
 from .delivery import PendingStore, Persister, RfcCompatTransport, Worker
 from .events import EVENT_TYPES, OTHER_TYPE, EventError, parse_event, phrase, severity
-from .incident import Incident
+from .incident import gpu_incident
 from .lane import Lane
 from .resolved import ResolvedMemory
 from .stats import LATENCY_BUCKETS
@@ -274,20 +274,14 @@ class Gateway:
             if len(_PHRASES) > 1024:        # unknown types are accepted: keep the memo bounded
                 _PHRASES.clear()
         # both languages, built when first needed: each terminal speaks its own (terminals.<name>.language, else
-        # gateway.language)
-        inc = Incident(key, level, rack=ev.rack, host=ev.host, kind=kind, text=partial(_texts, ev, self.cfg.templates),
-                       labels=ev.labels(), source="gpu_event", recovery=recovery, phrase_zh=ph[0], phrase_en=ph[1])
-        inc.ident = ident
-        if scoped:
-            inc.scope = rfc_key
-        if not fire:
-            # The RFC's debounce keeps the room quiet about a second GPU of the same node and fault, but the
-            # gateway must still know that GPU is bad: the lanes attach it to the alarm that stands for the
-            # node's fault, so the first GPU's recovery does not turn the terminal green while this one is not.
-            inc.attach = True
-            return 200, {"ok": True, "key": key, "level": LEVEL_NAMES[level], "result": "suppressed"}, inc
+        # gateway.language). A debounced GPU (not fire) is attached to the alarm that stands for its node's fault:
+        # the RFC's debounce keeps the room quiet about a second GPU of the same node and fault, but the gateway
+        # must still know that GPU is bad, so the first GPU's recovery does not turn the terminal green while this
+        # one is not.
+        inc = gpu_incident(key, level, ev.rack, ev.host, kind, partial(_texts, ev, self.cfg.templates), ev.labels(),
+                           recovery, ph[0], ph[1], rfc_key if scoped else None, not fire, ident)
         return 200, {"ok": True, "key": key, "level": LEVEL_NAMES[level],
-                     "result": "recovery" if recovery else "alarm"}, inc
+                     "result": "suppressed" if not fire else "recovery" if recovery else "alarm"}, inc
 
     def _gpu_ident(self, key, ts, recovery):
         """The ident of a GPU incident: its key and the id window its first event falls in (the probe's ts when it
