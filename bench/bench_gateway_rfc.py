@@ -5,8 +5,11 @@ The RFC's gateway is its Go code from the RFC document in ../shared/seeds (from 
 `main()`), extracted at run time and never kept in this repository; only its two addresses are changed (the
 terminal's IP and the listen address, both to loopback ports), then it is built with Debian's golang-go
 (`GOTOOLCHAIN=local`, `GOPROXY=off`: nothing is downloaded). Ours is `sentinel-gateway` with its defaults
-(grouping, rate limit, persisted queue) on the server its config names; `--servers epoll,epoll/2,waitress` compares
-ours on each HTTP front ("epoll/2": the epoll front with two event loops instead of the default one).
+(grouping, rate limit, persisted queue) on the server its config names; `--servers` (default
+`epoll,epoll:loop,epoll/2`; `waitress` also taken) compares ours on each HTTP front: "epoll" is the default (one
+event loop, its answers sent by the native sender, host_client/gateway/_nativesend.c), "epoll:loop" the same front
+with the loop's own thread sending (gateway.native_send = false: what runs where the extension is not built), and
+"epoll/2" two event loops instead of one.
 
 The storm: `wrk -t1 -c16 -d<D>s --latency` with one Lua script (written here, used for both): one RFC body per
 request, node after node of a 12,500-node cluster, each node's 8 GPUs in turn (so 1 in 8 requests is news to the
@@ -28,7 +31,8 @@ Last figures (this 2-core machine, nothing else running; one run of 3 rounds; th
 
 "CPU us" is each gateway process's CPU time (user + system, /proc/<pid>/stat) over the wrk run, per request.
 
-Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--servers epoll,epoll/2,waitress]
+Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--rounds 3]
+                                                    [--servers epoll,epoll:loop,epoll/2,waitress]
 """
 
 from __future__ import annotations
@@ -286,12 +290,14 @@ def bench_ours(workdir, script, args, server):
     term = BoardTerminal({"bench": SECRET})
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
-    cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-"))
-    front, _, loops = server.partition("/")        # "epoll/2": the epoll front with 2 event loops
+    cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-").replace(":", "-"))
+    spec, _, sender = server.partition(":")        # "epoll:loop": answers sent by the loop (no native sender)
+    front, _, loops = spec.partition("/")          # "epoll/2": the epoll front with 2 event loops
     with open(cfg, "w") as f:
         f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
-                '%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, front, "io_loops = %d\n" % int(loops) if loops else "", term.url))
+                '%s%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
+                % (port, state, front, "io_loops = %d\n" % int(loops) if loops else "",
+                   "native_send = false\n" if sender == "loop" else "", term.url))
     env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
                                                                                                    "lib")]))
     proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
@@ -330,7 +336,7 @@ def main(argv):
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--drain", type=float, default=90)
     p.add_argument("--connections", type=int, default=16)
-    p.add_argument("--servers", default="epoll,epoll/2")
+    p.add_argument("--servers", default="epoll,epoll:loop,epoll/2")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if not shutil.which("wrk"):
