@@ -473,16 +473,25 @@ def test_a_client_that_resets_with_answers_queued_leaves_the_rest_served(front):
 
 
 class _NoMemorySender:
-    """The native sender as a MemoryError at hand-over sees it, for one connection's answers."""
+    """The native sender as a MemoryError at hand-over sees it: every send for one connection (tag), and the first
+    `closes` close() calls."""
 
-    def __init__(self, real, tag):
+    def __init__(self, real, *, tag=None, closes=0):
         self.real = real
         self.tag = tag
+        self.closes = closes
+        self.refused = 0
 
     def send(self, fd, data, tag):
         if tag == self.tag:
             raise MemoryError
         return self.real.send(fd, data, tag)
+
+    def close(self, fd):
+        if self.refused < self.closes:
+            self.refused += 1
+            raise MemoryError
+        return self.real.close(fd)
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -497,7 +506,7 @@ def test_an_answer_that_cannot_be_queued_ends_its_connection_only(front):
     read_answers(victim, 1)
     (home,) = f.loops
     (conn,) = home.conns.values()
-    home.sender = _NoMemorySender(home.sender, conn.tag)
+    home.sender = _NoMemorySender(home.sender, tag=conn.tag)
     victim.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="N01")))
     victim.settimeout(5)
     assert victim.recv(100) == b""                      # the connection ends: the client sees it and retries
@@ -509,29 +518,12 @@ def test_an_answer_that_cannot_be_queued_ends_its_connection_only(front):
     s.close()
 
 
-class _NoMemoryToClose:
-    """The native sender when the first close() cannot be queued (MemoryError)."""
-
-    def __init__(self, real):
-        self.real = real
-        self.refused = 0
-
-    def close(self, fd):
-        if not self.refused:
-            self.refused += 1
-            raise MemoryError
-        return self.real.close(fd)
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
 def test_a_close_that_cannot_be_queued_is_retried_on_the_next_turn(front):
     f, gw, fake, _ = front
     if not f.native_send:
         pytest.skip("the loop closes its own sockets")
     (home,) = f.loops
-    flaky = home.sender = _NoMemoryToClose(home.sender)
+    flaky = home.sender = _NoMemorySender(home.sender, closes=1)
     c = socket.create_connection(("127.0.0.1", f.port))
     c.sendall(request("/healthz", headers={"Connection": "close"}))
     (a,) = read_answers(c, 1)

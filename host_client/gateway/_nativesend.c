@@ -258,20 +258,32 @@ check_open(Sender *s)
     return 0;
 }
 
-static PyObject *
-Sender_send(Sender *s, PyObject *const *args, Py_ssize_t nargs)
+/* fd and tag, the first and the tag_at'th argument; -1 with an exception set when either is not one */
+static int
+fd_and_tag(Sender *s, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, Py_ssize_t tag_at, const char *usage,
+           unsigned long long *tag)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "send(fd, data, tag)");
-        return NULL;
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
     }
     int fd = as_fd(args[0]);
     if (fd < 0)
-        return NULL;
-    unsigned long long tag = PyLong_AsUnsignedLongLong(args[2]);
-    if (tag == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
+        return -1;
+    *tag = PyLong_AsUnsignedLongLong(args[tag_at]);
+    if (*tag == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
     if (check_open(s) < 0)
+        return -1;
+    return fd;
+}
+
+static PyObject *
+Sender_send(Sender *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    unsigned long long tag;
+    int fd = fd_and_tag(s, args, nargs, 3, 2, "send(fd, data, tag)", &tag);
+    if (fd < 0)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
@@ -299,17 +311,9 @@ Sender_close(Sender *s, PyObject *arg)
 static PyObject *
 Sender_fence(Sender *s, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "fence(fd, tag)");
-        return NULL;
-    }
-    int fd = as_fd(args[0]);
+    unsigned long long tag;
+    int fd = fd_and_tag(s, args, nargs, 2, 1, "fence(fd, tag)", &tag);
     if (fd < 0)
-        return NULL;
-    unsigned long long tag = PyLong_AsUnsignedLongLong(args[1]);
-    if (tag == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    if (check_open(s) < 0)
         return NULL;
     if (enqueue(s, fd, OP_FENCE, tag, NULL, 0) < 0)
         return NULL;
