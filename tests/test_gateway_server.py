@@ -614,3 +614,42 @@ def test_many_clients_each_get_their_own_answers_in_order(front):
     (h,) = read_answers(s, 1)
     assert json.loads(h[2])["ok"] is True
     s.close()
+
+
+def test_without_the_extension_the_gateway_says_so_and_serves_from_the_loop(tmp_path):
+    """What a machine without a C compiler at install gets: the same gateway, its answers sent by the loop's thread,
+    a native_send_unavailable warning at start, and /healthz saying "loop"."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    p = port.getsockname()[1]
+    port.close()
+    cfg = tmp_path / "gw.toml"
+    cfg.write_text('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\n[terminals.room]\n'
+                   'url = "http://127.0.0.1:9"\nkey_id = "k"\nsecret_env = "S"\n' % (p, tmp_path / "state"))
+    code = ("import sys; sys.modules['host_client.gateway._nativesend'] = None\n"
+            "from host_client.gateway.cli import main; sys.exit(main(sys.argv[1:]))")
+    gw = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg), "--log-level", "warning"],
+                          env=dict(os.environ, S="s"), stderr=subprocess.PIPE)
+    try:
+        health = None
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % p, timeout=2) as r:
+                    health = json.loads(r.read())
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert health is not None and health["sender"] == "loop", health
+        s = socket.create_connection(("127.0.0.1", p))
+        s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="W01")))
+        (a,) = read_answers(s, 1)
+        assert a[0] == 200 and json.loads(a[2])["result"] == "alarm"
+        s.close()
+    finally:
+        gw.terminate()
+        err = gw.communicate(timeout=20)[1].decode()
+    assert "native_send_unavailable" in err and "Traceback" not in err, err
