@@ -23,6 +23,10 @@ class RecoveryTracker:
         self.scope_head: dict = {}               # scope (rack:host:type) -> incident key that fired for it
         self._high = 0
         self._last_entry = None
+        # the since-time of carrier_of's first entry, or None when unknown: while it is within track_s there is
+        # nothing to prune, and track() skips the call (about 1,000 instructions an incident). Forgotten whenever
+        # an entry that may be the first is removed.
+        self._head_since = None
 
     def __len__(self) -> int:
         return len(self.carrier_of)
@@ -49,16 +53,19 @@ class RecoveryTracker:
 
     def track(self, incident_key: str, alarm_key: str, now: float, *, count: bool = True) -> None:
         """count=False: an attached GPU adds no node to the alarm's recovery wording."""
-        old = self.carrier_of.pop(incident_key, None)
-        if old is not None and old[0] != alarm_key:
-            self._release(incident_key, old[0])
+        d = self.carrier_of
+        old = d.pop(incident_key, None)
+        if old is not None:
+            self._head_since = None
+            if old[0] != alarm_key:
+                self._release(incident_key, old[0])
         # A storm attaches thousands of GPUs to one alarm within a second: consecutive entries for the same alarm
         # share one (alarm key, since) tuple, its first's time (at most 1 s earlier, against track_s of hours), so
         # an entry costs a reference instead of a tuple and a float. Order by time holds: only the last is shared.
         e = self._last_entry
         if e is None or e[0] != alarm_key or not 0.0 <= now - e[1] < 1.0:
             e = self._last_entry = (alarm_key, now)
-        self.carrier_of[incident_key] = e
+        d[incident_key] = e
         s = self.open.get(alarm_key)
         if s is None:
             s = self.open[alarm_key] = {}
@@ -66,12 +73,15 @@ class RecoveryTracker:
             s[incident_key] = None
             if count:
                 self.carried_size[alarm_key] = self.carried_size.get(alarm_key, 0) + 1
-        if len(self.carrier_of) > self._high:
-            self._high = len(self.carrier_of)
-        while len(self.carrier_of) > self.max_tracked:
-            k, e = self.carrier_of.popitem(last=False)
+        if len(d) > self._high:
+            self._high = len(d)
+        while len(d) > self.max_tracked:
+            k, e = d.popitem(last=False)
+            self._head_since = None
             self._release(k, e[0])
-        self.prune(now)
+        h = self._head_since
+        if h is None or not h > now - self.track_s:     # prune()'s own test, inline (a NaN now prunes, as before)
+            self.prune(now)
 
     def recovered(self, incident_key: str):
         """An incident recovered. Returns (carrier, cleared, size): the alarm key that stood for it (None if not
@@ -80,6 +90,7 @@ class RecoveryTracker:
         e = self.carrier_of.pop(incident_key, None)
         if e is None:
             return None, False, 0
+        self._head_since = None
         carrier = e[0]
         keys = self.open.get(carrier)
         if keys is not None:
@@ -98,6 +109,7 @@ class RecoveryTracker:
                 e = self.carrier_of.get(k)
                 if e is not None and e[0] == alarm_key:
                     del self.carrier_of[k]
+                    self._head_since = None
 
     def _release(self, incident_key, alarm_key) -> None:
         s = self.open.get(alarm_key)
@@ -111,11 +123,16 @@ class RecoveryTracker:
         """Forget incidents older than track_s: a recovery after that is sent under the incident's own key."""
         d = self.carrier_of
         limit = now - self.track_s
+        h = self._head_since
+        if h is not None and h > limit:
+            return
+        self._head_since = None
         n = 0
         while d:
             k = next(iter(d))
             e = d[k]
             if e[1] > limit:
+                self._head_since = e[1]
                 break
             del d[k]
             self._release(k, e[0])
