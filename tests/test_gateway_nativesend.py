@@ -69,6 +69,7 @@ def test_answers_arrive_in_order_and_the_close_comes_after_the_last():
         while s.queued and time.monotonic() < deadline:
             time.sleep(0.01)
         assert (s.queued, s.sent, s.held, s.failed) == (0, 200, 0, 0)
+        assert s.enqueued == s.done == 201                # 200 sends and the close, numbered in order, all done
     finally:
         s.stop()
         b.close()

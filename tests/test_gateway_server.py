@@ -371,7 +371,13 @@ def test_a_client_that_sends_and_never_reads_is_held_to_one_request(front):
         pass                                           # the kernel buffers are full: the client must wait
     assert sent < 64 << 20
     (conn,) = [c for home in f.loops for c in home.conns.values()]
+    deadline = time.monotonic() + 5
+    while not conn.paused and time.monotonic() < deadline:    # (the loop may still be taking the sender's report)
+        time.sleep(0.05)
     assert conn.paused and len(conn.buf) <= f.max_body + 16388 + 65536
+    # and what it holds of answers for that client is bounded too: the native sender is handed at most 64 KB
+    # beyond what it has sent, so no more than that (and one answer) comes back to wait in the loop
+    assert len(conn.out or b"") <= 2 * 65536, len(conn.out)
     s = socket.create_connection(("127.0.0.1", f.port))
     s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="J01")))
     (a,) = read_answers(s, 1)

@@ -17,7 +17,8 @@ the close.
 
 Python API (host_client/gateway/server.py is the only user): Sender(); .send(fd, data, tag); .close(fd);
 .fence(fd, tag); .flush(); .returned() -> [(fd, tag, errno, bytes)]; .fileno() (the eventfd the loop polls); .stop();
-.queued (items handed over and not yet done); .sent, .held, .failed (counters).
+.queued (items handed over and not yet done); .enqueued, .done (items handed over and done since the start: one
+FIFO, so item n is done once done >= n); .sent, .held, .failed (counters).
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -67,6 +68,7 @@ typedef struct {
     unsigned char *state;          /* per descriptor: FREE, HELD, FAILED (the thread's own, no lock) */
     size_t nstate;
     Py_ssize_t queued;             /* under mu */
+    unsigned long long enqueued, done;       /* under mu: items handed over / done since the start (FIFO) */
     unsigned long long sent, held, failed;   /* under mu */
 } Sender;
 
@@ -200,6 +202,7 @@ run(void *arg)
         }
         pthread_mutex_lock(&s->mu);
         s->queued -= done;
+        s->done += (unsigned long long)done;
         s->sent += sent;
         s->held += held;
         s->failed += failed;
@@ -230,6 +233,7 @@ enqueue(Sender *s, int fd, int op, unsigned long long tag, const char *data, siz
         s->head = it;
     s->tail = it;
     s->queued++;
+    s->enqueued++;
     s->signal = 1;
     pthread_mutex_unlock(&s->mu);
     return 0;
@@ -424,6 +428,8 @@ Sender_get_counter(Sender *s, void *which)
     case 0: v = (long long)s->queued; break;
     case 1: v = (long long)s->sent; break;
     case 2: v = (long long)s->held; break;
+    case 4: v = (long long)s->enqueued; break;
+    case 5: v = (long long)s->done; break;
     default: v = (long long)s->failed; break;
     }
     pthread_mutex_unlock(&s->mu);
@@ -505,6 +511,10 @@ static PyGetSetDef Sender_getset[] = {
     {"sent", (getter)Sender_get_counter, NULL, "answers sent whole", (void *)1},
     {"held", (getter)Sender_get_counter, NULL, "sends the socket did not take whole", (void *)2},
     {"failed", (getter)Sender_get_counter, NULL, "sends that failed (the peer went away)", (void *)3},
+    {"enqueued", (getter)Sender_get_counter, NULL, "items handed over since the start (the last one's number)",
+     (void *)4},
+    {"done", (getter)Sender_get_counter, NULL, "items done since the start: every item numbered up to it is done",
+     (void *)5},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -49,6 +49,11 @@ SWEEP_S = 10.0                 # how often idle keep-alive connections are looke
 ACCEPT_PAUSE_S = 0.1           # accept() out of descriptors: how long to stop accepting before trying again
 _OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _HOLD_HEAD = MAX_HEAD + 4      # with gateway.max_body: the most a connection holds unparsed (one whole request)
+# Answer bytes one connection may hand the native sender before the loop waits until the sender has done them (sent
+# or handed back): a client that pipelines thousands of requests and never reads would otherwise have every request
+# in the loop's buffer answered before the sender reports that the socket is full (8.9 MB held for one such client
+# in tests/test_gateway_server.py). The loop's own sends stop at the first one the socket does not take.
+_NATIVE_WINDOW = 65536
 _RECV = 65536
 _IN = select.EPOLLIN if hasattr(select, "epoll") else select.POLLIN
 _OUT = select.EPOLLOUT if hasattr(select, "epoll") else select.POLLOUT
@@ -154,7 +159,7 @@ class _Conn:
     of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
 
     __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last", "paused", "tag", "native",
-                 "fenced")
+                 "fenced", "handed", "seq")
 
     def __init__(self, front, home, sock):
         self.front = front
@@ -170,6 +175,8 @@ class _Conn:
         self.tag = next(_TAGS)     # names this connection in what the native sender hands back
         self.native = home.sender is not None   # answers go to the native sender (until it hands one back)
         self.fenced = False        # out holds what the sender handed back; more may follow until the fence does
+        self.handed = 0            # answer bytes handed to the native sender since it last did all of them
+        self.seq = 0               # over the window: the sender's number of the last item handed over
 
     def readable(self):
         try:
@@ -186,7 +193,8 @@ class _Conn:
         self.buf += data
         if not self.busy and self.out is None:
             self._process()
-        if len(self.buf) > self.front.max_body + _HOLD_HEAD and (self.busy or self.out is not None) and self.fd >= 0:
+        if (len(self.buf) > self.front.max_body + _HOLD_HEAD and self.fd >= 0 and
+                (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)):
             # A client that sends and does not wait for its answers (or never reads them): what it sent beyond one
             # whole request stays in the kernel, and TCP tells it to wait, until this connection's answers are out.
             self.paused = True
@@ -216,7 +224,7 @@ class _Conn:
 
     def _process(self):
         buf = self.buf
-        while buf and not self.busy and not self.closing and self.out is None:
+        while buf and not self.busy and not self.closing and self.out is None and self.handed <= _NATIVE_WINDOW:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > MAX_HEAD:
@@ -284,10 +292,17 @@ class _Conn:
             self.out += data
             return
         if self.native:
+            home = self.home
             try:
-                self.home.sender.send(self.fd, data, self.tag)
+                home.sender.send(self.fd, data, self.tag)
             except MemoryError:
                 self.close()      # the answer cannot be queued: the client sees the connection end and retries
+                return
+            self.handed += len(data)
+            if self.handed > _NATIVE_WINDOW:
+                # no more of its requests until the sender has done this one (and so everything before it)
+                self.seq = home.sender.enqueued
+                home.throttled.add(self)
             return
         try:
             n = self.sock.send(data)
@@ -329,7 +344,8 @@ class _Conn:
     def _rearm(self):
         """Reading paused, and what was read has been answered down to less than one request: read again."""
         if self.paused and self.fd >= 0 and (len(self.buf) <= self.front.max_body + _HOLD_HEAD or
-                                             not (self.busy or self.out is not None)):
+                                             not (self.busy or self.out is not None or
+                                                  self.handed > _NATIVE_WINDOW)):
             self.paused = False
             self.home.watch(self)
 
@@ -357,6 +373,7 @@ class _Loop:
         # answers are sent by a thread of the C extension's, without the GIL (_nativesend.c says why)
         self.sender = NativeSender() if native_send and NativeSender is not None else None
         self._closes = []                   # descriptors the sender could not take to close yet (MemoryError)
+        self.throttled = set()              # connections over _NATIVE_WINDOW, waiting for the sender
         self.conns = {}                     # fd -> _Conn
         self.calls = collections.deque()    # callbacks handed over from other threads
         self.timers = collections.deque()   # (deadline, callback), in deadline order
@@ -448,6 +465,21 @@ class _Loop:
                     c.out += data
                 self.watch(c)
 
+    def _resume_throttled(self):
+        """Connections whose answers the sender has all done (sent, or handed back: then out is set) read and
+        answer again. True while some still wait."""
+        done = self.sender.done
+        ready = [c for c in self.throttled if c.seq <= done]
+        for c in ready:
+            self.throttled.discard(c)
+            c.handed = 0
+            if c.fd < 0:
+                continue
+            if c.buf and not c.busy and not c.closing and c.out is None:
+                c._process()
+            c._rearm()
+        return bool(self.throttled)
+
     def forget(self, conn):
         self.conns.pop(conn.fd, None)
         try:
@@ -512,6 +544,8 @@ class _Loop:
                     wait = min(wait, timers[0][0] - now)
                 if calls:
                     wait = 0
+                if self.throttled and self._resume_throttled():
+                    wait = min(wait, 0.0005)    # some still wait for the sender: look again soon
                 try:
                     events = poll(max(wait, 0) * scale)
                 except InterruptedError:
