@@ -195,6 +195,24 @@ def test_answer_encoder_is_json_dumps():
         _ENCODE({"x": object()})
 
 
+def test_the_answer_template_writes_what_the_encoder_does():
+    """server._encode_answer (a template for the answer nearly every event gets) against json.dumps, on the shapes
+    it takes and the ones one change away that it must leave to the general encoder."""
+    from host_client.gateway.lane import Outcome
+    from host_client.gateway.server import _encode_answer
+
+    odd = 'A03:"gpu"\\\n\u00e9\ud800\u2028/</'
+    shapes = [{"ok": True, "key": k, "level": lv, "result": r} for k in ("R000:gpu-node-00000:NCCL_TIMEOUT", odd, "")
+              for lv in ("P0", "P1", "NORMAL") for r in ("alarm", "suppressed", "recovery")]
+    shapes += [dict(a, terminals={t: o}) for a in shapes[:6] for t in ("room", odd) for o in Outcome]
+    shapes += [dict(shapes[0], terminals={"room": "alone", "office": "folded"}), dict(shapes[0], terminals={}),
+               dict(shapes[0], ok=False), dict(shapes[0], ok=1), dict(shapes[0], level=2), {"key": "x", "ok": True},
+               dict(shapes[0], extra=None), dict(shapes[0], terminals={"room": None}), {"ok": True, "results": []},
+               dict(shapes[0], terminals={1: "alone"})]
+    for a in shapes:
+        assert _encode_answer(a) == json.dumps(a, ensure_ascii=False, separators=(",", ":")), a
+
+
 @pytest.mark.parametrize("raw,expect", [
     (b'{"a":1}', {"a": 1}), (b' {"a":1}\n', {"a": 1}), (b"[1,2]", [1, 2]), (b"null", None), (b'"x"', "x"),
     (b'{"a":1} x', "bad_json"), (b'{"a":1}}', "bad_json"), (b'{"a":', "bad_json"), (b"[NaN]", "bad_json"),

@@ -82,6 +82,32 @@ def _ENCODE(obj) -> str:  # noqa: N802 - a constant-like callable, as before
     return "".join(_C_ENCODE(obj, 0))
 
 
+_ESC = json.encoder.encode_basestring      # what _ENCODE writes a string with (C where built)
+_ANSWER = ("ok", "key", "level", "result")
+_ANSWER_ROUTED = _ANSWER + ("terminals",)
+
+
+def _encode_answer(a) -> str:
+    """An event's answer, {"ok": true, "key", "level", "result"[, "terminals": {one terminal: its outcome}]}, as
+    the text _ENCODE gives it (tests/test_gateway_server.py compares them), from a template: 0.8 against 2.2 us
+    per answer in a tight loop. Anything else goes through _ENCODE."""
+    if type(a) is dict:
+        keys = tuple(a)
+        if keys == _ANSWER:
+            ok, key, level, result = a.values()
+            if ok is True and type(key) is str and type(level) is str and type(result) is str:
+                return '{"ok":true,"key":%s,"level":%s,"result":%s}' % (_ESC(key), _ESC(level), _ESC(result))
+        elif keys == _ANSWER_ROUTED:
+            ok, key, level, result, terms = a.values()
+            if (ok is True and type(key) is str and type(level) is str and type(result) is str and
+                    type(terms) is dict and len(terms) == 1):
+                ((name, fate),) = terms.items()
+                if isinstance(name, str) and isinstance(fate, str):     # an outcome is a str enum
+                    return '{"ok":true,"key":%s,"level":%s,"result":%s,"terminals":{%s:%s}}' % (
+                        _ESC(key), _ESC(level), _ESC(result), _ESC(name), _ESC(fate))
+    return _ENCODE(a)
+
+
 WWW_AUTH = b'WWW-Authenticate: Bearer realm="sentinel-gateway"\r\n'
 _STATUS_LINE = {code: ("HTTP/1.1 %d %s\r\n" % (code, reason)).encode() for code, reason in _REASONS.items()}
 
@@ -272,7 +298,7 @@ class _Conn:
     def answer(self, status, payload, *, close=False, ctype=_JSON, extra=b""):
         if self.closing:
             return
-        out = payload if isinstance(payload, bytes) else _ENCODE(payload).encode("utf-8", "backslashreplace")
+        out = payload if isinstance(payload, bytes) else _encode_answer(payload).encode("utf-8", "backslashreplace")
         if status == 200 and not close and not extra and ctype is _JSON:
             self._write(_JSON_200 % (len(out), out))
             return
