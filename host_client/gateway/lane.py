@@ -41,6 +41,14 @@ class Outcome(str, Enum):
     DROPPED = "dropped"                     # the queue was full of alarms at least as urgent
 
 
+# Enum members as module names, for the ingest path: in CPython 3.11 reading a member off its enum class costs about
+# 900 instructions (callgrind), a global about 20, and each incident names one to three.
+_ALONE, _FOLDED, _ATTACHED = Outcome.ALONE, Outcome.FOLDED, Outcome.ATTACHED
+_RECOVERY, _RECOVERY_PENDING, _DROPPED = Outcome.RECOVERY, Outcome.RECOVERY_PENDING, Outcome.DROPPED
+_PLACE_ALONE, _PLACE_CLUSTER = Placement.ALONE, Placement.CLUSTER
+_KIND_ALONE, _KIND_SUMMARY, _KIND_RECOVERY = ItemKind.ALONE, ItemKind.SUMMARY, ItemKind.RECOVERY
+
+
 class Lane:
     def __init__(self, name: str, *, language: str = "zh", group_by=("event_type", "rack"), window: float = 60.0,
                  cluster_threshold: int = 3, grouping: bool = True, queue_size: int = 256, deadlines=None,
@@ -90,13 +98,16 @@ class Lane:
 
     def submit(self, inc, now: float) -> Outcome:
         """Take one incident; returns what happened to it."""
-        with self.lock:
+        # acquire/release rather than `with`: about 1,000 instructions less (callgrind), the same on every path out
+        lock = self.lock
+        lock.acquire()
+        try:
             if inc.attach:
                 carrier = self.tracker.standing_for(inc.scope)
                 if carrier is not None:
                     self.tracker.track(inc.key, carrier, now, count=False)
                     self.stats.incidents.attached += 1
-                    return Outcome.ATTACHED
+                    return _ATTACHED
                 # this terminal no longer shows the fault it was debounced against (delivered and recovered,
                 # expired, dropped, forgotten): then it is news here, and goes out like any incident
                 self.log("debounced_gpu_sent", terminal=self.name, key=inc.key, scope=inc.scope)
@@ -105,16 +116,18 @@ class Lane:
                 carrier, cleared, size = self.tracker.recovered(inc.key)
                 if carrier is not None:
                     if not cleared:
-                        return Outcome.RECOVERY_PENDING
+                        return _RECOVERY_PENDING
                     return self._recover(inc, carrier, size, now)
             if not self.grouping_on:
                 return self._alone(inc, now)
             placement, g, absorbed = self.grouping.place(inc, now)
-            if placement is Placement.ALONE:
+            if placement is _PLACE_ALONE:
                 return self._alone(inc, now)
-            if placement is Placement.CLUSTER:
+            if placement is _PLACE_CLUSTER:
                 return self._go_cluster(g, absorbed, inc, now)
             return self._fold(g, inc, now)
+        finally:
+            lock.release()
 
     def _ident(self, inc, now) -> str:
         return inc.ident or "%s@%d" % (inc.key, now // self.id_window)
@@ -128,14 +141,14 @@ class Lane:
         status = "resolved" if inc.recovery else "firing"
         it = self._new_item(id=alarm_id(self._ident(inc, now), status), level=inc.level,
                             text=inc.text_for(self.language), key=inc.key, carried=[inc.key], now=now,
-                            kind=ItemKind.RECOVERY if inc.recovery else ItemKind.ALONE)
+                            kind=_KIND_RECOVERY if inc.recovery else _KIND_ALONE)
         if not self._enqueue(it):
-            return Outcome.DROPPED
+            return _DROPPED
         if not inc.recovery:
             self.tracker.track(inc.key, inc.key, now)
             self.tracker.head(inc)
         self.stats.incidents.alone += 1
-        return Outcome.ALONE
+        return _ALONE
 
     def _fold(self, g, inc, now) -> Outcome:
         g.count(inc)
@@ -148,14 +161,14 @@ class Lane:
             first = hashlib.sha256(self._ident(inc, now).encode("utf-8", "surrogatepass")).hexdigest()[:6]
             key = g.summary_key(first)
             it = self._new_item(id=alarm_id(key, "1"), level=g.level, text="", key=key, carried=[], now=now,
-                                kind=ItemKind.SUMMARY)
+                                kind=_KIND_SUMMARY)
             it.group = g
             g.pending = it
             it.text = summary_text(g, self.language)
             it.carried.append(inc.key)
             if not self._enqueue(it):
                 g.pending = None
-                return Outcome.DROPPED
+                return _DROPPED
         else:
             it.carried.append(inc.key)
             upgraded = g.level > it.level
@@ -169,7 +182,7 @@ class Lane:
             self.tracker.track(inc.key, it.key, now)
             self.tracker.head(inc)
         self.stats.incidents.folded += 1
-        return Outcome.FOLDED
+        return _FOLDED
 
     def _go_cluster(self, cg, same, inc, now) -> Outcome:
         """The kind spans enough racks: one cluster-wide summary, absorbing the racks' unsent summaries."""
@@ -208,10 +221,10 @@ class Lane:
         # a single incident's recovery has the id any gateway gives it, tracked or not (then it goes out alone)
         rid = alarm_id(ident, "resolved") if carrier == inc.key else alarm_id(carrier, ident, "resolved")
         it = self._new_item(id=rid, level=NORMAL, text=text, key=carrier, carried=[inc.key], now=now,
-                            kind=ItemKind.RECOVERY)
+                            kind=_KIND_RECOVERY)
         if not self._enqueue(it):
-            return Outcome.DROPPED
-        return Outcome.RECOVERY
+            return _DROPPED
+        return _RECOVERY
 
     # ---- queue --------------------------------------------------------------------------------------------
 
@@ -235,7 +248,7 @@ class Lane:
                  incidents=it.ncarried, text=it.text)
 
     def _untrack(self, it: Item) -> None:
-        if it.kind is not ItemKind.RECOVERY:
+        if it.kind is not _KIND_RECOVERY:
             self.tracker.untrack(it.key)
 
     def next_item(self, now: float):
@@ -293,11 +306,15 @@ class Lane:
     def _touch(self, quiet=False) -> None:
         """quiet: a summary only grew. Nobody but an idle persister needs waking for that, and waking the worker
         and the coalescing persister on each of a storm's thousands of folds costs more than the folds."""
-        with self.lock:   # re-entrant: callers usually hold it already
+        lock = self.lock   # re-entrant: callers usually hold it already (acquire/release: see submit)
+        lock.acquire()
+        try:
             self.gen += 1
             if not quiet or self.wake_on_change:
                 self.wake_on_change = False
                 self.cond.notify_all()
+        finally:
+            lock.release()
 
     # ---- persistence --------------------------------------------------------------------------------------
 
@@ -313,7 +330,7 @@ class Lane:
             self.seq = max([int(data.get("seq", 0)), self.seq] + [x.seq for x in items])
             for it in items:
                 self.queue.items.append(it)
-                if it.kind is not ItemKind.RECOVERY:
+                if it.kind is not _KIND_RECOVERY:
                     for k in it.carried:
                         self.tracker.track(k, it.key, it.created)
             self.cond.notify_all()

@@ -191,9 +191,11 @@ class Gateway:
 
     def persist_broken(self):
         """The reason no new event can be taken durably now (a persister whose last save failed), or None."""
-        for name, p in self.persisters.items():
+        for p in self.persisters.values():     # on every request: the names only once one is broken
             if p.broken:
-                return "pending queue of terminal %s cannot be saved: %s" % (name, p.last_error)
+                for name, p in self.persisters.items():
+                    if p.broken:
+                        return "pending queue of terminal %s cannot be saved: %s" % (name, p.last_error)
         return None
 
     def _unavailable(self, source, reason):
@@ -252,7 +254,9 @@ class Gateway:
         scoped = key != rfc_key             # one GPU's fault, under the node's debounce key
         ident = None
         ck = _GPU_COUNT_KEYS.get(ev.event_type, _GPU_COUNT_OTHER)      # ("gpu_event", ev.metric_type)
-        with self.lock:
+        lock = self.lock
+        lock.acquire()          # not `with`: about 1,000 instructions less (callgrind)
+        try:
             d = self.events_in
             d[ck] = d.get(ck, 0) + 1
             fire = self.debouncer.fire(debounce_recovered(key) if recovery else rfc_key, self.mono())
@@ -265,6 +269,8 @@ class Gateway:
                 self.debouncer.forget(debounce_recovered(key))
             if fire:
                 ident = self._gpu_ident(key, ev.ts, recovery)
+        finally:
+            lock.release()
         if not fire and (recovery or not scoped):
             return 200, {"ok": True, "key": key, "level": LEVEL_NAMES[level], "result": "suppressed"}, None
         kind = ev.fault_type
@@ -350,15 +356,17 @@ class Gateway:
         now = self.clock()
         out = []
         before = {}
+        lanes = self.lanes
+        route = self.cfg.route
         for inc in incidents:
-            names = self.cfg.route(inc.labels)
+            names = route(inc.labels)
             if not names:
                 with self.lock:
                     self.unrouted += 1
                 log_event("event_unrouted", logging.WARNING, key=inc.key)
             res = {}
             for name in names:
-                lane = self.lanes[name]
+                lane = lanes[name]
                 if name not in before:
                     before[name] = lane.sync_gen
                 res[name] = lane.submit(inc, now)
@@ -368,10 +376,12 @@ class Gateway:
         # write does not happen in time the answer is 503: the sender retries, and nothing answered 200 is lost.
         durable = True
         for name, sync0 in before.items():
-            p = self.persisters.get(name)
-            lane = self.lanes[name]
-            if p is None or lane.sync_gen == sync0:
+            if lanes[name].sync_gen == sync0:
                 continue
+            p = self.persisters.get(name)
+            if p is None:
+                continue
+            lane = lanes[name]
             with lane.lock:
                 gen = lane.gen
             if waits is not None:
