@@ -21,13 +21,14 @@ accepted: for the RFC's gateway one alarm per incident; ours carries a storm's i
 counts each incident the alarm that carries it reached the terminal. After wrk stops each gateway gets the same
 drain time (its queue empty, or the terminal idle 5 s, at most --drain seconds).
 
-Last figures (this 2-core machine, nothing else running; one run of 3 rounds; the table is in docs/GATEWAY.md):
+Last figures (this 2-core machine, nothing else running; one run of 3 rounds at 857f5ad; the table is in
+docs/GATEWAY.md):
 
-    ours (epoll front, one loop: the default) / the RFC's Go gateway, per round: events/s 0.74-0.86x (median
-    0.75x), peak RSS 0.14-0.16x, p99 0.28-0.32x; loss 0 % (the Go gateway's 99.7 %).
-    Absolute: 11.6-14.9k vs 15.6-17.3k events/s, 40.0-40.7 vs 248-281 MB, CPU 67-86 vs 77-86 us per request.
-    Two loops: 0.55-0.63x (101-124 us of CPU per request: the loops contend for the GIL). Before this round
-    (asyncio on uvloop, other sessions loading the machine): 0.65-1.11x, RSS 0.19-0.28x. Memory met; events/s not.
+    ours (the default: one loop, the native sender) / the RFC's Go gateway, per round: events/s 1.23 / 1.48 / 1.27x
+    (median 1.27x), peak RSS 0.16x, p99 0.17-0.33x; loss 0 % (the Go gateway's 99.7 %).
+    Absolute: 19.3-22.3k vs 15.1-16.9k events/s, 42.4-42.7 vs 261-265 MB, CPU 52-55 vs 80-90 us per request.
+    The loop's own sends (epoll:loop): 1.11-1.25x (median 1.12x). Two loops (epoll/2): 1.10-1.17x, p99 11 ms.
+    The round before (one loop sending, the pipeline before issue 12's last round): 0.74-0.86x. Both targets met.
 
 "CPU us" is each gateway process's CPU time (user + system, /proc/<pid>/stat) over the wrk run, per request.
 

@@ -153,10 +153,9 @@ class Config:
         self.log_format = "json"
         self.instance = "gw"
         self.server = "epoll"     # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
-        # epoll front: event loops (threads). One: with the machine to itself (bench_gateway_rfc.py, 3 rounds) one
-        # loop took 67-86 us of CPU per request and two 101-124 (they contend for the GIL), 11.6-14.9k against
-        # 8.8-10.8k requests/s; two won only while other work loaded the cores (0.93-1.02x the Go gateway's rate
-        # against 0.81-0.83x)
+        # epoll front: event loops (threads). One: with the machine to itself (bench_gateway_rfc.py, 3 rounds, the
+        # native sender on) one loop took 52-55 us of CPU per request and two 61-64 (they contend for the GIL),
+        # 19.3-22.3k against 17.3-18.5k requests/s, and two had an 11 ms p99 against 2.3-3.8 ms
         self.io_loops = 1
         # epoll front: answers sent by the C extension's thread, without the GIL (_nativesend.c), where it is built
         self.native_send = True

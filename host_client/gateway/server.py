@@ -8,8 +8,9 @@ uvloop (this front until issue 12's last round): answering a constant 200 under 
 the two fronts' speed is the same within this machine's noise (16.7k and 23.6k requests/s for uvloop, 20.1k and
 23.1k for this loop), but asyncio, uvloop and what they import held 3 MB more (peak RSS 28.0 against 24.9 MB), and
 the memory target is the one a small Python process misses first. Here a request is parsed from the connection's
-buffer in the loop's thread and handed straight to the Gateway: no thread hand-off, no environ, one send per
-answer.
+buffer in the loop's thread and handed straight to the Gateway: no thread hand-off, no environ. The answer is
+sent by the native sender's thread (_nativesend.c: without the GIL, in order, closes after the last answer; the
+loop writes what a full socket hands back), or by the loop itself where the extension is not built.
 
 Durability is kept: an event that created an alarm is answered only once that alarm is on disk. The handler runs
 in the loop, collects the (persister, gen) it must wait for, and the answer is sent when the persister's thread
