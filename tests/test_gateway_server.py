@@ -645,7 +645,8 @@ def test_without_the_extension_the_gateway_says_so_and_serves_from_the_loop(tmp_
     a native_send_unavailable warning at start, and /healthz saying "loop"."""
     import subprocess
     import sys
-    import urllib.request
+
+    from deploy_live import wait_http
 
     port = socket.socket()
     port.bind(("127.0.0.1", 0))
@@ -659,15 +660,9 @@ def test_without_the_extension_the_gateway_says_so_and_serves_from_the_loop(tmp_
     gw = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg), "--log-level", "warning"],
                           env=dict(os.environ, S="s"), stderr=subprocess.PIPE)
     try:
-        health = None
-        for _ in range(200):
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % p, timeout=2) as r:
-                    health = json.loads(r.read())
-                break
-            except OSError:
-                time.sleep(0.05)
-        assert health is not None and health["sender"] == "loop", health
+        status, text = wait_http("http://127.0.0.1:%d/healthz" % p, gw)
+        health = json.loads(text)
+        assert status == 200 and health["sender"] == "loop", health
         s = socket.create_connection(("127.0.0.1", p))
         s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="W01")))
         (a,) = read_answers(s, 1)
