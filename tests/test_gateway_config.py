@@ -37,11 +37,18 @@ def test_secret_from_file(tmp_path):
     assert "from-file" not in repr(c.terminals["room"].secret)
 
 
+def test_native_send_is_on_unless_turned_off():
+    assert Config.from_dict({}).native_send is True
+    assert Config.from_dict({"gateway": {"native_send": False}}).native_send is False
+
+
 @pytest.mark.parametrize("d,msg", [
     ({"gatway": {}}, "unknown section [gatway]"),
     ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
     ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
     ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
+    ({"gateway": {"native_send": "yes"}}, "gateway.native_send must be true or false"),
+    ({"gateway": {"native_send": 1}}, "gateway.native_send must be true or false"),
     ({"debounce": {"window_s": -1}}, "debounce.window_s must be >= 0"),
     ({"delivery": {"deadline_s": {"P3": 1}}}, "P0, P1, NORMAL"),
     ({"delivery": {"backoff_initial_s": 5, "backoff_max_s": 1}}, "backoff_max_s must be >="),
