@@ -45,8 +45,23 @@ class Emulator:
         env = dict(os.environ, XDG_CONFIG_HOME=tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
         env.pop("SENTINEL_EMULATOR_CONFIG", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator", "--headless", "--no-voice", "--no-persist", "--port", str(self.port),
-             "--run-for", "600"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "emulator",
+                "--headless",
+                "--no-voice",
+                "--no-persist",
+                "--port",
+                str(self.port),
+                "--run-for",
+                "600",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         self.url = "http://127.0.0.1:%d" % self.port
         self._wait_up()
         # Up means its first-start config is complete on disk.
@@ -108,8 +123,12 @@ def bench_latency(emu, n):
 
 def bad_request(emu, i):
     body = json.dumps({"text": "forged %d" % i, "color": "#FF0000", "light_mode": "flash"}).encode()
-    headers = {"Content-Type": "application/json", "X-API-Key": emu.cfg["key_id"],
-               "X-Timestamp": str(int(time.time())), "X-Signature": "%064x" % i}
+    headers = {
+        "Content-Type": "application/json",
+        "X-API-Key": emu.cfg["key_id"],
+        "X-Timestamp": str(int(time.time())),
+        "X-Signature": "%064x" % i,
+    }
     return body, headers
 
 
@@ -213,21 +232,31 @@ def main(argv=None):
         try:
             send_ms, visible_ms = bench_latency(emu, args.alarms)
             print("send -> visible in /api/v1/status, %d alarms over loopback:" % len(visible_ms))
-            print("  AlarmClient.send()      p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms"
-                  % (pct(send_ms, 50), pct(send_ms, 99), max(send_ms)))
-            print("  send + visible in state p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms   (target p99 < 20 ms)"
-                  % (pct(visible_ms, 50), pct(visible_ms, 99), max(visible_ms)))
+            print(
+                "  AlarmClient.send()      p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms"
+                % (pct(send_ms, 50), pct(send_ms, 99), max(send_ms))
+            )
+            print(
+                "  send + visible in state p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms   (target p99 < 20 ms)"
+                % (pct(visible_ms, 50), pct(visible_ms, 99), max(visible_ms))
+            )
             ok = ok and pct(visible_ms, 99) < 20
             p0_ms, stats, elapsed = bench_flood(emu, args.flood_rate, args.flood_seconds, args.p0_samples)
             sent = sum(v for k, v in stats.items() if k != "error")
-            print("valid P0 under a bad-signature flood (%.0f req/s asked, %.0f req/s answered, answers %s):"
-                  % (args.flood_rate, sent / elapsed, dict(sorted(stats.items(), key=str))))
-            print("  P0 send -> visible      p50 %6.2f ms  max %6.2f ms  over %d P0s   (target < 100 ms)"
-                  % (pct(p0_ms, 50), max(p0_ms), len(p0_ms)))
+            print(
+                "valid P0 under a bad-signature flood (%.0f req/s asked, %.0f req/s answered, answers %s):"
+                % (args.flood_rate, sent / elapsed, dict(sorted(stats.items(), key=str)))
+            )
+            print(
+                "  P0 send -> visible      p50 %6.2f ms  max %6.2f ms  over %d P0s   (target < 100 ms)"
+                % (pct(p0_ms, 50), max(p0_ms), len(p0_ms))
+            )
             ok = ok and max(p0_ms) < 100
             st = emu.status()
-            print("  the flood changed nothing: %d active alarms, all %s"
-                  % (len(st["active"]), sorted({a["level"] for a in st["active"]})))
+            print(
+                "  the flood changed nothing: %d active alarms, all %s"
+                % (len(st["active"]), sorted({a["level"] for a in st["active"]}))
+            )
         finally:
             emu.stop()
     if not args.no_voice:
@@ -236,11 +265,14 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001  (no speech engine here: say so, the other figures stand)
             print("voice: not measured (%s: %s)" % (type(e).__name__, e))
         else:
-            print("voice: text -> joined WAV, %d product alarm texts x3 (%s for hanzi, %s for Latin):"
-                  % (n, voices["zh"], voices["en"]))
-            print("  synthesis + join        p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms   (runs per text: max %d;"
-                  " audio %.1f-%.1f s)" % (pct(ms, 50), pct(ms, 99), max(ms), max(nruns), min(audio_s),
-                                            max(audio_s)))
+            print(
+                "voice: text -> joined WAV, %d product alarm texts x3 (%s for hanzi, %s for Latin):"
+                % (n, voices["zh"], voices["en"])
+            )
+            print(
+                "  synthesis + join        p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms   (runs per text: max %d;"
+                " audio %.1f-%.1f s)" % (pct(ms, 50), pct(ms, 99), max(ms), max(nruns), min(audio_s), max(audio_s))
+            )
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
 

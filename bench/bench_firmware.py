@@ -20,6 +20,7 @@ object model and the sizes of Python objects are the same port-independent code 
 pointers and small objects are the same size); the times are only for scale. On the board the modules come as .mpy,
 whose bytecode lives in the same heap as here (not frozen into flash).
 """
+
 import os
 import sys
 
@@ -56,7 +57,9 @@ async def held():
     return gc.mem_alloc()
 """
 
-CODE = PRELUDE + r"""
+CODE = (
+    PRELUDE
+    + r"""
 import micropython
 # The layout: a block of __PAD__ bytes before everything measured shifts every address after it (see LAYOUTS).
 _PAD = bytearray(__PAD__)
@@ -363,6 +366,7 @@ print(json.dumps({"imports": IMPORTS, "built": BUILT, "running": RUNNING, "per_r
                   "files": [m.__file__ for m in sys.modules.values()
                             if getattr(m, "__file__", "").startswith("/mpy/")]}))
 """
+)
 
 
 # The board's boot in main.py's order, from the same .mpy files: main.py imports startup (and app), startup checks
@@ -370,7 +374,9 @@ print(json.dumps({"imports": IMPORTS, "built": BUILT, "running": RUNNING, "per_r
 # one), drops the boot-only modules (collecting), then app.main's run() builds the microdot app. Between two of the
 # firmware's own collections nothing is collected here either, so the heap at a phase's end (garbage included)
 # bounds that phase's peak; the bench collects where the firmware does.
-BOOT_CODE = PRELUDE + r"""
+BOOT_CODE = (
+    PRELUDE
+    + r"""
 BASE = await held()
 from sentinel_fw import startup
 cfg = startup.load_config("/config.json")
@@ -398,28 +404,63 @@ for _m in sys.modules:
 print(json.dumps({"p_config": P_CONFIG, "h_config": H_CONFIG, "p_build": P_BUILD, "h_build": H_BUILD,
                   "p_serve": P_SERVE, "h_serve": H_SERVE, "active": ACTIVE}))
 """
+)
 
-BOOT_CONFIG = {"board": "esp32", "wifi": {"ssid": "lab", "password": "password123"},
-               "keys": {"gw": "0123456789abcdef0123456789abcdef"}, "terminal": {"utc_offset_min": 480}}
+BOOT_CONFIG = {
+    "board": "esp32",
+    "wifi": {"ssid": "lab", "password": "password123"},
+    "keys": {"gw": "0123456789abcdef0123456789abcdef"},
+    "terminal": {"utc_offset_min": 480},
+}
 
 # Everything the board imports (main.py -> startup.boot -> Sentinel; app.main -> server), in import order; a tree
 # measured with --against imports those of them it has.
-BOARD_MODULES = ("json", "time", "asyncio", "sentinel_fw.ticks", "sentinel_core.strictjson", "sentinel_core.alarm",
-                 "sentinel_core.signing", "sentinel_core.keyring", "sentinel_core.validate", "sentinel_core.receiver",
-                 "sentinel_core.display", "sentinel_core.speech", "sentinel_core.quiet", "sentinel_core.health",
-                 "sentinel_core.terminal", "sentinel_core.layout", "sentinel_core.render", "sentinel_core.button",
-                 "sentinel_core.shell", "sentinel_core.tts_syn6288", "sentinel_fw.pins", "sentinel_fw.config",
-                 "sentinel_fw.clock", "sentinel_fw.store", "sentinel_fw.wifi", "sentinel_fw.pixels",
-                 "sentinel_fw.buttonpoll", "sentinel_fw.tts_uart", "sentinel_fw.watchdog", "microdot",
-                 "sentinel_fw.server", "sentinel_fw.app", "sentinel_fw.startup")
+BOARD_MODULES = (
+    "json",
+    "time",
+    "asyncio",
+    "sentinel_fw.ticks",
+    "sentinel_core.strictjson",
+    "sentinel_core.alarm",
+    "sentinel_core.signing",
+    "sentinel_core.keyring",
+    "sentinel_core.validate",
+    "sentinel_core.receiver",
+    "sentinel_core.display",
+    "sentinel_core.speech",
+    "sentinel_core.quiet",
+    "sentinel_core.health",
+    "sentinel_core.terminal",
+    "sentinel_core.layout",
+    "sentinel_core.render",
+    "sentinel_core.button",
+    "sentinel_core.shell",
+    "sentinel_core.tts_syn6288",
+    "sentinel_fw.pins",
+    "sentinel_fw.config",
+    "sentinel_fw.clock",
+    "sentinel_fw.store",
+    "sentinel_fw.wifi",
+    "sentinel_fw.pixels",
+    "sentinel_fw.buttonpoll",
+    "sentinel_fw.tts_uart",
+    "sentinel_fw.watchdog",
+    "microdot",
+    "sentinel_fw.server",
+    "sentinel_fw.app",
+    "sentinel_fw.startup",
+)
 
 SIZES = {}
 
 
 def board_modules(root):
     lib = os.path.join(root, "firmware", "lib")
-    return tuple(n for n in BOARD_MODULES if not n.startswith("sentinel")
-                 or os.path.exists(os.path.join(lib, n.replace(".", os.sep) + ".py")))
+    return tuple(
+        n
+        for n in BOARD_MODULES
+        if not n.startswith("sentinel") or os.path.exists(os.path.join(lib, n.replace(".", os.sep) + ".py"))
+    )
 
 
 def board_mpy(root=ROOT):
@@ -428,16 +469,26 @@ def board_mpy(root=ROOT):
     import binascii
     import importlib.util
     import tempfile
+
     SIZES.clear()
     spec = importlib.util.spec_from_file_location("deploy", os.path.join(root, "firmware", "deploy.py"))
     deploy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(deploy)
-    lines = ["import binascii, os", "def _mk(p):", "    try:", "        os.mkdir(p)", "    except OSError:",
-             "        pass", "_mk('/mpy')", "_mk('/mpy/lib')"]
+    lines = [
+        "import binascii, os",
+        "def _mk(p):",
+        "    try:",
+        "        os.mkdir(p)",
+        "    except OSError:",
+        "        pass",
+        "_mk('/mpy')",
+        "_mk('/mpy/lib')",
+    ]
     with tempfile.TemporaryDirectory() as d:
         # microdot's TestClient is not on the board; the bench needs it (imported after the heap is measured).
-        files = deploy.board_files() + [(os.path.join(deploy.microdot_dir(), "test_client.py"),
-                                         "lib/microdot/test_client.py")]
+        files = deploy.board_files() + [
+            (os.path.join(deploy.microdot_dir(), "test_client.py"), "lib/microdot/test_client.py")
+        ]
         built = deploy.compile_all(files, d, log=lambda s: None)
         dirs = set()
         total = 0
@@ -453,8 +504,10 @@ def board_mpy(root=ROOT):
             if not dst.endswith("test_client.mpy"):
                 total += len(data)
                 SIZES["/mpy/" + dst] = len(data)
-            lines.append("with open(%r, 'wb') as _f:\n    _f.write(binascii.unhexlify(%r))"
-                         % ("/mpy/" + dst, binascii.hexlify(data).decode()))
+            lines.append(
+                "with open(%r, 'wb') as _f:\n    _f.write(binascii.unhexlify(%r))"
+                % ("/mpy/" + dst, binascii.hexlify(data).decode())
+            )
     return "\n".join(lines) + "\n", total
 
 
@@ -462,9 +515,14 @@ def measure(root=ROOT, pad=0, boots=True):
     """The figures of root's firmware, its heap laid out after a block of pad bytes (LAYOUTS); boots: measure the
     boot phases too (the same for every pad: a separate run)."""
     import json
+
     setup, mpy_bytes = board_mpy(root)
-    code = setup + (CODE.replace("__N__", str(REQUESTS)).replace("__F__", str(FRAMES)).replace("__PAD__", str(pad))
-                    .replace("__MODS__", repr(board_modules(root))))
+    code = setup + (
+        CODE.replace("__N__", str(REQUESTS))
+        .replace("__F__", str(FRAMES))
+        .replace("__PAD__", str(pad))
+        .replace("__MODS__", repr(board_modules(root)))
+    )
     out = run_micropython(code, firmware=True)
     line = [x for x in out.splitlines() if x.startswith("{")][-1]
     m = json.loads(line)
@@ -490,6 +548,7 @@ def measure(root=ROOT, pad=0, boots=True):
 def measure_boot(setup, state):
     """The boot's phase bounds (bytes above the heap before main.py's imports), with state as /state.json."""
     import json
+
     files = [("/config.json", json.dumps(BOOT_CONFIG))]
     if state is not None:
         files.append(("/state.json", state))
@@ -507,8 +566,12 @@ def budget(m):
     worst phase of a first boot and of a reboot with state; running is what is held plus the worst request's live
     peak bound. The firmware fits a plain ESP32 when both are under ESP32_HEAP."""
     # What a request needs on top of what is held: the bound of its live peak at the server's network waits.
-    peaks = (("an accepted alarm", m["peak_accepted"]), ("a refused request", m["peak_refused"]),
-             ("GET /api/v1/status", m["peak_status"]), ("GET /metrics", m["peak_metrics"]))
+    peaks = (
+        ("an accepted alarm", m["peak_accepted"]),
+        ("a refused request", m["peak_refused"]),
+        ("GET /api/v1/status", m["peak_status"]),
+        ("GET /metrics", m["peak_metrics"]),
+    )
     worst_name, worst = max(peaks, key=lambda x: x[1])
     b1, b2 = m["boot_first"], m["boot_reboot"]
     boot = max(b1["p_config"], b1["p_build"], b1["p_serve"], b2["p_config"], b2["p_build"], b2["p_serve"])
@@ -521,6 +584,7 @@ def tree_of(ref, tmp):
     import io
     import subprocess
     import tarfile
+
     if os.path.isdir(ref):
         return ref
     d = os.path.join(tmp, ref.replace("/", "_"))
@@ -548,16 +612,21 @@ def compare(refs, pads=LAYOUTS, jobs=2):
     script, by their least figure over the layouts."""
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
+
     with tempfile.TemporaryDirectory() as tmp:
         trees = [(ref, tree_of(ref, tmp)) for ref in refs] + [("this tree", ROOT)]
         runs = [(name, root, pad) for name, root in trees for pad in pads]
         with ThreadPoolExecutor(jobs) as ex:  # memory figures do not depend on the machine's load
             results = list(ex.map(lambda r: measure(r[1], r[2], boots=r[2] == pads[0]), runs))
-    print("Same run, same bench script, each tree's firmware (.mpy install, WebAssembly), least over %d layouts "
-          "(spread of held while running in brackets):" % len(pads))
+    print(
+        "Same run, same bench script, each tree's firmware (.mpy install, WebAssembly), least over %d layouts "
+        "(spread of held while running in brackets):" % len(pads)
+    )
     print()
-    print("| tree | .mpy on flash | held after imports | qstrs while running (pools) | worst boot phase "
-          "| held while running | worst request's live peak | worst (held + that peak) |")
+    print(
+        "| tree | .mpy on flash | held after imports | qstrs while running (pools) | worst boot phase "
+        "| held while running | worst request's live peak | worst (held + that peak) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, _root in trees:
         ms = [m for (n, _r, _p), m in zip(runs, results, strict=True) if n == name]
@@ -566,20 +635,37 @@ def compare(refs, pads=LAYOUTS, jobs=2):
         least.setdefault("boot_first", boots["boot_first"])
         least.setdefault("boot_reboot", boots["boot_reboot"])
         boot, worst_total, worst_name, worst, _ = budget(least)
-        print("| %s | %s | %s | %d (%d) | %s | %s (%s) | %d B (%s) | %s |"
-              % (name, kb(least["mpy_bytes"]), kb(min(m["imports"] for m in ms)), least["qstr_running"],
-                 least["qstr_pools"], kb(boot), kb(least["running"]),
-                 "-".join(kb(f(m["running"] for m in ms)) for f in (min, max)), worst, worst_name,
-                 kb(worst_total)))
+        print(
+            "| %s | %s | %s | %d (%d) | %s | %s (%s) | %d B (%s) | %s |"
+            % (
+                name,
+                kb(least["mpy_bytes"]),
+                kb(min(m["imports"] for m in ms)),
+                least["qstr_running"],
+                least["qstr_pools"],
+                kb(boot),
+                kb(least["running"]),
+                "-".join(kb(f(m["running"] for m in ms)) for f in (min, max)),
+                worst,
+                worst_name,
+                kb(worst_total),
+            )
+        )
     return 0
 
 
 def main():
     import argparse
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--against", action="append", default=[], metavar="REF",
-                   help="also measure this git commit's (or directory's) firmware in the same run and print one table "
-                        "of the headline figures (repeatable)")
+    p.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="also measure this git commit's (or directory's) firmware in the same run and print one table "
+        "of the headline figures (repeatable)",
+    )
     a = p.parse_args()
     if a.against:
         return compare(a.against)
@@ -598,36 +684,56 @@ def main():
     print("|---|---|")
     print("| .mpy files on flash (deploy.py's build of every board library) | %s |" % kb(m["mpy_bytes"]))
     print("| held after importing every module the board runs (from those .mpy) | %s |" % kb(m["imports"]))
-    print("| of which interned names (%d qstrs: identifiers, attribute and key names, short strings) | %s |"
-          % (m["qstr_n"], kb(m["qstr_bytes"])))
-    print("| held by the built terminal (config, state machine, renderer, receiver, drivers, microdot app) | %s |"
-          % kb(m["built"]))
-    print("| boot in main.py's order, peak bound while checking the config file (config, pins loaded) | %s |"
-          % kb(b1["p_config"]))
-    print("| boot, peak bound while building the terminal: first boot / reboot restoring %d active alarms | %s / %s |"
-          % (b2["active"], kb(b1["p_build"]), kb(b2["p_build"])))
-    print("| boot, peak bound while making the microdot app and the tasks: first boot / reboot | %s / %s |"
-          % (kb(b1["p_serve"]), kb(b2["p_serve"])))
+    print(
+        "| of which interned names (%d qstrs: identifiers, attribute and key names, short strings) | %s |"
+        % (m["qstr_n"], kb(m["qstr_bytes"]))
+    )
+    print(
+        "| held by the built terminal (config, state machine, renderer, receiver, drivers, microdot app) | %s |"
+        % kb(m["built"])
+    )
+    print(
+        "| boot in main.py's order, peak bound while checking the config file (config, pins loaded) | %s |"
+        % kb(b1["p_config"])
+    )
+    print(
+        "| boot, peak bound while building the terminal: first boot / reboot restoring %d active alarms | %s / %s |"
+        % (b2["active"], kb(b1["p_build"]), kb(b2["p_build"]))
+    )
+    print(
+        "| boot, peak bound while making the microdot app and the tasks: first boot / reboot | %s / %s |"
+        % (kb(b1["p_serve"]), kb(b2["p_serve"]))
+    )
     print("| held when the loop starts: first boot / reboot | %s / %s |" % (kb(b1["h_serve"]), kb(b2["h_serve"])))
     print("| freed by dropping the boot-only modules (config, pins, startup) once built | -%s |" % kb(m["dropped"]))
-    print("| held while running (after %d accepted alarms, %d active, replay guard filled, /metrics scraped) | %s |"
-          % (REQUESTS * 2, m["active"], kb(m["running"])))
-    print("| of which appeared while serving (16 active alarms, speech queue, persist, metrics) "
-          "| %s |" % kb(m["state"]))
+    print(
+        "| held while running (after %d accepted alarms, %d active, replay guard filled, /metrics scraped) | %s |"
+        % (REQUESTS * 2, m["active"], kb(m["running"]))
+    )
+    print(
+        "| of which appeared while serving (16 active alarms, speech queue, persist, metrics) | %s |" % kb(m["state"])
+    )
     for name, n in peaks:
         print("| live peak of %s above what is held (bound at the server's network waits) | %d B |" % (name, n))
-    print("| allocated per accepted request, through the handler microdot calls (all garbage) | %d B (%d us) |"
-          % (m["per_req"], m["req_us"]))
-    print("| allocated per accepted request, through microdot's server side (all garbage) | %d B |"
-          % m["per_server"])
-    print("| allocated per GET /api/v1/status, through microdot's server side (all garbage) | %d B |"
-          % m["per_server_status"])
-    print("| (for comparison) per accepted request through microdot's TestClient, the client's own work included "
-          "| %d B |" % m["per_http"])
+    print(
+        "| allocated per accepted request, through the handler microdot calls (all garbage) | %d B (%d us) |"
+        % (m["per_req"], m["req_us"])
+    )
+    print("| allocated per accepted request, through microdot's server side (all garbage) | %d B |" % m["per_server"])
+    print(
+        "| allocated per GET /api/v1/status, through microdot's server side (all garbage) | %d B |"
+        % m["per_server_status"]
+    )
+    print(
+        "| (for comparison) per accepted request through microdot's TestClient, the client's own work included "
+        "| %d B |" % m["per_http"]
+    )
     print("| allocated per refused request (bad signature) | %d B (%d us) |" % (m["per_bad"], m["bad_us"]))
     print("| allocated per GET /api/v1/status, handler only | %d B |" % m["per_status"])
-    print("| allocated per rendered frame (display + render + NeoPixel, P0 with a scrolling label) | %d B (%d us) |"
-          % (m["per_frame"], m["frame_us"]))
+    print(
+        "| allocated per rendered frame (display + render + NeoPixel, P0 with a scrolling label) | %d B (%d us) |"
+        % (m["per_frame"], m["frame_us"])
+    )
     print("| allocated per button poll (100 Hz) | %d B (%d us) |" % (m["per_button"], m["button_us"]))
     print("| allocated per speech step (20 Hz) | %d B |" % m["per_speech"])
     print("| allocated per network step (2 Hz) | %d B |" % m["per_net"])
@@ -637,28 +743,45 @@ def main():
     for name, n in sorted(m["mods"], key=lambda x: -x[1])[:12]:
         print("  %-28s %s" % (name, kb(n)))
     print()
-    print("Against a plain ESP32's ~%s of Python heap (a lower bound: no fragmentation, collections at the waits;"
-          % kb(ESP32_HEAP))
+    print(
+        "Against a plain ESP32's ~%s of Python heap (a lower bound: no fragmentation, collections at the waits;"
+        % kb(ESP32_HEAP)
+    )
     print("bench/bench_firmware_heap.py bisects the heap a real runtime needs):")
     print("  the .mpy install (deploy.py's default, for a board with PSRAM):")
     print("    boot (main.py's order; the worst phase of a first boot and of a reboot with state): %s" % kb(boot))
-    print("    running: held + the live peak of the worst request (%s) = %s + %s = %s"
-          % (worst_name, kb(m["running"]), kb(worst), kb(running)))
-    print("    -> %s" % ("within the WROOM's heap by this bound, %s left; a real heap needs more"
-                         % kb(ESP32_HEAP - total) if total < ESP32_HEAP else
-                         "%s over a WROOM's heap even by this bound: the .mpy install is for PSRAM boards"
-                         % kb(total - ESP32_HEAP)))
-    print("    (looser: held + all the garbage of the worst request, nothing collected = %s + %s = %s)"
-          % (kb(m["running"]), kb(loose_extra), kb(loose)))
-    print("  frozen into the image (firmware/manifest.py, the plain WROOM's install; estimate: running minus the %s"
-          % kb(in_use))
+    print(
+        "    running: held + the live peak of the worst request (%s) = %s + %s = %s"
+        % (worst_name, kb(m["running"]), kb(worst), kb(running))
+    )
+    print(
+        "    -> %s"
+        % (
+            "within the WROOM's heap by this bound, %s left; a real heap needs more" % kb(ESP32_HEAP - total)
+            if total < ESP32_HEAP
+            else "%s over a WROOM's heap even by this bound: the .mpy install is for PSRAM boards"
+            % kb(total - ESP32_HEAP)
+        )
+    )
+    print(
+        "    (looser: held + all the garbage of the worst request, nothing collected = %s + %s = %s)"
+        % (kb(m["running"]), kb(loose_extra), kb(loose))
+    )
+    print(
+        "  frozen into the image (firmware/manifest.py, the plain WROOM's install; estimate: running minus the %s"
+        % kb(in_use)
+    )
     print("  of .mpy bytecode and constants of the modules in use, which then run from flash):")
-    print("    ~%s -> headroom ~%s (%.0f %% of the heap free)"
-          % (kb(frozen), kb(ESP32_HEAP - frozen), 100.0 * (ESP32_HEAP - frozen) / ESP32_HEAP))
+    print(
+        "    ~%s -> headroom ~%s (%.0f %% of the heap free)"
+        % (kb(frozen), kb(ESP32_HEAP - frozen), 100.0 * (ESP32_HEAP - frozen) / ESP32_HEAP)
+    )
     print("  ESP32-WROVER / ESP32-S3 with PSRAM (stock SPIRAM image): megabytes of heap, the .mpy install's board.")
     per_s = m["per_frame"] * 25 + m["per_button"] * 100 + m["per_speech"] * 20 + m["per_net"] * 2
-    print("  garbage made per second when idle-but-animating (25 fps, button 100 Hz, speech 20 Hz, net 2 Hz): %s/s"
-          % kb(per_s))
+    print(
+        "  garbage made per second when idle-but-animating (25 fps, button 100 Hz, speech 20 Hz, net 2 Hz): %s/s"
+        % kb(per_s)
+    )
     return 0 if frozen < ESP32_HEAP else 1
 
 

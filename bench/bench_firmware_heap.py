@@ -27,6 +27,7 @@ above a board's; the ratios between the installs, and between the heap and what 
 over (docs/FIRMWARE.md "Memory" has the board figures and how they were derived). Without the frozen build the
 frozen part is skipped and says so.
 """
+
 import os
 import sys
 import time
@@ -72,8 +73,11 @@ def workload(box, alarms=ALARMS):
             alarm = preset("p0", "NCCL timeout on gpu-worker-%02d, rank %d stalled" % (i % 24, i % 8), key=key)
         else:
             alarm = preset("p1", "NVLink downgraded on gpu-worker-%02d" % (i % 24), key=key)
-        for send in ([lambda a=alarm: c.send(a)] + ([lambda: c.heartbeat(interval=300)] if i % 10 == 9 else [])
-                     + ([lambda: c.ack()] if i % 20 == 19 else [])):
+        for send in (
+            [lambda a=alarm: c.send(a)]
+            + ([lambda: c.heartbeat(interval=300)] if i % 10 == 9 else [])
+            + ([lambda: c.ack()] if i % 20 == 19 else [])
+        ):
             n += 1
             try:
                 send()
@@ -128,8 +132,17 @@ def smallest(lo, hi, exe=None, frozen=False, log=print):
     while hi - lo > STEP:
         mid = (lo + hi) // 2 // 1024 * 1024
         ok, refused, n, free = runs(mid, exe, frozen)
-        log("    %7d B: %s" % (mid, "runs (%s B free at the end)" % free if ok
-                                 else "did not boot" if refused is None else "%d of %d refused" % (refused, n)))
+        log(
+            "    %7d B: %s"
+            % (
+                mid,
+                "runs (%s B free at the end)" % free
+                if ok
+                else "did not boot"
+                if refused is None
+                else "%d of %d refused" % (refused, n),
+            )
+        )
         if ok:
             hi = mid
             best = (mid, free, n)
@@ -157,8 +170,10 @@ def main():
                 print("  %s: %s / %s (%d refused)" % (os.path.basename(exe), kb(boot), kb(run), refused))
         print("(%.0f s)" % (time.time() - t0))
         return 0
-    print("Smallest heap for boot + %d alarms, heartbeats, ACKs, status pages and scrapes, no refusal "
-          "(MicroPython Unix port: the 64-bit wheel, and the SENTINEL_FROZEN_MICROPYTHON build if set)" % ALARMS)
+    print(
+        "Smallest heap for boot + %d alarms, heartbeats, ACKs, status pages and scrapes, no refusal "
+        "(MicroPython Unix port: the 64-bit wheel, and the SENTINEL_FROZEN_MICROPYTHON build if set)" % ALARMS
+    )
     heap = 512 * 1024
     if "--frozen-only" not in sys.argv:
         print("  .mpy install (deploy.py's files in /lib, bytecode loaded into the heap):")
@@ -168,20 +183,28 @@ def main():
     if frozen_exe and os.path.exists(frozen_exe):
         for frozen in (True, False):
             boot, run, refused = held(frozen_exe, frozen)
-            print("  %s on %s: held after boot %s, after the workload %s (%d refused)"
-                  % ("frozen image" if frozen else ".mpy install", os.path.basename(frozen_exe), kb(boot), kb(run),
-                     refused))
+            print(
+                "  %s on %s: held after boot %s, after the workload %s (%d refused)"
+                % (
+                    "frozen image" if frozen else ".mpy install",
+                    os.path.basename(frozen_exe),
+                    kb(boot),
+                    kb(run),
+                    refused,
+                )
+            )
         print("  frozen image (%s: firmware/manifest.py frozen, only boot.py and main.py on flash):" % frozen_exe)
         fheap, ffree, fn = smallest(32 * 1024, heap, exe=frozen_exe, frozen=True)
         print("  -> %s (%d requests; %s free at the end)" % (kb(fheap), fn, kb(ffree or 0)))
         # The same binary running the .mpy install: the difference is what freezing alone saves.
         print("  .mpy install on that same build:")
         mheap, mfree, mn = smallest(96 * 1024, 512 * 1024, exe=frozen_exe)
-        print("  -> %s; freezing saves %s (%.0f %%)" % (kb(mheap), kb(mheap - fheap),
-                                                      100.0 * (mheap - fheap) / mheap))
+        print("  -> %s; freezing saves %s (%.0f %%)" % (kb(mheap), kb(mheap - fheap), 100.0 * (mheap - fheap) / mheap))
     else:
-        print("  frozen image: skipped (no build: set SENTINEL_FROZEN_MICROPYTHON to a Unix-port micropython built "
-              "with bench/manifest_unix.py frozen; docs/FIRMWARE.md says how)")
+        print(
+            "  frozen image: skipped (no build: set SENTINEL_FROZEN_MICROPYTHON to a Unix-port micropython built "
+            "with bench/manifest_unix.py frozen; docs/FIRMWARE.md says how)"
+        )
     print("(%.0f s)" % (time.time() - t0))
     return 0
 

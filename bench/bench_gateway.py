@@ -59,7 +59,7 @@ class SlowTerminal:
 
     def __init__(self, delay=1.0):
         self.receiver = Receiver(KeyRing({"bench": SECRET.encode()}), replay_capacity=4096)
-        self.log = []          # (arrival wall time, alarm wire dict)
+        self.log = []  # (arrival wall time, alarm wire dict)
         self.lock = threading.Lock()
         term = self
 
@@ -101,7 +101,7 @@ def storm_events(seed=7):
     events = []
     for n in range(NODES):
         rack = "R%03d" % (n % RACKS)
-        host = "gpu-node-%04d-%08x" % (n, rnd.getrandbits(32))      # pods carry a hash suffix: cleaned away
+        host = "gpu-node-%04d-%08x" % (n, rnd.getrandbits(32))  # pods carry a hash suffix: cleaned away
         r = rnd.random()
         for g in range(GPUS):
             if r < 0.70:
@@ -114,14 +114,20 @@ def storm_events(seed=7):
                 e = {"event_type": "THERMAL", "gpu_util": 97.0}
             e.update({"cluster_rack": rack, "node_host": host, "gpu_index": g})
             # what the probe adds to the RFC's five fields (docs/PROBES.md): the gateway parses these bytes too
-            e.update({"state": "firing", "detail": "bench storm: %s on GPU %d" % (e["event_type"], g),
-                      "key": "%s:%s:%d" % (host, e["event_type"].lower(), g),
-                      "event_id": "%s-4711-1764450000-%d" % (host, g), "ts": 1764450000.123 + n / 1000})
+            e.update(
+                {
+                    "state": "firing",
+                    "detail": "bench storm: %s on GPU %d" % (e["event_type"], g),
+                    "key": "%s:%s:%d" % (host, e["event_type"].lower(), g),
+                    "event_id": "%s-4711-1764450000-%d" % (host, g),
+                    "ts": 1764450000.123 + n / 1000,
+                }
+            )
             events.append(e)
     # arrival order: nodes interleave (a real storm is not sorted by node)
     flat = list(events)
     rnd.shuffle(flat)
-    batches = [events[i:i + GPUS] for i in range(0, len(events), GPUS)]
+    batches = [events[i : i + GPUS] for i in range(0, len(events), GPUS)]
     rnd.shuffle(batches)
     return flat, batches
 
@@ -149,7 +155,7 @@ def _sender(port, payloads, start_at, n_threads, q):
         for e in chunk:
             body = json.dumps(e).encode()
             t = time.time()
-            for ev in (e if isinstance(e, list) else [e]):
+            for ev in e if isinstance(e, list) else [e]:
                 first.setdefault(_key(ev), t)
             for _attempt in range(3):
                 try:
@@ -211,22 +217,29 @@ def metric(text, name, **labels):
 
 
 def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
-    server, _, loops = server.partition("/")        # "epoll/2": the epoll front with 2 event loops
+    server, _, loops = server.partition("/")  # "epoll/2": the epoll front with 2 event loops
     term = SlowTerminal(1.0)
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
         state = "" if os.environ.get("BENCH_NO_STATE") else 'state_dir = "%s"\n' % os.path.join(tmp, "state")
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n%s\n'
-                '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, GW_THREADS, server, "io_loops = %d\n" % int(loops) if loops else "", term.url))
-    env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
-                                                                                              "lib")]))
+        f.write(
+            '[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n%s\n'
+            '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
+            % (port, state, GW_THREADS, server, "io_loops = %d\n" % int(loops) if loops else "", term.url)
+        )
+    env = dict(
+        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware", "lib")])
+    )
     log_path = os.path.join(tmp, "gateway.log")
     log_file = open(log_path, "wb")  # never a pipe nobody reads: a full pipe would block the gateway's logging
-    gw = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
-                          cwd=ROOT, env=env, stderr=log_file)
+    gw = subprocess.Popen(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stderr=log_file,
+    )
     url = "http://127.0.0.1:%d" % port
     for _ in range(200):
         try:
@@ -299,43 +312,68 @@ def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
     alone = metric(m, "sentinel_gateway_incidents_total", fate="alone")
     attached = metric(m, "sentinel_gateway_incidents_total", fate="attached")
     folded = metric(m, "sentinel_gateway_incidents_total", fate="folded")
-    fates = {k: metric(m, "sentinel_gateway_incidents_total", fate=k)
-             for k in ("delivered", "expired", "dropped", "refused")}
+    fates = {
+        k: metric(m, "sentinel_gateway_incidents_total", fate=k) for k in ("delivered", "expired", "dropped", "refused")
+    }
     pending = metric(m, "sentinel_gateway_queue_depth")
     alarms = term.alarms()
-    what = ("SECONDARY, one event per request (RFC-era probes, or [sender] batch_max = 1)" if mode == "event" else
-            "HEADLINE, as the probes send it (one JSON array per node per sampling round)")
-    print("[%s front] storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d "
-          "connections" % (server, what, sent, NODES, GPUS, RACKS, len(payloads), procs, threads))
-    print("  ingest time (first send -> last answer) %.3f s  (%.0f events/s)   target < 2 s   %s"
-          % (ingest, sent / ingest, "OK" if ingest < 2 else "MISSED"))
-    print("  gateway CPU during ingest %.2f s (%.0f us per event); machine load average %s"
-          % (cpu_storm, cpu_storm * 1e6 / sent, open("/proc/loadavg").read().split()[0]))
+    what = (
+        "SECONDARY, one event per request (RFC-era probes, or [sender] batch_max = 1)"
+        if mode == "event"
+        else "HEADLINE, as the probes send it (one JSON array per node per sampling round)"
+    )
+    print(
+        "[%s front] storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d "
+        "connections" % (server, what, sent, NODES, GPUS, RACKS, len(payloads), procs, threads)
+    )
+    print(
+        "  ingest time (first send -> last answer) %.3f s  (%.0f events/s)   target < 2 s   %s"
+        % (ingest, sent / ingest, "OK" if ingest < 2 else "MISSED")
+    )
+    print(
+        "  gateway CPU during ingest %.2f s (%.0f us per event); machine load average %s"
+        % (cpu_storm, cpu_storm * 1e6 / sent, open("/proc/loadavg").read().split()[0])
+    )
     print("  answers: %s" % ", ".join("%s: %d" % kv for kv in sorted(counts.items(), key=str)))
     if first_lat is not None:
         lat = first_lat[0] * 1000
-        print("  first alarm at the terminal (%s %s) %.1f ms after its event was sent   target < 100 ms   %s"
-              % (first_lat[1], first_lat[2], lat, "OK" if lat < 100 and first_lat[1] == "P0" else "MISSED"))
+        print(
+            "  first alarm at the terminal (%s %s) %.1f ms after its event was sent   target < 100 ms   %s"
+            % (first_lat[1], first_lat[2], lat, "OK" if lat < 100 and first_lat[1] == "P0" else "MISSED")
+        )
     else:
         print("  no alarm reached the terminal")
     print("  terminal received %d alarm requests (drained %.1f s after the storm began):" % (len(alarms), drained_at))
     for t, o in alarms:
         print("    +%6.2f s  %-6s %-28s %s" % (t - t0, o.get("level"), o.get("key"), o.get("text")))
     print("  accounting: sent %d = accepted %d + rejected %d" % (sent, events_in, rejected))
-    print("              accepted %d = debounce-suppressed %d + incidents %d (alone %d + folded into summaries %d)"
-          % (events_in, suppressed, alone + folded, alone, folded))
-    print("              of the suppressed, %d GPUs attached to the alarm standing for their node's fault "
-          "(so one GPU's recovery cannot clear it)" % attached)
-    print("              incidents %d = delivered %d + pending %d alarms + expired %d + dropped %d + refused %d"
-          % (alone + folded, fates["delivered"], pending, fates["expired"], fates["dropped"], fates["refused"]))
-    ok = (events_in + rejected == sent and suppressed + alone + folded == events_in
-          and fates["delivered"] + fates["expired"] + fates["dropped"] + fates["refused"] == alone + folded)
+    print(
+        "              accepted %d = debounce-suppressed %d + incidents %d (alone %d + folded into summaries %d)"
+        % (events_in, suppressed, alone + folded, alone, folded)
+    )
+    print(
+        "              of the suppressed, %d GPUs attached to the alarm standing for their node's fault "
+        "(so one GPU's recovery cannot clear it)" % attached
+    )
+    print(
+        "              incidents %d = delivered %d + pending %d alarms + expired %d + dropped %d + refused %d"
+        % (alone + folded, fates["delivered"], pending, fates["expired"], fates["dropped"], fates["refused"])
+    )
+    ok = (
+        events_in + rejected == sent
+        and suppressed + alone + folded == events_in
+        and fates["delivered"] + fates["expired"] + fates["dropped"] + fates["refused"] == alone + folded
+    )
     print("              every event accounted for: %s" % ("yes" if ok else "NO"))
-    print("  gateway RSS: before %.1f MB, peak (VmHWM) %.1f MB (%.1f MB during ingest), after %.1f MB"
-          % (rss_before / 1024, hwm / 1024, hwm_storm / 1024, rss_after / 1024))
+    print(
+        "  gateway RSS: before %.1f MB, peak (VmHWM) %.1f MB (%.1f MB during ingest), after %.1f MB"
+        % (rss_before / 1024, hwm / 1024, hwm_storm / 1024, rss_after / 1024)
+    )
     warn = [ln for ln in log_lines if '"severity": "warning"' in ln or "WARNING" in ln]
-    print("  gateway log: %d lines, %d warnings%s" % (len(log_lines), len(warn),
-                                                     (" (first: %s)" % warn[0][:160]) if warn else ""))
+    print(
+        "  gateway log: %d lines, %d warnings%s"
+        % (len(log_lines), len(warn), (" (first: %s)" % warn[0][:160]) if warn else "")
+    )
     term.server.shutdown()
     return ok
 
@@ -352,6 +390,7 @@ def _serve_trivial(port):
     import logging
 
     import waitress
+
     logging.getLogger("waitress").setLevel(logging.ERROR)
     waitress.serve(_trivial_app, host="127.0.0.1", port=port, threads=GW_THREADS, _quiet=True)
 
@@ -382,8 +421,10 @@ def phase_floor(procs=2, threads=8):
     cpu = cpu_s(srv.pid) - c0
     srv.terminate()
     srv.join(5)
-    print("floor: the same 8000 requests to a do-nothing WSGI app under waitress: %.3f s, server CPU %.2f s "
-          "(%.0f us per request)" % (te - t0, cpu, cpu * 1e6 / len(flat)))
+    print(
+        "floor: the same 8000 requests to a do-nothing WSGI app under waitress: %.3f s, server CPU %.2f s "
+        "(%.0f us per request)" % (te - t0, cpu, cpu * 1e6 / len(flat))
+    )
 
 
 class _Clock:
@@ -403,6 +444,7 @@ class _Instant:
     def send(self, alarm):
         class A:
             duplicate = False
+
         return A()
 
     def heartbeat(self, interval=None):
@@ -414,9 +456,13 @@ def phase_memory(n=100_000):
     from host_client.gateway.service import Gateway
 
     clock = _Clock()
-    cfg = Config.from_dict({"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k",
-                                                    "secret_env": "S"}},
-                            "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
+    cfg = Config.from_dict(
+        {
+            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+            "delivery": {"rate_interval_s": 0},
+        },
+        env={"S": "s"},
+    )
     gc.collect()
     tracemalloc.start()
     base0 = tracemalloc.get_traced_memory()[0]
@@ -427,8 +473,14 @@ def phase_memory(n=100_000):
     tracemalloc.reset_peak()
     t = time.perf_counter()
     for i in range(n):
-        gw.gpu_event({"cluster_rack": "R%03d" % (i % 125), "node_host": "gpu-node-%06d" % i,
-                      "event_type": "NCCL_TIMEOUT", "gpu_index": i % 8})
+        gw.gpu_event(
+            {
+                "cluster_rack": "R%03d" % (i % 125),
+                "node_host": "gpu-node-%06d" % i,
+                "event_type": "NCCL_TIMEOUT",
+                "gpu_index": i % 8,
+            }
+        )
         if i % 1000 == 999:
             clock.t += 0.01
     dt = time.perf_counter() - t
@@ -452,21 +504,29 @@ def phase_memory(n=100_000):
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    print("memory: %d distinct keys through the gateway core (in-process, tracemalloc, %.0f events/s while traced)"
-          % (n, n / dt))
-    print("  before %.2f MB (gateway built %.2f MB), peak %.2f MB, with %d keys live %.2f MB, after ageing %.2f MB"
-          % ((base0) / 1e6, (base - base0) / 1e6, peak / 1e6, keys, live / 1e6, after / 1e6))
-    print("  debounce keys %d -> %d, tracked incidents %d -> %d, groups left %d"
-          % (keys, len(gw.debouncer), tracked, len(lane.carrier_of), len(lane.groups)))
-    print("  growth kept after ageing: %.2f MB (%.1f%% of the peak growth)"
-          % ((after - base) / 1e6, 100.0 * (after - base) / max(1, peak - base)))
+    print(
+        "memory: %d distinct keys through the gateway core (in-process, tracemalloc, %.0f events/s while traced)"
+        % (n, n / dt)
+    )
+    print(
+        "  before %.2f MB (gateway built %.2f MB), peak %.2f MB, with %d keys live %.2f MB, after ageing %.2f MB"
+        % ((base0) / 1e6, (base - base0) / 1e6, peak / 1e6, keys, live / 1e6, after / 1e6)
+    )
+    print(
+        "  debounce keys %d -> %d, tracked incidents %d -> %d, groups left %d"
+        % (keys, len(gw.debouncer), tracked, len(lane.carrier_of), len(lane.groups))
+    )
+    print(
+        "  growth kept after ageing: %.2f MB (%.1f%% of the peak growth)"
+        % ((after - base) / 1e6, 100.0 * (after - base) / max(1, peak - base))
+    )
 
 
 def main(argv):
     quick = "--quick" in argv
     ok = phase_storm("node")
     print()
-    ok = phase_storm("node", server="waitress") and ok      # the batched path, on the previous front
+    ok = phase_storm("node", server="waitress") and ok  # the batched path, on the previous front
     print()
     phase_floor()
     ok = phase_storm("event") and ok

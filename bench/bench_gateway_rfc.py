@@ -64,7 +64,8 @@ from sentinel_core.receiver import Receiver  # noqa: E402
 SECRET = "bench-secret-" + "y" * 20
 NODES = 12_500
 
-WRK_LUA = r"""
+WRK_LUA = (
+    r"""
 -- one RFC gpu_event body per request: node after node, each node's 8 GPUs in turn
 local i = 0
 local NODES = %d
@@ -85,7 +86,9 @@ request = function()
                              kind, gpu, util)
   return wrk.format(nil, "/api/v1/gpu_event", nil, body)
 end
-""" % NODES
+"""
+    % NODES
+)
 
 
 def free_port():
@@ -99,8 +102,11 @@ def free_port():
 def find_rfc_source():
     """The RFC's Go gateway, from `package main` to the end of main(), out of the seed documents."""
     # ../shared/seeds beside the clone (a worktree one level deeper also finds it); SENTINEL_SEEDS overrides
-    dirs = [os.environ.get("SENTINEL_SEEDS") or "", os.path.join(os.path.dirname(ROOT), "shared", "seeds"),
-            os.path.join(os.path.dirname(os.path.dirname(ROOT)), "shared", "seeds")]
+    dirs = [
+        os.environ.get("SENTINEL_SEEDS") or "",
+        os.path.join(os.path.dirname(ROOT), "shared", "seeds"),
+        os.path.join(os.path.dirname(os.path.dirname(ROOT)), "shared", "seeds"),
+    ]
     seeds = next((d for d in dirs if d and os.path.isdir(d)), dirs[1])
     for path in sorted(glob.glob(os.path.join(seeds, "*"))):
         try:
@@ -110,10 +116,10 @@ def find_rfc_source():
             continue
         if "package main" not in text or "handleGPUEventWebhook" not in text:
             continue
-        lines = text[text.index("package main"):].splitlines()
+        lines = text[text.index("package main") :].splitlines()
         start = next(i for i, ln in enumerate(lines) if ln.startswith("func main()"))
         end = next(i for i in range(start, len(lines)) if lines[i] == "}")
-        return path, "\n".join(lines[:end + 1]) + "\n"
+        return path, "\n".join(lines[: end + 1]) + "\n"
     raise SystemExit("the RFC's Go code was not found in %s" % seeds)
 
 
@@ -133,9 +139,15 @@ def build_rfc(workdir, terminal_port, listen_port):
     with open(os.path.join(workdir, "main.go"), "w", encoding="utf-8") as f:
         f.write(src)
     # the build cache outlives the run (the compiler's own packages take ~30 s the first time); the source does not
-    env = dict(os.environ, GOCACHE=os.path.join(tempfile.gettempdir(), "sentinel-bench-gocache"),
-               GOPATH=os.path.join(workdir, "gopath"),
-               GOTOOLCHAIN="local", GOPROXY="off", GOFLAGS="", CGO_ENABLED="0")
+    env = dict(
+        os.environ,
+        GOCACHE=os.path.join(tempfile.gettempdir(), "sentinel-bench-gocache"),
+        GOPATH=os.path.join(workdir, "gopath"),
+        GOTOOLCHAIN="local",
+        GOPROXY="off",
+        GOFLAGS="",
+        CGO_ENABLED="0",
+    )
     t = time.time()
     subprocess.run([go, "build", "-o", "rfcgw", "main.go"], cwd=workdir, env=env, check=True)
     return os.path.join(workdir, "rfcgw"), key, secret, os.path.basename(path), time.time() - t
@@ -146,7 +158,7 @@ class BoardTerminal:
 
     def __init__(self, keys, delay=1.0, port=0):
         self.receiver = Receiver(KeyRing({k: v.encode() for k, v in keys.items()}), replay_capacity=8192)
-        self.accepted = []          # wire bodies of accepted, non-duplicate alarms
+        self.accepted = []  # wire bodies of accepted, non-duplicate alarms
         self.requests = 0
         self.last = time.monotonic()
         term = self
@@ -235,8 +247,23 @@ def wait_port(port, proc, timeout=20):
 
 
 def run_wrk(port, script, duration, connections):
-    out = subprocess.run(["wrk", "-t1", "-c%d" % connections, "-d%ds" % duration, "--latency", "--timeout", "10s",
-                          "-s", script, "http://127.0.0.1:%d" % port], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            "-c%d" % connections,
+            "-d%ds" % duration,
+            "--latency",
+            "--timeout",
+            "10s",
+            "-s",
+            script,
+            "http://127.0.0.1:%d" % port,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     text = out.stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
     total = int(re.search(r"(\d+) requests in", text).group(1))
@@ -244,8 +271,14 @@ def run_wrk(port, script, duration, connections):
     p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
     errors = re.search(r"Socket errors: (.*)", text)
-    return {"rps": rps, "requests": total, "p99_ms": p99, "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": errors.group(1).strip() if errors else "", "raw": text}
+    return {
+        "rps": rps,
+        "requests": total,
+        "p99_ms": p99,
+        "non2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": errors.group(1).strip() if errors else "",
+        "raw": text,
+    }
 
 
 def metrics(url):
@@ -277,10 +310,17 @@ def bench_rfc(rfc, script, args):
         while time.monotonic() < end and time.monotonic() - term.last < 5:
             time.sleep(0.2)
         peak = rss.stop()
-        sent = min(NODES, (w["requests"] + 7) // 8)      # every node's first event passes the RFC's debounce
-        return {"name": "RFC Go gateway", "wrk": w, "rss_kb": peak, "sent": sent,
-                "delivered": len(term.accepted), "terminal_requests": term.requests, "build_s": build_s,
-                "seed": seed}
+        sent = min(NODES, (w["requests"] + 7) // 8)  # every node's first event passes the RFC's debounce
+        return {
+            "name": "RFC Go gateway",
+            "wrk": w,
+            "rss_kb": peak,
+            "sent": sent,
+            "delivered": len(term.accepted),
+            "terminal_requests": term.requests,
+            "build_s": build_s,
+            "seed": seed,
+        }
     finally:
         proc.kill()
         proc.wait()
@@ -292,17 +332,30 @@ def bench_ours(workdir, script, args, server):
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
     cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-").replace(":", "-"))
-    spec, _, sender = server.partition(":")        # "epoll:loop": answers sent by the loop (no native sender)
-    front, _, loops = spec.partition("/")          # "epoll/2": the epoll front with 2 event loops
+    spec, _, sender = server.partition(":")  # "epoll:loop": answers sent by the loop (no native sender)
+    front, _, loops = spec.partition("/")  # "epoll/2": the epoll front with 2 event loops
     with open(cfg, "w") as f:
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
-                '%s%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-                % (port, state, front, "io_loops = %d\n" % int(loops) if loops else "",
-                   "native_send = false\n" if sender == "loop" else "", term.url))
-    env = dict(os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware",
-                                                                                                   "lib")]))
-    proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        f.write(
+            '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
+            '%s%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
+            % (
+                port,
+                state,
+                front,
+                "io_loops = %d\n" % int(loops) if loops else "",
+                "native_send = false\n" if sender == "loop" else "",
+                term.url,
+            )
+        )
+    env = dict(
+        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware", "lib")])
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = "http://127.0.0.1:%d" % port
     try:
         wait_port(port, proc)
@@ -320,9 +373,15 @@ def bench_ours(workdir, script, args, server):
         m = metrics(url)
         sent = fate(m, "alone") + fate(m, "folded") + fate(m, "attached")
         delivered = fate(m, "delivered") + fate(m, "attached")
-        return {"name": "ours (sentinel-gateway, %s)" % server, "wrk": w, "rss_kb": peak, "sent": sent,
-                "delivered": delivered, "terminal_requests": term.requests,
-                "lost": fate(m, "expired") + fate(m, "dropped") + fate(m, "refused") + fate(m, "dead")}
+        return {
+            "name": "ours (sentinel-gateway, %s)" % server,
+            "wrk": w,
+            "rss_kb": peak,
+            "sent": sent,
+            "delivered": delivered,
+            "terminal_requests": term.requests,
+            "lost": fate(m, "expired") + fate(m, "dropped") + fate(m, "refused") + fate(m, "dead"),
+        }
     finally:
         proc.terminate()
         try:
@@ -367,33 +426,70 @@ def main(argv):
             rs = sorted(r[j]["wrk"]["rps"] / r[0]["wrk"]["rps"] for r in rounds)
             ms = sorted(r[j]["rss_kb"] / max(r[0]["rss_kb"], 1) for r in rounds)
             ps = sorted(r[j]["wrk"]["p99_ms"] / max(r[0]["wrk"]["p99_ms"], 1e-9) for r in rounds)
-            print("  %s / RFC: events/s %.2fx (%s), RSS %.2fx, p99 %.2fx" % (
-                rounds[0][j]["name"], rs[len(rs) // 2], ", ".join("%.2f" % x for x in rs), ms[len(ms) // 2],
-                ps[len(ps) // 2]))
+            print(
+                "  %s / RFC: events/s %.2fx (%s), RSS %.2fx, p99 %.2fx"
+                % (
+                    rounds[0][j]["name"],
+                    rs[len(rs) // 2],
+                    ", ".join("%.2f" % x for x in rs),
+                    ms[len(ms) // 2],
+                    ps[len(ps) // 2],
+                )
+            )
     return 0
 
 
 def _table(rows, args):
     go = rows[0]
-    print("wrk -t1 -c%d -d%ds, one RFC body per request, %d-node storm; terminal: one request at a time, 1 s each"
-          % (args.connections, args.duration, NODES))
-    print("(the RFC's gateway from %s, built in %.1f s with %s)" % (go["seed"], go["build_s"], subprocess.run(
-        ["go", "version"], capture_output=True, text=True).stdout.strip()))
-    hdr = "%-40s %10s %9s %9s %8s %10s %10s %8s %6s" % ("gateway", "events/s", "p99 ms", "RSS MB", "CPU us",
-                                                         "sent", "delivered", "loss", "term.")
+    print(
+        "wrk -t1 -c%d -d%ds, one RFC body per request, %d-node storm; terminal: one request at a time, 1 s each"
+        % (args.connections, args.duration, NODES)
+    )
+    print(
+        "(the RFC's gateway from %s, built in %.1f s with %s)"
+        % (go["seed"], go["build_s"], subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip())
+    )
+    hdr = "%-40s %10s %9s %9s %8s %10s %10s %8s %6s" % (
+        "gateway",
+        "events/s",
+        "p99 ms",
+        "RSS MB",
+        "CPU us",
+        "sent",
+        "delivered",
+        "loss",
+        "term.",
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         loss = 1.0 - (r["delivered"] / r["sent"]) if r["sent"] else 0.0
-        print("%-40s %10.0f %9.2f %9.1f %8.1f %10d %10d %7.1f%% %6d" % (
-            r["name"][:40], r["wrk"]["rps"], r["wrk"]["p99_ms"], r["rss_kb"] / 1024, r["wrk"]["cpu_us"], r["sent"],
-            r["delivered"], 100 * loss, r["terminal_requests"]))
+        print(
+            "%-40s %10.0f %9.2f %9.1f %8.1f %10d %10d %7.1f%% %6d"
+            % (
+                r["name"][:40],
+                r["wrk"]["rps"],
+                r["wrk"]["p99_ms"],
+                r["rss_kb"] / 1024,
+                r["wrk"]["cpu_us"],
+                r["sent"],
+                r["delivered"],
+                100 * loss,
+                r["terminal_requests"],
+            )
+        )
         if r["wrk"]["non2xx"] or r["wrk"]["socket_errors"]:
             print("   %s: non-2xx %d, socket errors: %s" % (r["name"], r["wrk"]["non2xx"], r["wrk"]["socket_errors"]))
     for r in rows[1:]:
-        print("%s / RFC: events/s %.2fx, p99 %.2fx, RSS %.2fx" % (
-            r["name"], r["wrk"]["rps"] / go["wrk"]["rps"], r["wrk"]["p99_ms"] / max(go["wrk"]["p99_ms"], 1e-9),
-            r["rss_kb"] / max(go["rss_kb"], 1)))
+        print(
+            "%s / RFC: events/s %.2fx, p99 %.2fx, RSS %.2fx"
+            % (
+                r["name"],
+                r["wrk"]["rps"] / go["wrk"]["rps"],
+                r["wrk"]["p99_ms"] / max(go["wrk"]["p99_ms"], 1e-9),
+                r["rss_kb"] / max(go["rss_kb"], 1),
+            )
+        )
 
 
 if __name__ == "__main__":

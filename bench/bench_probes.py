@@ -37,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))   # the test doubles (FakeSource) live with the tests
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the test doubles (FakeSource) live with the tests
 
 from probe_fakes import FakeSource  # noqa: E402
 
@@ -58,17 +58,23 @@ FIELD = {  # FACTS.md section 7
     "XID79_R570": "the seed: missed (no Xid number)",
     "WATCHDOG_STUCK": "PyTorch heartbeat monitor 480-600 s",
 }
-TARGET = {"PROGRESS_STALL": "< 2 s after the last beat (issue 7)", "XID": "< 1 s (issue 7)",
-          "GPU_LOST": "<= 1 sampling interval", "FIRST_STEP": "< 2 s past the first-step deadline",
-          "STALL_DIED": "< 1 s (a stalled pid is checked every 0.5 s)", "XID79_R570": "< 1 s",
-          "WATCHDOG_STUCK": "< 1 s",
-          "NCCL_TIMEOUT": "< 1 s", "PCIE_DOWNGRADE": "<= 2 sampling intervals = 2 s (issue 7)",
-          "NVLINK_ERROR": "<= 1 sampling interval (5 with real NVML's nvlink_every)"}
+TARGET = {
+    "PROGRESS_STALL": "< 2 s after the last beat (issue 7)",
+    "XID": "< 1 s (issue 7)",
+    "GPU_LOST": "<= 1 sampling interval",
+    "FIRST_STEP": "< 2 s past the first-step deadline",
+    "STALL_DIED": "< 1 s (a stalled pid is checked every 0.5 s)",
+    "XID79_R570": "< 1 s",
+    "WATCHDOG_STUCK": "< 1 s",
+    "NCCL_TIMEOUT": "< 1 s",
+    "PCIE_DOWNGRADE": "<= 2 sampling intervals = 2 s (issue 7)",
+    "NVLINK_ERROR": "<= 1 sampling interval (5 with real NVML's nvlink_every)",
+}
 
 
 class Sink:
     def __init__(self):
-        self.events = []       # (arrival, event, request number)
+        self.events = []  # (arrival, event, request number)
         self.requests = 0
         self.cv = threading.Condition()
         sink = self
@@ -110,8 +116,7 @@ class Sink:
 
 def stats(name, lat):
     lat = [x for x in lat if x is not None]
-    return {"class": name, "n": len(lat), "mean_s": statistics.mean(lat), "worst_s": max(lat),
-            "best_s": min(lat)}
+    return {"class": name, "n": len(lat), "mean_s": statistics.mean(lat), "worst_s": max(lat), "best_s": min(lat)}
 
 
 def beating_loop(cfg, job, local_rank, n_beats, stops):
@@ -129,12 +134,16 @@ def latency(trials):
     open(kern, "w").close()
     os.mkfifo(fifo)
     sink = Sink()
-    cfg = config.build({"node": {"rack": "A03", "host": "gpu-worker-08", "gateway": sink.url},
-                        "gpu": {"util_drop": False},  # defaults otherwise: 1 s sampling, confirm 2
-                        "xid": {"source": "file", "path": kern, "hold_s": 0.0},
-                        "nccl": {"logs": [fifo]},
-                        "progress": {"socket": os.path.join(tmp, "p.sock"), "first_step_s": 2.0, "dead_clear_s": 2.0},
-                        "status": {"listen": ""}})
+    cfg = config.build(
+        {
+            "node": {"rack": "A03", "host": "gpu-worker-08", "gateway": sink.url},
+            "gpu": {"util_drop": False},  # defaults otherwise: 1 s sampling, confirm 2
+            "xid": {"source": "file", "path": kern, "hold_s": 0.0},
+            "nccl": {"logs": [fifo]},
+            "progress": {"socket": os.path.join(tmp, "p.sock"), "first_step_s": 2.0, "dead_clear_s": 2.0},
+            "status": {"listen": ""},
+        }
+    )
     src = FakeSource(count=8, nvlinks=18)
     d = Daemon(cfg, gpu=src).start()
     time.sleep(0.5)
@@ -145,8 +154,9 @@ def latency(trials):
     rounds = max(1, trials // 5)
     for rnd in range(rounds):
         stops = {}
-        threads = [threading.Thread(target=beating_loop, args=(cfg, "job%d-%d" % (rnd, j), j, 8 + j, stops))
-                   for j in range(5)]
+        threads = [
+            threading.Thread(target=beating_loop, args=(cfg, "job%d-%d" % (rnd, j), j, 8 + j, stops)) for j in range(5)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -191,9 +201,11 @@ def latency(trials):
     lat = []
     fd = os.open(fifo, os.O_WRONLY)
     for i in range(trials):
-        line = ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
-                "operation timeout: WorkNCCL(SeqNum=%d, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
-                "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.\n" % (5000 + i))
+        line = (
+            "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=%d, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+            "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.\n" % (5000 + i)
+        )
         t0 = time.monotonic()
         os.write(fd, line.encode())
         t = sink.wait(lambda e, s=5000 + i: e["event_type"] == "NCCL_TIMEOUT" and e.get("seq") == s, 3)
@@ -213,8 +225,14 @@ def latency(trials):
             if g < 4:
                 src.set(g, gen=3, width=4)
             else:
-                src.set(g, nvlink={"%d:%s" % (link, c): (rnd + 1) * 7 if (link, c) == (2, "crc_flit") else 0
-                                   for link in range(18) for c in NVLINK_COUNTERS})
+                src.set(
+                    g,
+                    nvlink={
+                        "%d:%s" % (link, c): (rnd + 1) * 7 if (link, c) == (2, "crc_flit") else 0
+                        for link in range(18)
+                        for c in NVLINK_COUNTERS
+                    },
+                )
         for g in range(8):
             typ = "PCIE_DOWNGRADE" if g < 4 else "NVLINK_ERROR"
             t = sink.wait(lambda e, g=g, typ=typ: e["event_type"] == typ and e["gpu_index"] == g, 4, since=t0[g])
@@ -256,9 +274,11 @@ def latency(trials):
 
     # a hung process (beats, then sleeps in 'a collective') killed with SIGKILL
     lat = []
-    child = ("import sys, time\nsys.path.insert(0, %r)\nfrom host_client.beat import Beat\n"
-             "b = Beat(path=%r, job=sys.argv[1])\nb.start()\nfor i in range(5):\n    b.beat(i)\n"
-             "    time.sleep(0.1)\ntime.sleep(600)\n")
+    child = (
+        "import sys, time\nsys.path.insert(0, %r)\nfrom host_client.beat import Beat\n"
+        "b = Beat(path=%r, job=sys.argv[1])\nb.start()\nfor i in range(5):\n    b.beat(i)\n"
+        "    time.sleep(0.1)\ntime.sleep(600)\n"
+    )
     for rnd in range(max(1, trials // 10)):
         job = "killed-%d" % rnd
         p = subprocess.Popen([sys.executable, "-c", child % (ROOT, cfg["progress"]["socket"]), job])
@@ -266,8 +286,15 @@ def latency(trials):
         t0 = time.monotonic()
         p.kill()
         p.wait()
-        t = sink.wait(lambda e, job=job: e["event_type"] == "PROGRESS_STALL" and e.get("job") == job
-                      and "died while stalled" in e.get("detail", ""), 5, since=t0)
+        t = sink.wait(
+            lambda e, job=job: (
+                e["event_type"] == "PROGRESS_STALL"
+                and e.get("job") == job
+                and "died while stalled" in e.get("detail", "")
+            ),
+            5,
+            since=t0,
+        )
         lat.append(None if t is None else t - t0)
     results.append(stats("STALL_DIED", lat))
 
@@ -275,9 +302,10 @@ def latency(trials):
     lat = []
     for i in range(max(1, trials // 3)):
         bus = 0x20 + i
-        rec = ("[ %d.1] NVRM: The NVIDIA GPU 0000:%02x:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in "
-               "this system has\n               NVRM: fallen off the bus and is not responding to commands.\n"
-               % (i, bus))
+        rec = (
+            "[ %d.1] NVRM: The NVIDIA GPU 0000:%02x:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in "
+            "this system has\n               NVRM: fallen off the bus and is not responding to commands.\n" % (i, bus)
+        )
         with open(kern, "a") as f:
             t0 = time.monotonic()
             f.write(rec)
@@ -287,9 +315,10 @@ def latency(trials):
     lat = []
     fd = os.open(fifo, os.O_WRONLY)
     for i in range(max(1, trials // 3)):
-        line = ("[rank%d]:[E1019 01:04:03.356947152 ProcessGroupNCCL.cpp:1413] [PG 3 Rank %d] Heartbeat monitor "
-                "timed out! Process will be terminated after dumping debug info. workMetaList_.size()=121\n"
-                % (100 + i, i))
+        line = (
+            "[rank%d]:[E1019 01:04:03.356947152 ProcessGroupNCCL.cpp:1413] [PG 3 Rank %d] Heartbeat monitor "
+            "timed out! Process will be terminated after dumping debug info. workMetaList_.size()=121\n" % (100 + i, i)
+        )
         t0 = time.monotonic()
         os.write(fd, line.encode())
         t = sink.wait(lambda e, r=100 + i: e["event_type"] == "NCCL_TIMEOUT" and e.get("rank") == r, 3, since=t0)
@@ -307,13 +336,14 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
     from host_client.probes import events as ev
     from host_client.probes.gpu_checks import GpuChecker
     from host_client.probes.progress import ProgressTracker
+
     rnd = random.Random(seed)
     cfg = config.build({"node": {"rack": "A03", "host": "bench", "gateway": "http://127.0.0.1:1"}})
     tr = ProgressTracker(config.progress_rules(cfg), alive=lambda pid: True)
     src = FakeSource(count=8)
     rules = config.gpu_rules(cfg)
     if not idle_rule:
-        rules.load_util_pct = 0.0   # every sample counts as loaded: issue 7's rules (gen in P0, width always)
+        rules.load_util_pct = 0.0  # every sample counts as loaded: issue 7's rules (gen in P0, width always)
     checker = GpuChecker(src.devices(), rules)
     led = ev.Conditions()
     raised = []
@@ -326,14 +356,15 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         length = rnd.uniform(2, 6) * 3600
         jobs.append((t, min(end_t, t + length), jid, rnd.choice((0.2, 0.5, 1.0, 2.0))))
         jid += 1
-        t += length + rnd.uniform(300, 1800)      # GPUs idle between jobs
+        t += length + rnd.uniform(300, 1800)  # GPUs idle between jobs
     import heapq
-    heap = [(start, "start", j, step, stop, 0) for start, stop, j, step in jobs]   # one entry per job: its ranks
-    heapq.heapify(heap)                                                            # step together (collectives)
+
+    heap = [(start, "start", j, step, stop, 0) for start, stop, j, step in jobs]  # one entry per job: its ranks
+    heapq.heapify(heap)  # step together (collectives)
     steps = samples = 0
     next_sample = 0.0
     ck_base = {}
-    busy_until = {}   # gpu -> [(start, stop)]
+    busy_until = {}  # gpu -> [(start, stop)]
     for start, stop, _j, _step in jobs:
         for g in range(8):
             busy_until.setdefault(g, []).append((start, stop))
@@ -356,23 +387,36 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
                 if busy:
                     # the link retrains a sample after the load arrives: Gen1 with high utilisation once
                     gen = 1 if since < 1.0 else 5
-                    src.set(g, util=rnd.randint(88, 100), power_w=rnd.uniform(450, 690), procs=1, pstate=0,
-                            gen=gen, width=16, temp=rnd.randint(55, 78))
-                else:   # idle in P0 at Gen1; half of them also narrow the link; monitoring blips up to 12 %
-                    src.idle(g, gen=1, width=8 if g % 2 else 16, util=rnd.choice((0, 0, 0, 3, 12)),
-                             power_w=rnd.uniform(55, 95), temp=rnd.randint(30, 40))
+                    src.set(
+                        g,
+                        util=rnd.randint(88, 100),
+                        power_w=rnd.uniform(450, 690),
+                        procs=1,
+                        pstate=0,
+                        gen=gen,
+                        width=16,
+                        temp=rnd.randint(55, 78),
+                    )
+                else:  # idle in P0 at Gen1; half of them also narrow the link; monitoring blips up to 12 %
+                    src.idle(
+                        g,
+                        gen=1,
+                        width=8 if g % 2 else 16,
+                        util=rnd.choice((0, 0, 0, 3, 12)),
+                        power_w=rnd.uniform(55, 95),
+                        temp=rnd.randint(30, 40),
+                    )
             apply("gpu", checker.check(src.sample(), next_sample), next_sample)
             samples += 1
             next_sample += 1.0
 
     def send(j, now, **fields):
-        for r in range(ranks):   # the ranks of a job, within a few ms of each other
-            tr.message(dict(fields, job="job%d" % j, pid=10000 + j * 100 + r, rank=r, local_rank=r),
-                       now + r * 0.002)
+        for r in range(ranks):  # the ranks of a job, within a few ms of each other
+            tr.message(dict(fields, job="job%d" % j, pid=10000 + j * 100 + r, rank=r, local_rank=r), now + r * 0.002)
 
     while heap:
         now, kind, j, step, stop, count = heapq.heappop(heap)
-        while True:     # what the daemon's loop does: wake at the earliest progress deadline
+        while True:  # what the daemon's loop does: wake at the earliest progress deadline
             dl = tr.next_deadline()
             if dl is None or dl >= now:
                 break
@@ -401,7 +445,7 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
             heapq.heappush(heap, (now + ck, "after-checkpoint", j, step, stop, count))
             continue
         nxt = None
-        if count % 1000 == 500:        # evaluation, announced
+        if count % 1000 == 500:  # evaluation, announced
             nxt = rnd.uniform(20, 90)
         send(j, now, kind="beat", step=count, next_s=nxt)
         steps += ranks
@@ -409,12 +453,20 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
             apply("progress", tr.evaluate(now), now)
         gap = nxt * rnd.uniform(0.5, 0.95) if nxt else step * rnd.lognormvariate(0, 0.1)
         if not nxt and rnd.random() < 0.003:
-            gap = step * rnd.uniform(2.0, 3.0)   # a straggler step
+            gap = step * rnd.uniform(2.0, 3.0)  # a straggler step
         heapq.heappush(heap, (now + gap, "beat", j, step, stop, count + 1))
     p0 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P0"]
     p1 = [f for _t, f in raised if ev.LEVELS[f.event_type] == "P1"]
-    return {"hours": hours, "jobs": len(jobs), "steps": steps, "samples": samples, "p0": len(p0), "p1": len(p1),
-            "p0_types": sorted({f.event_type for f in p0}), "p1_types": sorted({f.event_type for f in p1})}
+    return {
+        "hours": hours,
+        "jobs": len(jobs),
+        "steps": steps,
+        "samples": samples,
+        "p0": len(p0),
+        "p1": len(p1),
+        "p0_types": sorted({f.event_type for f in p0}),
+        "p1_types": sorted({f.event_type for f in p1}),
+    }
 
 
 def proc_cpu(pid):
@@ -437,11 +489,36 @@ def cost(seconds, gpus=8):
     tmp = tempfile.mkdtemp(prefix="probe-cost-")
     sink = Sink()
     links = {"%d:%s" % (link, c): 0 for link in range(18) for c in NVLINK_COUNTERS}
-    replay = {"devices": [{"index": i, "bus_id": "00000000:%02X:00.0" % (0x18 + 0x10 * i), "max_gen": 5,
-                           "max_width": 16, "temp_slowdown": 87, "temp_max": 90, "nvlinks": 18}
-                          for i in range(gpus)],
-              "frames": [[{"index": i, "gen": 5, "width": 16, "pstate": 0, "temp": 60, "util": 97, "mem_util": 40,
-                           "procs": 1, "nvlink": links} for i in range(gpus)]]}
+    replay = {
+        "devices": [
+            {
+                "index": i,
+                "bus_id": "00000000:%02X:00.0" % (0x18 + 0x10 * i),
+                "max_gen": 5,
+                "max_width": 16,
+                "temp_slowdown": 87,
+                "temp_max": 90,
+                "nvlinks": 18,
+            }
+            for i in range(gpus)
+        ],
+        "frames": [
+            [
+                {
+                    "index": i,
+                    "gen": 5,
+                    "width": 16,
+                    "pstate": 0,
+                    "temp": 60,
+                    "util": 97,
+                    "mem_util": 40,
+                    "procs": 1,
+                    "nvlink": links,
+                }
+                for i in range(gpus)
+            ]
+        ],
+    }
     with open(os.path.join(tmp, "replay.json"), "w") as f:
         json.dump(replay, f)
     open(os.path.join(tmp, "kern.log"), "w").close()
@@ -451,13 +528,24 @@ def cost(seconds, gpus=8):
     port = s.getsockname()[1]
     s.close()
     with open(os.path.join(tmp, "probe.toml"), "w") as f:
-        f.write('[node]\nrack = "A03"\nhost = "bench"\ngateway = "%s"\n[gpu]\nsource = "replay"\nreplay = "%s"\n'
-                '[xid]\nsource = "file"\npath = "%s"\n[nccl]\nlogs = ["%s"]\n[progress]\nsocket = "%s"\n'
-                '[status]\nlisten = "127.0.0.1:%d"\n' % (
-                    sink.url, os.path.join(tmp, "replay.json"), os.path.join(tmp, "kern.log"),
-                    os.path.join(tmp, "train.log"), os.path.join(tmp, "p.sock"), port))
-    p = subprocess.Popen([sys.executable, "-m", "host_client.probes.cli", "-c", os.path.join(tmp, "probe.toml")],
-                         cwd=ROOT, stderr=subprocess.DEVNULL)
+        f.write(
+            '[node]\nrack = "A03"\nhost = "bench"\ngateway = "%s"\n[gpu]\nsource = "replay"\nreplay = "%s"\n'
+            '[xid]\nsource = "file"\npath = "%s"\n[nccl]\nlogs = ["%s"]\n[progress]\nsocket = "%s"\n'
+            '[status]\nlisten = "127.0.0.1:%d"\n'
+            % (
+                sink.url,
+                os.path.join(tmp, "replay.json"),
+                os.path.join(tmp, "kern.log"),
+                os.path.join(tmp, "train.log"),
+                os.path.join(tmp, "p.sock"),
+                port,
+            )
+        )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "host_client.probes.cli", "-c", os.path.join(tmp, "probe.toml")],
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             if os.path.exists(os.path.join(tmp, "p.sock")):
@@ -473,6 +561,7 @@ def cost(seconds, gpus=8):
                 b.beat(i)
                 i += 1
                 stop.wait(0.2)
+
         threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(gpus)]
         for t in threads:
             t.start()
@@ -482,9 +571,15 @@ def cost(seconds, gpus=8):
         mem = proc_mem(p.pid)
         stop.set()
         cpu_pct = 100.0 * (c1 - c0) / (w1 - w0)
-        return {"gpus": gpus, "seconds": round(w1 - w0, 1), "cpu_pct_of_core": cpu_pct,
-                "cpu_pct_per_gpu": cpu_pct / gpus, "rss_mib": mem["VmRSS"] / 1024.0,
-                "peak_rss_mib": mem["VmHWM"] / 1024.0, "events": len(sink.events)}
+        return {
+            "gpus": gpus,
+            "seconds": round(w1 - w0, 1),
+            "cpu_pct_of_core": cpu_pct,
+            "cpu_pct_per_gpu": cpu_pct / gpus,
+            "rss_mib": mem["VmRSS"] / 1024.0,
+            "peak_rss_mib": mem["VmHWM"] / 1024.0,
+            "events": len(sink.events),
+        }
     finally:
         p.terminate()
         p.wait(5)
@@ -526,34 +621,62 @@ def main(argv):
     for r in latency(trials):
         if r["class"] == "XID_BURST":
             b = r["burst"]
-            print("%-15s %4d   first %.3fs, all 8 %.3fs (mean; worst %.3fs), in %.1f requests on average "
-                  "(8 XID lines written at once)" % (
-                      "XID x8 at once", len(b), statistics.mean(x[0] for x in b), statistics.mean(x[1] for x in b),
-                      max(x[1] for x in b), statistics.mean(x[2] for x in b)))
+            print(
+                "%-15s %4d   first %.3fs, all 8 %.3fs (mean; worst %.3fs), in %.1f requests on average "
+                "(8 XID lines written at once)"
+                % (
+                    "XID x8 at once",
+                    len(b),
+                    statistics.mean(x[0] for x in b),
+                    statistics.mean(x[1] for x in b),
+                    max(x[1] for x in b),
+                    statistics.mean(x[2] for x in b),
+                )
+            )
             continue
-        print("%-15s %4d %8.3fs %8.3fs %8.3fs  %-40s %s" % (r["class"], r["n"], r["mean_s"], r["worst_s"],
-                                                          r["best_s"], TARGET[r["class"]], FIELD[r["class"]]))
+        print(
+            "%-15s %4d %8.3fs %8.3fs %8.3fs  %-40s %s"
+            % (r["class"], r["n"], r["mean_s"], r["worst_s"], r["best_s"], TARGET[r["class"]], FIELD[r["class"]])
+        )
     print()
     hours = 2 if quick else 8
-    for paused, idle_rule, what in ((True, True, "checkpoints in pause(), evals announced"),
-                                    (False, True, "same, checkpoints NOT in pause()"),
-                                    (True, False, "same, with issue 7's PCIe rules (no idle rule)")):
+    for paused, idle_rule, what in (
+        (True, True, "checkpoints in pause(), evals announced"),
+        (False, True, "same, checkpoints NOT in pause()"),
+        (True, False, "same, with issue 7's PCIe rules (no idle rule)"),
+    ):
         h = healthy_run(hours, pause_checkpoints=paused, idle_rule=idle_rule)
-        print("Healthy loops, %d h virtual (%d jobs x 8 ranks, %d steps, %d samples x 8 GPUs; %s): "
-              "false P0 %d %s, false P1 %d %s" % (
-                  h["hours"], h["jobs"], h["steps"], h["samples"], what,
-                  h["p0"], h["p0_types"] or "", h["p1"], h["p1_types"] or ""))
+        print(
+            "Healthy loops, %d h virtual (%d jobs x 8 ranks, %d steps, %d samples x 8 GPUs; %s): "
+            "false P0 %d %s, false P1 %d %s"
+            % (
+                h["hours"],
+                h["jobs"],
+                h["steps"],
+                h["samples"],
+                what,
+                h["p0"],
+                h["p0_types"] or "",
+                h["p1"],
+                h["p1_types"] or "",
+            )
+        )
     print()
     secs = 10 if quick else 30
     c = cost(secs)
-    print("Daemon cost, %d replayed GPUs x 18 NVLink links, 1 s sampling, %d ranks beating at 5 Hz, %.0f s:" % (
-        c["gpus"], c["gpus"], c["seconds"]))
-    print("  CPU %.3f %% of one core (%.4f %% per GPU); RSS %.1f MiB (peak %.1f MiB); events sent %d" % (
-        c["cpu_pct_of_core"], c["cpu_pct_per_gpu"], c["rss_mib"], c["peak_rss_mib"], c["events"]))
+    print(
+        "Daemon cost, %d replayed GPUs x 18 NVLink links, 1 s sampling, %d ranks beating at 5 Hz, %.0f s:"
+        % (c["gpus"], c["gpus"], c["seconds"])
+    )
+    print(
+        "  CPU %.3f %% of one core (%.4f %% per GPU); RSS %.1f MiB (peak %.1f MiB); events sent %d"
+        % (c["cpu_pct_of_core"], c["cpu_pct_per_gpu"], c["rss_mib"], c["peak_rss_mib"], c["events"])
+    )
     print("  (replayed readings: real NVML adds its own call cost per sample; see docs/PROBES.md)")
     w, wo = beat_cost()
-    print("beat() in the training loop: %.1f us per call with the daemon listening, %.1f us without" % (
-        w * 1e6, wo * 1e6))
+    print(
+        "beat() in the training loop: %.1f us per call with the daemon listening, %.1f us without" % (w * 1e6, wo * 1e6)
+    )
     return 0
 
 

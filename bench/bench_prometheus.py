@@ -86,13 +86,22 @@ def prometheus_path(scrape_s, eval_s, group_wait, trials, timeout):
     procs = []
     try:
         emu_url, gw_url = room(tmp, procs)
-        am, am_url = start_alertmanager(tmp, alertmanager_config(tmp, gw_url, gw_url, deadman.url,
-                                                                 group_wait=group_wait))
+        am, am_url = start_alertmanager(
+            tmp, alertmanager_config(tmp, gw_url, gw_url, deadman.url, group_wait=group_wait)
+        )
         procs.append(am)
-        prom, prom_url = start_prometheus(tmp, prometheus_config(
-            tmp, scrape_s=scrape_s, eval_s=eval_s, am_address=am_url.split("//")[1],
-            gateway_addresses=[gw_url.split("//")[1]], dcgm_addresses=[dcgm.address],
-            terminal_addresses=[emu_url.split("//")[1]]))
+        prom, prom_url = start_prometheus(
+            tmp,
+            prometheus_config(
+                tmp,
+                scrape_s=scrape_s,
+                eval_s=eval_s,
+                am_address=am_url.split("//")[1],
+                gateway_addresses=[gw_url.split("//")[1]],
+                dcgm_addresses=[dcgm.address],
+                terminal_addresses=[emu_url.split("//")[1]],
+            ),
+        )
         procs.append(prom)
         # every target scraped at least twice, so the rules see the XID gauge at 0 before it changes
         end = time.monotonic() + 4 * scrape_s + 30
@@ -141,7 +150,10 @@ def probe_path(trials):
             time.sleep(random.uniform(0.2, 1.0))
             before = p0_count(emu_url)
             line = "[ %d.0] NVRM: Xid (PCI:0000:%s:00): %d, pid=1, name=python3, bench\n" % (
-                100 + i, buses[i % len(buses)], FATAL[i % len(FATAL)])
+                100 + i,
+                buses[i % len(buses)],
+                FATAL[i % len(FATAL)],
+            )
             with open(kern, "a") as f:
                 f.write(line)
             t0 = time.monotonic()

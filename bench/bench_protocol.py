@@ -3,6 +3,7 @@
 Target (issue 2): under 4 KB allocated per request on MicroPython.
 Run: .venv/bin/python bench/bench_protocol.py
 """
+
 import json
 import os
 import sys
@@ -21,11 +22,23 @@ from sentinel_core.signing import sign  # noqa: E402
 SECRET = "bench-secret-0123456789"
 NOW = 1787000000
 BODIES = {
-    "rfc_p0_chinese": {"text": "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起",
-                       "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3},
-    "v1_plus_fields": {"text": "NVLink slow-down on gpu-node-17", "color": "#FFA500", "light_mode": "breath",
-                       "audio_mode": "once", "repeat_times": 1, "level": "P1", "key": "B07:gpu-node-17:NVLINK",
-                       "id": "0123456789abcdef"},
+    "rfc_p0_chinese": {
+        "text": "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起",
+        "color": "#FF0000",
+        "light_mode": "flash",
+        "audio_mode": "cycle",
+        "repeat_times": 3,
+    },
+    "v1_plus_fields": {
+        "text": "NVLink slow-down on gpu-node-17",
+        "color": "#FFA500",
+        "light_mode": "breath",
+        "audio_mode": "once",
+        "repeat_times": 1,
+        "level": "P1",
+        "key": "B07:gpu-node-17:NVLINK",
+        "id": "0123456789abcdef",
+    },
     "max_text": {"text": "警" * 133, "level": "P0"},
 }
 
@@ -35,13 +48,22 @@ def requests(n, body):
     out = []
     for i in range(n):
         ts = str(NOW + i)
-        out.append(({"Content-Type": "application/json", "X-API-Key": "ops", "X-Timestamp": ts,
-                     "X-Signature": sign(SECRET, ts, raw)}, raw))
+        out.append(
+            (
+                {
+                    "Content-Type": "application/json",
+                    "X-API-Key": "ops",
+                    "X-Timestamp": ts,
+                    "X-Signature": sign(SECRET, ts, raw),
+                },
+                raw,
+            )
+        )
     return out
 
 
 def cpython(name, body, n=3000):
-    r = Receiver(KeyRing({"ops": SECRET}), window=10 ** 9, replay_capacity=64)
+    r = Receiver(KeyRing({"ops": SECRET}), window=10**9, replay_capacity=64)
     reqs = requests(n, body)
     t0 = time.perf_counter()
     for h, b in reqs:
@@ -98,8 +120,9 @@ print("RESULT", gc.mem_alloc() - a)
 
 def main():
     print("verify + validate per request (POST /api/v1/send_msg, accepted)")
-    print("%-16s %6s %14s %22s %20s" % ("body", "bytes", "CPython us/req", "MicroPython B/request",
-                                        "MicroPython peak B"))
+    print(
+        "%-16s %6s %14s %22s %20s" % ("body", "bytes", "CPython us/req", "MicroPython B/request", "MicroPython peak B")
+    )
     worst = 0
     for name, body in BODIES.items():
         size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())

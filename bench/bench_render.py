@@ -6,6 +6,7 @@ and heap allocated per frame in steady state under MicroPython (gc.mem_alloc del
 The WebAssembly MicroPython is not an ESP32: its times say how the cost scales, not what the board takes; the
 bytes allocated per frame carry over (same object model). For scale: NeoPixel.write() of 256 LEDs takes 7.7 ms.
 """
+
 import os
 import sys
 import time
@@ -40,7 +41,9 @@ class D:
         self.night = False
 """
 
-MPY_CODE = SETUP + """
+MPY_CODE = (
+    SETUP
+    + """
 import gc, time
 # Module globals exist before the first measurement: their first assignment would grow the globals dict.
 a0 = a1 = t = t0 = dt = 0
@@ -64,7 +67,9 @@ for label, w, h, pattern, color, level, text in %r:
         t += %d
     dt = time.ticks_diff(time.ticks_us(), t0)
     print("%%-32s %%8.1f us/frame  %%5d bytes allocated over %d frames" %% (label, dt / %d, a1 - a0))
-""" % (SCENES, STEP_MS, STEP_MS, FRAMES, STEP_MS, TIMED, STEP_MS, FRAMES, TIMED)
+"""
+    % (SCENES, STEP_MS, STEP_MS, FRAMES, STEP_MS, TIMED, STEP_MS, FRAMES, TIMED)
+)
 
 
 def cpython():

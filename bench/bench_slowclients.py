@@ -11,6 +11,7 @@ Targets, each in its own process: the emulator (`python -m emulator --headless`)
 when installed). All traffic stays on 127.0.0.1. The file-descriptor limit is raised to what N needs.
 Run: .venv/bin/python bench/bench_slowclients.py [--conns N] [--p0 20] [--targets emulator,board-cpython,board-unix]
 """
+
 import argparse
 import json
 import os
@@ -54,9 +55,24 @@ class Emulator:
         self.port = unixport.free_port()
         env = dict(os.environ, XDG_CONFIG_HOME=self.tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
         env.pop("SENTINEL_EMULATOR_CONFIG", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "emulator", "--headless", "--no-voice", "--no-persist",
-                                      "--port", str(self.port), "--run-for", "900"], cwd=ROOT, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "emulator",
+                "--headless",
+                "--no-voice",
+                "--no-persist",
+                "--port",
+                str(self.port),
+                "--run-for",
+                "900",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_port(self.port, self.proc)
         for _ in range(100):
             try:
@@ -109,8 +125,11 @@ def run_target(target_cls, conns, p0s):
             held.append(att.open)
             t0 = time.perf_counter()
             try:
-                ack = client.send(preset("p0", "XID 79 on gpu-node-%03d under a slow-client attack" % i,
-                                         key="A03:gpu-node-%03d:XID" % i))
+                ack = client.send(
+                    preset(
+                        "p0", "XID 79 on gpu-node-%03d under a slow-client attack" % i, key="A03:gpu-node-%03d:XID" % i
+                    )
+                )
                 if ack.status != 200:
                     errors.append("status %d" % ack.status)
                 lat.append(time.perf_counter() - t0)
@@ -129,8 +148,10 @@ def main(argv):
     p.add_argument("--targets", default="emulator,board-cpython,board-unix")
     a = p.parse_args(argv)
     limit = raise_fd_limit(a.conns * 2 + 256)
-    print("slow-client bench: %d held connections (1/3 idle, 1/3 dripping 1 B/s, 1/3 Content-Length lies), "
-          "%d valid P0s; fd limit %d" % (a.conns, a.p0, limit))
+    print(
+        "slow-client bench: %d held connections (1/3 idle, 1/3 dripping 1 B/s, 1/3 Content-Length lies), "
+        "%d valid P0s; fd limit %d" % (a.conns, a.p0, limit)
+    )
     targets = {"emulator": Emulator, "board-cpython": BoardCPython, "board-unix": BoardUnix}
     ok = True
     for name in a.targets.split(","):
@@ -141,10 +162,22 @@ def main(argv):
         ms = [x * 1000 for x in lat]
         good = not errors and max(ms) < 1000
         ok = ok and good
-        print("  %-58s P0 p50 %6.1f ms  max %6.1f ms  (%d/%d accepted; held %d-%d open while sending; "
-              "%d reconnects, %d connects failed) %s"
-              % (tname, statistics.median(ms), max(ms), len(lat) - len(errors), len(lat), min(held), max(held),
-                 att.opened - a.conns, att.failed_connects, "ok" if good else "OVER TARGET"))
+        print(
+            "  %-58s P0 p50 %6.1f ms  max %6.1f ms  (%d/%d accepted; held %d-%d open while sending; "
+            "%d reconnects, %d connects failed) %s"
+            % (
+                tname,
+                statistics.median(ms),
+                max(ms),
+                len(lat) - len(errors),
+                len(lat),
+                min(held),
+                max(held),
+                att.opened - a.conns,
+                att.failed_connects,
+                "ok" if good else "OVER TARGET",
+            )
+        )
         for e in errors[:3]:
             print("      error: %s" % e)
     print("target: every P0 accepted, max < 1000 ms")

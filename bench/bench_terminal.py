@@ -4,6 +4,7 @@ speech turn with 8 incidents active. The shells call display() every frame, so t
 
     .venv/bin/python bench/bench_terminal.py
 """
+
 import os
 import sys
 
@@ -12,7 +13,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "firmware", "lib"))
 
 # Common subset: the same text runs on both interpreters.
-WORKLOAD = r'''
+WORKLOAD = r"""
 import gc, json, time
 try:
     ticks_us = time.ticks_us
@@ -72,7 +73,7 @@ def turn(i):
 measure("speech_turn", turn, 50)
 d = t.export_state()
 print("export_json_bytes", len(json.dumps(d)))
-'''
+"""
 
 
 MODULES = ("__init__", "alarm", "display", "health", "quiet", "speech", "terminal", "persist")
@@ -83,6 +84,7 @@ def mpy_import_code():
     heap their import takes; None when mpy-cross is not installed."""
     import subprocess
     import tempfile
+
     root = os.path.join(os.path.dirname(HERE), "firmware", "lib", "sentinel_core")
     exe = os.path.join(os.path.dirname(HERE), ".venv", "bin", "mpy-cross")
     if not os.path.exists(exe):
@@ -97,18 +99,26 @@ def mpy_import_code():
     lines = ["import gc, os, sys", "os.mkdir('/mpy')", "os.mkdir('/mpy/sentinel_core')"]
     for m, b in blobs.items():
         lines.append("open('/mpy/sentinel_core/%s.mpy', 'wb').write(bytes.fromhex('%s'))" % (m, b.hex()))
-    lines += ["sys.path.insert(0, '/mpy')", "gc.collect()", "m0 = gc.mem_alloc()",
-              "from sentinel_core.terminal import Terminal", "gc.collect()",
-              "print('import_mpy_bytes', gc.mem_alloc() - m0)",
-              "import sentinel_core.persist", "gc.collect()",
-              "print('import_mpy_with_persist_bytes', gc.mem_alloc() - m0)",
-              "import sentinel_core.terminal as T", "print('loaded_from', T.__file__)"]
+    lines += [
+        "sys.path.insert(0, '/mpy')",
+        "gc.collect()",
+        "m0 = gc.mem_alloc()",
+        "from sentinel_core.terminal import Terminal",
+        "gc.collect()",
+        "print('import_mpy_bytes', gc.mem_alloc() - m0)",
+        "import sentinel_core.persist",
+        "gc.collect()",
+        "print('import_mpy_with_persist_bytes', gc.mem_alloc() - m0)",
+        "import sentinel_core.terminal as T",
+        "print('loaded_from', T.__file__)",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def run_cpython():
     import io
     from contextlib import redirect_stdout
+
     buf = io.StringIO()
     with redirect_stdout(buf):
         exec(compile(WORKLOAD, "workload", "exec"), {})
@@ -128,6 +138,7 @@ def main():
     cp = parse(run_cpython())
     try:
         from mpy import run_micropython
+
         mp = parse(run_micropython(WORKLOAD))
         code = mpy_import_code()
         if code is not None:
@@ -139,9 +150,11 @@ def main():
     keys = list(cp) + [k for k in mp if k not in cp]
     for k in keys:
         print("%-34s %14s %14s" % (k, cp.get(k, "-"), mp.get(k, "-")))
-    print("(CPython has no gc.mem_alloc: its byte figures read 0. MicroPython: the WebAssembly build on Node.js,"
-          " importing .py sources except import_mpy_bytes (mpy-cross output, as a board ships it); not measured on an"
-          " ESP32.)")
+    print(
+        "(CPython has no gc.mem_alloc: its byte figures read 0. MicroPython: the WebAssembly build on Node.js,"
+        " importing .py sources except import_mpy_bytes (mpy-cross output, as a board ships it); not measured on an"
+        " ESP32.)"
+    )
 
 
 if __name__ == "__main__":

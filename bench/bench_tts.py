@@ -5,6 +5,7 @@
 The WebAssembly MicroPython is not an ESP32: its times say how the cost scales, not what the board takes; the
 bytes allocated per call carry over (same object model).
 """
+
 import os
 import sys
 import time

@@ -6,6 +6,7 @@
 Top-level `await` works (the code runs with runPythonAsync). firmware=True also puts the firmware fakes and
 microdot on /lib, and the board's boot.py/main.py in /board.
 """
+
 import os
 import shutil
 import subprocess

@@ -1,5 +1,6 @@
 """Runs every bench/bench_*.py in turn and prints their figures: `make bench`.
 A single one: .venv/bin/python bench/bench_<topic>.py"""
+
 import glob
 import os
 import subprocess

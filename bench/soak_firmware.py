@@ -11,6 +11,7 @@ Not part of make test or make bench (it takes the minutes it says). Flat means: 
 the end is within a few hundred bytes of where it was once the terminal held its 16 active alarms, and the
 least-squares slope over the run is about 0 B/min.
 """
+
 import argparse
 import os
 import sys
@@ -54,8 +55,11 @@ def main(argv=None):
     t0 = time.monotonic()
     end = t0 + args.minutes * 60
     i = 0
-    print("soak: %.0f min, heap %s; every 30 s: minute, heap free after collection, open fds, box CPU"
-          % (args.minutes, args.heap or "default"), flush=True)
+    print(
+        "soak: %.0f min, heap %s; every 30 s: minute, heap free after collection, open fds, box CPU"
+        % (args.minutes, args.heap or "default"),
+        flush=True,
+    )
     cpu0 = box.cpu_seconds()
     try:
         while time.monotonic() < end and box.alive():
@@ -88,9 +92,16 @@ def main(argv=None):
             if i % 30 == 0:
                 free = box.status()["device"]["heap_free"]
                 samples.append(((time.monotonic() - t0) / 60, free))
-                print("  %5.1f min  %8d B free  %2d fds  CPU %4.1f %%"
-                      % (samples[-1][0], free, box.open_fds(),
-                         100 * (box.cpu_seconds() - cpu0) / max(1e-6, time.monotonic() - t0)), flush=True)
+                print(
+                    "  %5.1f min  %8d B free  %2d fds  CPU %4.1f %%"
+                    % (
+                        samples[-1][0],
+                        free,
+                        box.open_fds(),
+                        100 * (box.cpu_seconds() - cpu0) / max(1e-6, time.monotonic() - t0),
+                    ),
+                    flush=True,
+                )
             i += 1
             pause = tick + 1 - time.monotonic()
             if pause > 0:
@@ -100,11 +111,15 @@ def main(argv=None):
         box.remove()
     steady = [s for s in samples if s[0] >= 1.0] or samples  # after the first minute: 16 alarms held
     frees = [s[1] for s in steady]
-    print("requests %d (%d scrapes), refused %d, box %s" % (sent + scrapes, scrapes, refused,
-                                                          "alive" if alive else "DEAD"))
+    print(
+        "requests %d (%d scrapes), refused %d, box %s"
+        % (sent + scrapes, scrapes, refused, "alive" if alive else "DEAD")
+    )
     if frees:
-        print("heap free after collection from minute 1: first %d B, last %d B, min %d B, max %d B; "
-              "trend %+.0f B/min" % (frees[0], frees[-1], min(frees), max(frees), slope(steady)))
+        print(
+            "heap free after collection from minute 1: first %d B, last %d B, min %d B, max %d B; "
+            "trend %+.0f B/min" % (frees[0], frees[-1], min(frees), max(frees), slope(steady))
+        )
     return 0 if alive and not refused else 1
 
 

@@ -1,9 +1,9 @@
 """`python -m emulator` / `sentinel-emulator`: the GPU Sentinel terminal on a laptop.
 
-    sentinel-emulator                  window + HTTP on 127.0.0.1:8765 + voice on the sound card
-    sentinel-emulator --headless       no window (frames kept in memory; GET /snapshot.png)
-    sentinel-emulator --wav-dir DIR    each utterance written to DIR/NNNN-<lang>.wav instead of the sound card
-    sentinel-emulator demo             play the RFC's story (P0 NCCL deadlock, ACK, recovery) against a running one
+sentinel-emulator                  window + HTTP on 127.0.0.1:8765 + voice on the sound card
+sentinel-emulator --headless       no window (frames kept in memory; GET /snapshot.png)
+sentinel-emulator --wav-dir DIR    each utterance written to DIR/NNNN-<lang>.wav instead of the sound card
+sentinel-emulator demo             play the RFC's story (P0 NCCL deadlock, ACK, recovery) against a running one
 """
 
 import argparse
@@ -20,17 +20,19 @@ def _log(msg):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="sentinel-emulator", description="GPU Sentinel terminal emulator")
-    p.add_argument("--config", help="config file (default: $SENTINEL_EMULATOR_CONFIG or "
-                                    "$XDG_CONFIG_HOME/gpu-sentinel/emulator.json); created with a random secret "
-                                    "on first start")
+    p.add_argument(
+        "--config",
+        help="config file (default: $SENTINEL_EMULATOR_CONFIG or "
+        "$XDG_CONFIG_HOME/gpu-sentinel/emulator.json); created with a random secret "
+        "on first start",
+    )
     p.add_argument("--host", help="listen address for this run (default from the config: 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port for this run (default from the config: 8765)")
     p.add_argument("--size", help="matrix WIDTHxHEIGHT for this run, e.g. 32x8 (default 16x16)")
     p.add_argument("--headless", action="store_true", help="no window, even if a display is available")
     p.add_argument("--wav-dir", help="write each utterance to a WAV file in this directory instead of speaking")
     p.add_argument("--no-voice", action="store_true", help="do not speak at all (the light still works)")
-    p.add_argument("--no-persist", action="store_true",
-                   help="do not keep active alarms and the mute across restarts")
+    p.add_argument("--no-persist", action="store_true", help="do not keep active alarms and the mute across restarts")
     p.add_argument("--screenshot", help="save a PNG of the window after --screenshot-after frames, then quit")
     p.add_argument("--screenshot-after", type=int, default=45, help="frames before --screenshot (default 45)")
     p.add_argument("--run-for", type=float, help="quit after this many seconds (scripts, smoke tests)")
@@ -87,8 +89,9 @@ def serve(args):
     if args.no_voice:
         voice = Voice(mode="off")
     elif args.wav_dir:
-        voice = Voice(mode="wav", wav_dir=args.wav_dir, rate=cfg["voice"].get("rate", 170), voices=cfg["voice"],
-                      log=_log)
+        voice = Voice(
+            mode="wav", wav_dir=args.wav_dir, rate=cfg["voice"].get("rate", 170), voices=cfg["voice"], log=_log
+        )
     else:
         voice = Voice(mode="device", rate=cfg["voice"].get("rate", 170), voices=cfg["voice"], log=_log)
     voice.start()
@@ -117,8 +120,10 @@ def serve(args):
         voice_desc = "sound card via %s" % voice.player_kind
     else:
         voice_desc = "WAV files in %s" % voice.wav_dir
-    _log("GPU Sentinel emulator listening on %s (%dx%d matrix, voice: %s)"
-         % (server.url, cfg["width"], cfg["height"], voice_desc))
+    _log(
+        "GPU Sentinel emulator listening on %s (%dx%d matrix, voice: %s)"
+        % (server.url, cfg["width"], cfg["height"], voice_desc)
+    )
     _log("key id: %s   (secret in %s)" % (cfg["key_id"], path))
     _log("send the first alarm from another terminal:")
     print("    " + config_mod.send_command(dict(cfg, port=server.port)), flush=True)
@@ -140,12 +145,17 @@ def serve(args):
     try:
         if _want_window(args):
             from emulator.window import Window
+
             win = Window(engine, url=server.url, fps=cfg["fps"], log=_log)
             max_frames = args.screenshot_after if args.screenshot else None
             if deadline is not None and max_frames is None:
                 max_frames = int(args.run_for * cfg["fps"])
-            win.run(max_frames=max_frames, screenshot=args.screenshot,
-                    screenshot_at=args.screenshot_after if args.screenshot else None, should_stop=stop.is_set)
+            win.run(
+                max_frames=max_frames,
+                screenshot=args.screenshot,
+                screenshot_at=args.screenshot_after if args.screenshot else None,
+                should_stop=stop.is_set,
+            )
             win.close()
         else:
             while not stop.is_set() and engine.alive:
@@ -166,8 +176,9 @@ def _known_options(parser):
     opts = set()
     for action in parser._actions:
         opts.update(action.option_strings)
-        for sub in (getattr(action, "choices", None) or {}).values() if isinstance(action, argparse._SubParsersAction) \
-                else ():
+        for sub in (
+            (getattr(action, "choices", None) or {}).values() if isinstance(action, argparse._SubParsersAction) else ()
+        ):
             opts |= _known_options(sub)
     return opts
 
@@ -199,6 +210,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "demo":
         from emulator.demo import run_demo
+
         return run_demo(config_path=args.demo_config or args.config, url=args.url, pause=args.pause, log=_log)
     return serve(args)
 

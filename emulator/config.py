@@ -41,17 +41,45 @@ DEFAULTS = {
 }
 
 # Secrets that appear in the RFC, in docs or in examples: anyone can sign with them.
-WELL_KNOWN_SECRETS = frozenset([
-    "AI#TrainSecureHMACSecretKey2026", "secret", "changeme", "change-me", "change_me", "example", "example-secret",
-    "test", "test-secret", "password", "sentinel", "gpu-sentinel", "your-secret", "your_secret_here",
-    "0123456789abcdef", "00000000000000000000000000000000",
-])
+WELL_KNOWN_SECRETS = frozenset(
+    [
+        "AI#TrainSecureHMACSecretKey2026",
+        "secret",
+        "changeme",
+        "change-me",
+        "change_me",
+        "example",
+        "example-secret",
+        "test",
+        "test-secret",
+        "password",
+        "sentinel",
+        "gpu-sentinel",
+        "your-secret",
+        "your_secret_here",
+        "0123456789abcdef",
+        "00000000000000000000000000000000",
+    ]
+)
 MIN_REMOTE_SECRET_LEN = 16
 
 _TYPES = {
-    "url": str, "key_id": str, "secret": str, "host": str, "port": int, "width": int, "height": int,
-    "serpentine": bool, "rotation": int, "fps": int, "brightness": int, "night_brightness": int,
-    "budget_ma": int, "replay_capacity": int, "voice": dict, "terminal": dict,
+    "url": str,
+    "key_id": str,
+    "secret": str,
+    "host": str,
+    "port": int,
+    "width": int,
+    "height": int,
+    "serpentine": bool,
+    "rotation": int,
+    "fps": int,
+    "brightness": int,
+    "night_brightness": int,
+    "budget_ma": int,
+    "replay_capacity": int,
+    "voice": dict,
+    "terminal": dict,
 }
 
 
@@ -113,8 +141,9 @@ def validate(cfg):
     for section, known in (("terminal", TERMINAL_KEYS), ("voice", VOICE_KEYS)):
         for k in cfg[section]:
             if k not in known and not str(k).startswith("_"):
-                raise ConfigError("config key '%s.%s' is not a setting (a typo?); known: %s"
-                                  % (section, k, ", ".join(sorted(known))))
+                raise ConfigError(
+                    "config key '%s.%s' is not a setting (a typo?); known: %s" % (section, k, ", ".join(sorted(known)))
+                )
     if not cfg["secret"]:
         raise ConfigError("config key 'secret' is empty")
     if not cfg["key_id"] or len(cfg["key_id"]) > 64 or not all("!" <= c <= "~" for c in cfg["key_id"]):
@@ -140,7 +169,8 @@ def validate(cfg):
         raise ConfigError(
             "refusing to listen on %s with a well-known or short secret: anyone on the network could sign alarms. "
             "Use a random secret of at least %d characters (delete the config file to have one generated)"
-            % (cfg["host"], MIN_REMOTE_SECRET_LEN))
+            % (cfg["host"], MIN_REMOTE_SECRET_LEN)
+        )
     return cfg
 
 

@@ -47,12 +47,18 @@ def run_demo(config_path=None, url=None, pause=8.0, log=print, client=None, slee
         return 1
     base = getattr(client, "url", url)
     steps = [
-        ("02:07 the NCCL watchdog fires on gpu-worker-08: P0, red flash, spoken 3 times",
-         lambda: client.send(preset("p0", P0_TEXT, key=INCIDENT))),
-        ("02:09 the on-call engineer reaches the rack and presses ACK: 15-minute mute, the light stays",
-         lambda: client.ack()),
-        ("02:31 the node is isolated, the job resumes from its checkpoint: recovery, green for 10 s",
-         lambda: client.send(preset("normal", key=INCIDENT))),
+        (
+            "02:07 the NCCL watchdog fires on gpu-worker-08: P0, red flash, spoken 3 times",
+            lambda: client.send(preset("p0", P0_TEXT, key=INCIDENT)),
+        ),
+        (
+            "02:09 the on-call engineer reaches the rack and presses ACK: 15-minute mute, the light stays",
+            lambda: client.ack(),
+        ),
+        (
+            "02:31 the node is isolated, the job resumes from its checkpoint: recovery, green for 10 s",
+            lambda: client.send(preset("normal", key=INCIDENT)),
+        ),
     ]
     done = 0
     try:
@@ -88,7 +94,9 @@ def _restore(client, done, log):
             client.send(preset("normal", key=INCIDENT))
         if done >= 2:
             client.unmute()
-        log("demo: restored the terminal (%s)" % ("mute lifted" if done == 3 else "incident cleared, mute lifted"
-                                                  if done == 2 else "incident cleared"))
+        log(
+            "demo: restored the terminal (%s)"
+            % ("mute lifted" if done == 3 else "incident cleared, mute lifted" if done == 2 else "incident cleared")
+        )
     except Exception as e:  # noqa: BLE001  (the story's outcome stands; say what is left behind)
         log("demo: could not restore the terminal (%s): it may stay muted; run sentinel-send --unmute" % e)

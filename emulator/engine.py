@@ -30,7 +30,6 @@ STATE_SAVE_MIN_S = 1.0
 TICKS_MASK = (1 << 30) - 1  # the core's ms ticks wrap like MicroPython's ticks_ms()
 
 
-
 class Frame:
     """One rendered frame: rgb is row-major (x, y) RGB bytes, whatever the strip's wiring and byte order."""
 
@@ -47,7 +46,7 @@ class Frame:
 
     def pixel(self, x, y):
         i = (y * self.width + x) * 3
-        return tuple(self.rgb[i:i + 3])
+        return tuple(self.rgb[i : i + 3])
 
     def png(self, scale=16):
         if scale <= 1:
@@ -123,13 +122,19 @@ class Engine:
         if term_cfg.get("utc_offset_min") is None:
             off = cfg.get("utc_offset_min")
             term_cfg["utc_offset_min"] = local_utc_offset_min(now) if off is None else off
-        receiver = Receiver(KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}),
-                            replay_capacity=cfg.get("replay_capacity", 2048))
+        receiver = Receiver(
+            KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}), replay_capacity=cfg.get("replay_capacity", 2048)
+        )
         # Layout and Renderer raise ValueError on a panel they cannot drive: the caller reports it as config.
-        self.layout = Layout(cfg["width"], cfg["height"], serpentine=cfg.get("serpentine", True),
-                             rotation=cfg.get("rotation", 0))
-        renderer = Renderer(self.layout, brightness=cfg["brightness"], night_brightness=cfg["night_brightness"],
-                            budget_ma=cfg["budget_ma"])
+        self.layout = Layout(
+            cfg["width"], cfg["height"], serpentine=cfg.get("serpentine", True), rotation=cfg.get("rotation", 0)
+        )
+        renderer = Renderer(
+            self.layout,
+            brightness=cfg["brightness"],
+            night_brightness=cfg["night_brightness"],
+            budget_ma=cfg["budget_ma"],
+        )
         button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
         self.glue = ShellGlue(term_cfg, receiver, renderer, button, now=now)
         self.config_error = self.glue.config_error
@@ -143,7 +148,7 @@ class Engine:
         self.width = self.layout.cols
         self.height = self.layout.rows
         self.glue.health("clock", ok=True, now=now)  # the laptop's clock is NTP-synced by its OS
-        self.glue.health("network", ok=True, now=now)# it answers on loopback, so it is reachable
+        self.glue.health("network", ok=True, now=now)  # it answers on loopback, so it is reachable
         if voice is not None:
             voice.on_done = self._voice_done
             if voice.mode != "off":
@@ -356,11 +361,18 @@ class Engine:
         i = 0
         for y in range(self.height):
             for x in range(self.width):
-                rgb[i:i + 3] = bytes(pixel(buf, x, y))
+                rgb[i : i + 3] = bytes(pixel(buf, x, y))
                 i += 3
         self._frame_seq += 1
-        frame = Frame(seq=self._frame_seq, t_ms=t_ms, now=now, width=self.width, height=self.height, rgb=bytes(rgb),
-                      display=display.to_dict())
+        frame = Frame(
+            seq=self._frame_seq,
+            t_ms=t_ms,
+            now=now,
+            width=self.width,
+            height=self.height,
+            rgb=bytes(rgb),
+            display=display.to_dict(),
+        )
         with self._frames_lock:
             self._frames.append(frame)
         self._publish(now, frame)
@@ -371,8 +383,14 @@ class Engine:
         voice = None
         if self.voice is not None:
             voice = self.voice.describe()
-        self._view = View(frame=frame, snapshot=snap, display=frame.display if frame else None, voice=voice,
-                          button_pressed=self.button.pressed, stamp=now)
+        self._view = View(
+            frame=frame,
+            snapshot=snap,
+            display=frame.display if frame else None,
+            voice=voice,
+            button_pressed=self.button.pressed,
+            stamp=now,
+        )
 
     # -- persistence ------------------------------------------------------------------
     def _restore(self, now):

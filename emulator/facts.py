@@ -99,22 +99,41 @@ def panel(view):
     hb = health.get("heartbeat") or {}
     audible, voice_reason = voice_state(voice)
     out = {
-        "level": shown.get("level"), "pattern": shown.get("pattern"), "label": shown.get("text"),
-        "counts": counts, "text": active[0].get("text") if active else None,
-        "speaking": None if not speaking else {"n": speaking.get("n"), "of": speaking.get("of"),
-                                               "text": speaking.get("text")},
+        "level": shown.get("level"),
+        "pattern": shown.get("pattern"),
+        "label": shown.get("text"),
+        "counts": counts,
+        "text": active[0].get("text") if active else None,
+        "speaking": None
+        if not speaking
+        else {"n": speaking.get("n"), "of": speaking.get("of"), "text": speaking.get("text")},
         "queued": len(speech.get("queued") or []),
         "silence": silence(snap, voice),
-        "voice": {"audible": audible, "reason": voice_reason,
-                  "mode": (voice or {}).get("mode"), "error": (voice or {}).get("error")},
-        "mute": {"active": bool(mute.get("active")), "remaining_s": mute.get("remaining_s", 0),
-                 "until": hhmm(snap, mute.get("remaining_s", 0)) if mute.get("active") else None},
-        "quiet": {"active": bool(quiet.get("active")), "enabled": quiet.get("enabled", True),
-                  "start": quiet.get("start"), "end": quiet.get("end"), "local_time": quiet.get("local_time")},
-        "health": {"clock": health.get("clock", True), "network": health.get("network", True),
-                   "voice": bool(health.get("speech", True)) and audible,
-                   "heartbeat": hb.get("ok", True) if hb.get("armed") else None,
-                   "problems": health.get("problems") or []},
+        "voice": {
+            "audible": audible,
+            "reason": voice_reason,
+            "mode": (voice or {}).get("mode"),
+            "error": (voice or {}).get("error"),
+        },
+        "mute": {
+            "active": bool(mute.get("active")),
+            "remaining_s": mute.get("remaining_s", 0),
+            "until": hhmm(snap, mute.get("remaining_s", 0)) if mute.get("active") else None,
+        },
+        "quiet": {
+            "active": bool(quiet.get("active")),
+            "enabled": quiet.get("enabled", True),
+            "start": quiet.get("start"),
+            "end": quiet.get("end"),
+            "local_time": quiet.get("local_time"),
+        },
+        "health": {
+            "clock": health.get("clock", True),
+            "network": health.get("network", True),
+            "voice": bool(health.get("speech", True)) and audible,
+            "heartbeat": hb.get("ok", True) if hb.get("armed") else None,
+            "problems": health.get("problems") or [],
+        },
         "button_pressed": bool(view.button_pressed) if view else False,
     }
     return out

@@ -33,10 +33,22 @@ SHED_AFTER_S = 0.1
 LINGER_MAX = 64 * 1024  # the core's max_body: a larger Content-Length is answered 413 unread
 
 _READING, _APP, _WRITING = 0, 1, 2
-_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            405: "Method Not Allowed", 408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
-            415: "Unsupported Media Type", 422: "Unprocessable Content", 429: "Too Many Requests",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    411: "Length Required",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def _fd_room(want):
@@ -83,9 +95,19 @@ class Front:
     """Front(wsgi_app, host, port) listening at once (port 0: a free one). start() serves in a background thread,
     run() in this one; stop() from any thread. stats: connections taken, shed, timed out, answered."""
 
-    def __init__(self, app, host, port, threads=8, max_connections=MAX_CONNECTIONS, head_timeout=HEAD_TIMEOUT_S,
-                 body_timeout=BODY_TIMEOUT_S, write_timeout=WRITE_TIMEOUT_S, max_body=READ_BODY_MAX,
-                 server_name="gpu-sentinel-emulator"):
+    def __init__(
+        self,
+        app,
+        host,
+        port,
+        threads=8,
+        max_connections=MAX_CONNECTIONS,
+        head_timeout=HEAD_TIMEOUT_S,
+        body_timeout=BODY_TIMEOUT_S,
+        write_timeout=WRITE_TIMEOUT_S,
+        max_body=READ_BODY_MAX,
+        server_name="gpu-sentinel-emulator",
+    ):
         self.app = app
         self.host = host
         self.max_connections = min(max_connections, _fd_room(max_connections))
@@ -134,8 +156,9 @@ class Front:
 
     async def _main(self):
         self._stopping = asyncio.Event()
-        self._server = await asyncio.start_server(self._serve, sock=self._sock, limit=httphead.MAX_LINE + 2,
-                                                  backlog=BACKLOG)
+        self._server = await asyncio.start_server(
+            self._serve, sock=self._sock, limit=httphead.MAX_LINE + 2, backlog=BACKLOG
+        )
         self._ready.set()
         await self._stopping.wait()
         self._server.close()
@@ -255,7 +278,8 @@ class Front:
             # A body up to max_body is read (the app answers 413 for one over the core's 2 KB, the core counts it);
             # a larger Content-Length is not read at all, the app answers 413 by the header alone.
             method, target, version, n = await httphead.read(
-                lambda: self._readline(reader, deadline, loop, conn), 1 << 62, headers)
+                lambda: self._readline(reader, deadline, loop, conn), 1 << 62, headers
+            )
             body = b""
             if 0 < n <= self.max_body:
                 try:
@@ -263,8 +287,9 @@ class Front:
                 except asyncio.TimeoutError:
                     raise _Timeout() from None
                 except asyncio.IncompleteReadError as e:
-                    raise httphead.HeadError(400, "bad_request", "the connection ended %d bytes into a %d-byte body"
-                                             % (len(e.partial), n)) from None
+                    raise httphead.HeadError(
+                        400, "bad_request", "the connection ended %d bytes into a %d-byte body" % (len(e.partial), n)
+                    ) from None
         except httphead.HeadError as e:
             status, code, message = e.args
             return status, None, refusal_bytes(code, message), False
@@ -272,8 +297,16 @@ class Front:
             self.stats["timeouts"] += 1
             if not conn.received:  # not one whole line: closed, no answer to write (a thousand may expire at once)
                 raise ConnectionError("idle past the head deadline") from None
-            return 408, None, refusal_bytes("timeout", "the request did not arrive in time (head %.0f s, body %.0f s)"
-                                            % (self.head_timeout, self.body_timeout)), False
+            return (
+                408,
+                None,
+                refusal_bytes(
+                    "timeout",
+                    "the request did not arrive in time (head %.0f s, body %.0f s)"
+                    % (self.head_timeout, self.body_timeout),
+                ),
+                False,
+            )
         conn.phase = _APP
         environ = self._environ(conn, method, target, version=version, headers=headers, body=body)
         status, out_headers, out = await loop.run_in_executor(self._pool, self._call_app, environ)
@@ -282,15 +315,28 @@ class Front:
     def _environ(self, conn, method, target, *, version, headers, body):
         q = target.find("?")
         path = target if q < 0 else target[:q]
-        query = "" if q < 0 else target[q + 1:]
-        env = {"REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": path,
-               "QUERY_STRING": query, "SERVER_NAME": self.host, "SERVER_PORT": str(self.port),
-               "SERVER_PROTOCOL": version, "REMOTE_ADDR": "", "wsgi.version": (1, 0),
-               "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr,
-               "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
-               # The path as sent: werkzeug reads RAW_URI/REQUEST_URI only for logging; routing sees PATH_INFO
-               # undecoded, so /api/v1/send%5Fmsg is no alias of /api/v1/send_msg (as on the board).
-               "REQUEST_URI": target, "RAW_URI": target}
+        query = "" if q < 0 else target[q + 1 :]
+        env = {
+            "REQUEST_METHOD": method,
+            "SCRIPT_NAME": "",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "SERVER_NAME": self.host,
+            "SERVER_PORT": str(self.port),
+            "SERVER_PROTOCOL": version,
+            "REMOTE_ADDR": "",
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            # The path as sent: werkzeug reads RAW_URI/REQUEST_URI only for logging; routing sees PATH_INFO
+            # undecoded, so /api/v1/send%5Fmsg is no alias of /api/v1/send_msg (as on the board).
+            "REQUEST_URI": target,
+            "RAW_URI": target,
+        }
         peer = conn.writer.get_extra_info("peername")
         if peer:
             env["REMOTE_ADDR"] = str(peer[0])

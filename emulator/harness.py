@@ -22,8 +22,18 @@ class Harness:
     The config file is created in config_dir exactly as on a first start (never under the real home).
     """
 
-    def __init__(self, config_dir, voice="off", wav_dir=None, terminal=None, persist=False, log=None,
-                 server_threads=8, voice_rate=None, **overrides):
+    def __init__(
+        self,
+        config_dir,
+        voice="off",
+        wav_dir=None,
+        terminal=None,
+        persist=False,
+        log=None,
+        server_threads=8,
+        voice_rate=None,
+        **overrides,
+    ):
         self.config_path = os.path.join(config_dir, config_mod.APP_DIR, config_mod.FILE_NAME)
         self.logs = []
         self.log = log or self.logs.append
@@ -37,8 +47,9 @@ class Harness:
         if voice_rate:
             over["voice"] = {"rate": voice_rate}
         self.cfg, _, self.created, self.warnings = config_mod.load(self.config_path, over)
-        self.voice = Voice(mode=voice, wav_dir=wav_dir, rate=self.cfg["voice"].get("rate", 170),
-                           voices=self.cfg["voice"], log=self.log)
+        self.voice = Voice(
+            mode=voice, wav_dir=wav_dir, rate=self.cfg["voice"].get("rate", 170), voices=self.cfg["voice"], log=self.log
+        )
         self.state_path = os.path.join(config_dir, "emulator-state.json") if persist else None
         self.engine = None
         self.server = None
@@ -48,8 +59,7 @@ class Harness:
         self.voice.start()
         self.engine = Engine(self.cfg, voice=self.voice, state_path=self.state_path, log=self.log).start()
         self.app = create_app(self.cfg, self.engine)
-        self.server = Server(self.app, "127.0.0.1", self.cfg["port"],
-                             threads=self.server_threads).start()
+        self.server = Server(self.app, "127.0.0.1", self.cfg["port"], threads=self.server_threads).start()
         return self
 
     def stop(self):

@@ -11,13 +11,25 @@ def _page(engine, now):
         overruns = m.frame_overruns
         handled = (float(m.handle_seconds_sum), m.handle_count)
     f = metrics.family
-    own = (f("# HELP sentinel_frame_overruns_total Times the engine fell more than a frame behind.\n"
-             "# TYPE sentinel_frame_overruns_total counter\n", "sentinel_frame_overruns_total %s\n", overruns),
-           f("# HELP sentinel_request_handle_seconds Time from a request reaching the engine to its answer.\n"
-             "# TYPE sentinel_request_handle_seconds summary\n",
-             "sentinel_request_handle_seconds_sum %s\nsentinel_request_handle_seconds_count %s\n", handled),
-           f("# HELP sentinel_engine_up 1 while the engine thread runs.\n# TYPE sentinel_engine_up gauge\n",
-             "sentinel_engine_up %s\n", engine.alive and engine.error is None))
+    own = (
+        f(
+            "# HELP sentinel_frame_overruns_total Times the engine fell more than a frame behind.\n"
+            "# TYPE sentinel_frame_overruns_total counter\n",
+            "sentinel_frame_overruns_total %s\n",
+            overruns,
+        ),
+        f(
+            "# HELP sentinel_request_handle_seconds Time from a request reaching the engine to its answer.\n"
+            "# TYPE sentinel_request_handle_seconds summary\n",
+            "sentinel_request_handle_seconds_sum %s\nsentinel_request_handle_seconds_count %s\n",
+            handled,
+        ),
+        f(
+            "# HELP sentinel_engine_up 1 while the engine thread runs.\n# TYPE sentinel_engine_up gauge\n",
+            "sentinel_engine_up %s\n",
+            engine.alive and engine.error is None,
+        ),
+    )
     return "".join(metrics.parts(engine.glue, now, shell)) + "".join("".join(x) for x in own)
 
 

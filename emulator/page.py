@@ -43,7 +43,7 @@ def is_loopback_addr(addr):
 def _host_name(host_header):
     h = (host_header or "").strip().lower()
     if h.startswith("["):
-        return h[1:h.find("]")] if "]" in h else h
+        return h[1 : h.find("]")] if "]" in h else h
     return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
 
 
@@ -82,8 +82,17 @@ def view(engine):
     if v is None or v.frame is None:
         return _answer(503, {"ok": False, "error": "starting", "message": "no frame rendered yet"})
     f = v.frame
-    return _answer(200, {"ok": True, "seq": f.seq, "width": f.width, "height": f.height,
-                         "rgb": facts.screen_rgb(f.rgb).hex(), "panel": facts.panel(v)})
+    return _answer(
+        200,
+        {
+            "ok": True,
+            "seq": f.seq,
+            "width": f.width,
+            "height": f.height,
+            "rgb": facts.screen_rgb(f.rgb).hex(),
+            "panel": facts.panel(v),
+        },
+    )
 
 
 def press(engine, token, headers, body, *, configured_host, act):
@@ -97,12 +106,15 @@ def press(engine, token, headers, body, *, configured_host, act):
         return _refuse("cross-origin press refused")
     given = h.get(TOKEN_HEADER.lower()) or ""
     if not given or not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8")):
-        return _refuse("this page has no right to press: open it on the emulator's machine, or use the URL with "
-                       "?token= printed at start")
+        return _refuse(
+            "this page has no right to press: open it on the emulator's machine, or use the URL with "
+            "?token= printed at start"
+        )
     ctype = (h.get("content-type") or "").split(";")[0].strip().lower()
     if ctype != "application/json":
-        return _answer(415, {"ok": False, "error": "unsupported_media_type",
-                             "message": "Content-Type must be application/json"})
+        return _answer(
+            415, {"ok": False, "error": "unsupported_media_type", "message": "Content-Type must be application/json"}
+        )
     if len(body) > MAX_PRESS_BODY:
         return _answer(413, {"ok": False, "error": "too_large", "message": "at most %d bytes" % MAX_PRESS_BODY})
     try:
@@ -111,8 +123,9 @@ def press(engine, token, headers, body, *, configured_host, act):
         return _answer(400, {"ok": False, "error": "bad_json", "message": "body must be a JSON object"})
     kind = obj.get("press") if isinstance(obj, dict) else None
     if kind not in PRESSES:
-        return _answer(422, {"ok": False, "error": "invalid_field",
-                             "message": "press must be one of %s" % ", ".join(PRESSES)})
+        return _answer(
+            422, {"ok": False, "error": "invalid_field", "message": "press must be one of %s" % ", ".join(PRESSES)}
+        )
     act(kind)
     return _answer(200, {"ok": True, "press": kind})
 

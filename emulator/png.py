@@ -17,10 +17,14 @@ def encode(width, height, rgb):
     raw = bytearray()
     for y in range(height):
         raw.append(0)  # filter type None
-        raw += rgb[y * stride:(y + 1) * stride]
+        raw += rgb[y * stride : (y + 1) * stride]
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(bytes(raw), 6)) + \
-        _chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(bytes(raw), 6))
+        + _chunk(b"IEND", b"")
+    )
 
 
 def decode(data):
@@ -31,9 +35,9 @@ def decode(data):
     width = height = None
     idat = b""
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
@@ -45,7 +49,7 @@ def decode(data):
     stride = width * 3
     out = bytearray()
     for y in range(height):
-        row = raw[y * (stride + 1):(y + 1) * (stride + 1)]
+        row = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
         if row[0] != 0:
             raise ValueError("only filter type 0 is supported")
         out += row[1:]
@@ -62,9 +66,9 @@ def matrix_image(width, height, rgb, scale=16, gap=3, background=(12, 12, 14)):
     for y in range(height):
         for x in range(width):
             i = (y * width + x) * 3
-            px = bytes(rgb[i:i + 3])
+            px = bytes(rgb[i : i + 3])
             run = px * inner
             for dy in range(inner):
                 o = ((y * scale + dy) * out_w + x * scale) * 3
-                out[o:o + inner * 3] = run
+                out[o : o + inner * 3] = run
     return out_w, out_h, bytes(out)

@@ -21,8 +21,14 @@ Technical tokens are read as an operator says them, in both languages:
 import re
 
 # Code points read by the Mandarin voice: CJK ideographs, CJK punctuation, full-width forms.
-_CJK_RANGES = ((0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF),
-               (0x20000, 0x2FA1F))
+_CJK_RANGES = (
+    (0x3000, 0x303F),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0xFF00, 0xFFEF),
+    (0x20000, 0x2FA1F),
+)
 
 
 def is_cjk(ch):
@@ -39,10 +45,32 @@ def is_chinese(text):
 
 # Acronyms and names said in a way espeak would not guess from the letters.
 SAY_EN = {
-    "nccl": "nickel", "gpu": "G P U", "gpus": "G P Us", "cpu": "C P U", "xid": "X I D", "pci": "P C I",
-    "pcie": "P C I E", "nvlink": "N V link", "ecc": "E C C", "nvml": "N V M L", "hbm": "H B M", "smi": "S M I",
-    "dcgm": "D C G M", "ib": "I B", "rdma": "R D M A", "nic": "nick", "ntp": "N T P", "ack": "ack", "ok": "okay",
-    "p0": "P zero", "p1": "P one", "id": "I D", "ip": "I P", "io": "I O", "sm": "S M", "os": "O S",
+    "nccl": "nickel",
+    "gpu": "G P U",
+    "gpus": "G P Us",
+    "cpu": "C P U",
+    "xid": "X I D",
+    "pci": "P C I",
+    "pcie": "P C I E",
+    "nvlink": "N V link",
+    "ecc": "E C C",
+    "nvml": "N V M L",
+    "hbm": "H B M",
+    "smi": "S M I",
+    "dcgm": "D C G M",
+    "ib": "I B",
+    "rdma": "R D M A",
+    "nic": "nick",
+    "ntp": "N T P",
+    "ack": "ack",
+    "ok": "okay",
+    "p0": "P zero",
+    "p1": "P one",
+    "id": "I D",
+    "ip": "I P",
+    "io": "I O",
+    "sm": "S M",
+    "os": "O S",
 }
 # A lone capital A is read as the article ("a#"): its letter name is written out.
 _LETTER = {"a": "eh"}
@@ -61,9 +89,9 @@ def zh_number(text):
         whole, frac = text.split(".", 1)
         return zh_number(whole or "0") + "点" + "".join(_ZH_DIGITS[int(d)] for d in frac)
     if len(text) > 1 and text[0] == "0":
-        return "".join(_ZH_DIGITS[int(d)] for d in text)   # 08: 零八, as a code, not a count
+        return "".join(_ZH_DIGITS[int(d)] for d in text)  # 08: 零八, as a code, not a count
     n = int(text)
-    if n >= 10 ** 8:
+    if n >= 10**8:
         return "".join(_ZH_DIGITS[int(d)] for d in text)
     if n == 0:
         return "零"
@@ -119,28 +147,30 @@ def say_word_en(tok):
         if not group:
             continue
         if spelled:
-            words.append(" point ".join(" ".join(_letter(c) if c.isalpha() else c for c in part)
-                                        for part in group.split(".")) + ",")
+            words.append(
+                " point ".join(" ".join(_letter(c) if c.isalpha() else c for c in part) for part in group.split("."))
+                + ","
+            )
             continue
         pieces = _PIECES.findall(group)
         for i, piece in enumerate(pieces):
             if piece.isdigit():
                 prev = pieces[i - 1].lower() if i else ""
                 if prev == "x" or prev == "gen":
-                    words.append(piece)                       # Gen3, x4: a number
+                    words.append(piece)  # Gen3, x4: a number
                 elif piece[0] == "0" and len(piece) > 1 or len(piece) >= 3:
-                    words.append(_digits_one_by_one(piece))   # 08, 117 in a name: one by one
+                    words.append(_digits_one_by_one(piece))  # 08, 117 in a name: one by one
                 else:
-                    words.append(piece)                       # B12: twelve
+                    words.append(piece)  # B12: twelve
                 continue
             low = piece.lower()
             nxt = pieces[i + 1] if i + 1 < len(pieces) else ""
             if low == "x" and nxt.isdigit():
-                words.append("by")                            # x4: the link width, "by four"
+                words.append("by")  # x4: the link width, "by four"
             elif low in SAY_EN:
                 words.append(SAY_EN[low])
             elif not piece.isupper() and not piece.islower() and not piece.istitle():
-                words.extend(_say_letters(w) for w in _CAMEL.findall(piece))   # GpuXidFatal: Gpu Xid Fatal
+                words.extend(_say_letters(w) for w in _CAMEL.findall(piece))  # GpuXidFatal: Gpu Xid Fatal
             else:
                 words.append(_say_letters(piece))
     out = " ".join(w for w in words if w).rstrip(",")
@@ -186,8 +216,8 @@ class Run:
         return {"lang": self.lang, "text": self.text, "pause_s": self.pause_s}
 
 
-SHORT_PAUSE_S = 0.08   # between a Chinese word and a Latin name in the same clause
-LONG_PAUSE_S = 0.28    # after a comma or a full stop
+SHORT_PAUSE_S = 0.08  # between a Chinese word and a Latin name in the same clause
+LONG_PAUSE_S = 0.28  # after a comma or a full stop
 
 
 def _tokens(text):
@@ -236,7 +266,7 @@ def runs(text):
             bare = tok[:-1] if tok.endswith("%") else tok
             if bare.replace(".", "", 1).isdigit():
                 nxt = ""
-                for k2, t2 in toks[i + 1:]:
+                for k2, t2 in toks[i + 1 :]:
                     if k2 != "space":
                         nxt = t2[0]
                         break
@@ -252,8 +282,8 @@ def runs(text):
             # ASCII punctuation: a pause where it separates, nothing to say.
             pieces.append((None, tok if tok in _PAUSE_PUNCT else " ", tok))
     out = []
-    cur = None          # [lang, spoken, source]
-    punct = False       # punctuation since the current run's last words
+    cur = None  # [lang, spoken, source]
+    punct = False  # punctuation since the current run's last words
     for lang, spoken, src in pieces:
         if lang is None:
             if cur is not None:

@@ -22,10 +22,13 @@ import wave
 from emulator import reading
 from emulator.reading import is_chinese
 
-NO_ENGINE_HINT = ("no speech engine works (%s): alarms still light the matrix but are not spoken. "
-                  "On Debian/Ubuntu: sudo apt-get install espeak-ng; then pip install pyttsx3")
-NO_DEVICE_REASON = ("no audio output device or player: nothing is heard (use --wav-dir DIR to keep each utterance "
-                    "as a WAV file)")
+NO_ENGINE_HINT = (
+    "no speech engine works (%s): alarms still light the matrix but are not spoken. "
+    "On Debian/Ubuntu: sudo apt-get install espeak-ng; then pip install pyttsx3"
+)
+NO_DEVICE_REASON = (
+    "no audio output device or player: nothing is heard (use --wav-dir DIR to keep each utterance as a WAV file)"
+)
 
 # Hanzi from the product's own alarm texts that espeak-ng 1.51's `cmn` voice reads as English-spelled pinyin: the
 # start-up check speaks them (to phonemes only) with each candidate Mandarin voice and keeps the first that does not
@@ -74,7 +77,7 @@ class Spoken:
         self.text = text
         self.lang = lang
         self.voice = voice
-        self.runs = []          # [(lang, voice id, words)] as spoken, in order
+        self.runs = []  # [(lang, voice id, words)] as spoken, in order
         self.path = None
         self.seconds = 0.0
         self.started = None
@@ -83,9 +86,17 @@ class Spoken:
         self.error = None
 
     def as_dict(self):
-        return {"id": self.job_id, "text": self.text, "lang": self.lang, "voice": self.voice, "path": self.path,
-                "runs": [{"lang": lang, "voice": v, "text": t} for lang, v, t in self.runs],
-                "seconds": round(self.seconds, 3), "completed": self.completed, "error": self.error}
+        return {
+            "id": self.job_id,
+            "text": self.text,
+            "lang": self.lang,
+            "voice": self.voice,
+            "path": self.path,
+            "runs": [{"lang": lang, "voice": v, "text": t} for lang, v, t in self.runs],
+            "seconds": round(self.seconds, 3),
+            "completed": self.completed,
+            "error": self.error,
+        }
 
 
 _SHARED = {}
@@ -110,9 +121,11 @@ class _Pyttsx3Synth:
 
     def __init__(self, rate, voice_ids):
         import pyttsx3  # noqa: PLC0415  (optional dependency: imported where it is needed)
+
         self._espeak_busy = None
         try:
             import pyttsx3.drivers.espeak as espeak_driver  # noqa: PLC0415
+
             # The espeak driver prints "Audio saved to ..." for every file; the emulator logs that itself.
             espeak_driver.print = lambda *a, **k: None
             self._espeak_busy = espeak_driver._espeak.IsPlaying
@@ -197,8 +210,11 @@ class _Pyttsx3Synth:
             ok = self._reads_hanzi(vid)
             if ok:
                 if wanted and wanted != "auto" and vid.lower() != wanted.lower():
-                    why = "reads hanzi as English on this espeak-ng" if wanted.lower() in available else \
-                        "is not installed"
+                    why = (
+                        "reads hanzi as English on this espeak-ng"
+                        if wanted.lower() in available
+                        else "is not installed"
+                    )
                     self.warnings.append("Mandarin voice %r %s: using %s" % (wanted, why, vid))
                 self.notes.append("Mandarin voice %s (checked: reads hanzi as Mandarin)" % vid)
                 return vid
@@ -209,8 +225,10 @@ class _Pyttsx3Synth:
             best = next((v for v in unknown if self._tail(v) == "cmn-latn-pinyin"), unknown[0])
             self.notes.append("Mandarin voice %s (not checked: no espeak-ng command)" % best)
             return best
-        self.warnings.append("every Mandarin voice (%s) reads hanzi as English here: Chinese text will sound wrong"
-                             % ", ".join(candidates))
+        self.warnings.append(
+            "every Mandarin voice (%s) reads hanzi as English here: Chinese text will sound wrong"
+            % ", ".join(candidates)
+        )
         return candidates[0]
 
     def synth(self, text, lang, path, *, voices=None, rate=None):
@@ -273,7 +291,7 @@ class _Pyttsx3Synth:
             time.sleep(0.005)
 
 
-SILENCE_LEVEL = 300      # of 32767: below this a 16-bit sample counts as silence when trimming a run's edges
+SILENCE_LEVEL = 300  # of 32767: below this a 16-bit sample counts as silence when trimming a run's edges
 EDGE_KEEP_S = 0.02
 
 
@@ -286,7 +304,7 @@ def _trim(samples, rate):
     while last > first and abs(samples[last - 1]) < SILENCE_LEVEL:
         last -= 1
     keep = int(rate * EDGE_KEEP_S)
-    return samples[max(0, first - keep):min(n, last + keep)]
+    return samples[max(0, first - keep) : min(n, last + keep)]
 
 
 def join_wavs(parts, out_path, tail_s=0.25):
@@ -324,10 +342,17 @@ def _audio_device_likely():
     if not sys.platform.startswith("linux"):
         return True
     run = os.environ.get("XDG_RUNTIME_DIR", "")
-    return (os.path.exists("/dev/snd") or bool(os.environ.get("PULSE_SERVER"))
-            or (run and (os.path.exists(os.path.join(run, "pulse", "native"))
-                         or os.path.exists(os.path.join(run, "pipewire-0"))))
-            or os.environ.get("SDL_AUDIODRIVER") == "dummy")
+    return (
+        os.path.exists("/dev/snd")
+        or bool(os.environ.get("PULSE_SERVER"))
+        or (
+            run
+            and (
+                os.path.exists(os.path.join(run, "pulse", "native")) or os.path.exists(os.path.join(run, "pipewire-0"))
+            )
+        )
+        or os.environ.get("SDL_AUDIODRIVER") == "dummy"
+    )
 
 
 class _Player:
@@ -342,6 +367,7 @@ class _Player:
         if _audio_device_likely():
             try:
                 import pygame  # noqa: PLC0415
+
                 pygame.mixer.init(frequency=22050, size=-16, channels=1)
                 self._mixer = pygame.mixer
                 self.kind = "pygame.mixer"
@@ -434,9 +460,17 @@ class Voice:
 
     def describe(self):
         """The facts the status page, the window and /metrics show."""
-        return {"mode": self.mode, "available": bool(self.available), "audible": self.audible,
-                "silent_reason": self.silent_reason, "error": self.error, "player": self.player_kind,
-                "busy": self.busy, "voices": dict(self._voices or {}), "notes": list(self.notes)}
+        return {
+            "mode": self.mode,
+            "available": bool(self.available),
+            "audible": self.audible,
+            "silent_reason": self.silent_reason,
+            "error": self.error,
+            "player": self.player_kind,
+            "busy": self.busy,
+            "voices": dict(self._voices or {}),
+            "notes": list(self.notes),
+        }
 
     # -- control (any thread) -------------------------------------------------------------------------------------
     def start(self, wait=5.0):

@@ -52,8 +52,13 @@ def create_app(cfg, engine=None):
         if view is None:
             return _answer(503, {"ok": False, "error": "starting", "message": "the terminal is starting"})
         snap = dict(view.snapshot)
-        snap["emulator"] = {"voice": view.voice, "frame": view.frame.seq if view.frame else None,
-                            "width": engine.width, "height": engine.height, "engine_error": engine.error}
+        snap["emulator"] = {
+            "voice": view.voice,
+            "frame": view.frame.seq if view.frame else None,
+            "width": engine.width,
+            "height": engine.height,
+            "engine_error": engine.error,
+        }
         return _answer(200, snap)
 
     @app.route("/metrics", methods=_ALL, provide_automatic_options=False)
@@ -95,8 +100,16 @@ def create_app(cfg, engine=None):
     @app.route("/ui/press", methods=["POST"])
     def ui_press():
         body = request.stream.read(page.MAX_PRESS_BODY + 1)
-        return _raw(page.press(engine, ui_token, dict(request.headers.items()), body, configured_host=cfg.get("host"),
-                               act=lambda kind: ui_act(engine, kind)))
+        return _raw(
+            page.press(
+                engine,
+                ui_token,
+                dict(request.headers.items()),
+                body,
+                configured_host=cfg.get("host"),
+                act=lambda kind: ui_act(engine, kind),
+            )
+        )
 
     @app.route("/api/v1/<path:rest>", methods=_ALL, provide_automatic_options=False)
     def core(rest):
@@ -108,12 +121,17 @@ def create_app(cfg, engine=None):
             body = request.stream.read(READ_LIMIT + 1)
         headers = dict(request.headers.items())
         if not engine.alive:
-            return _answer(503, {"ok": False, "error": "engine_down",
-                                 "message": "the terminal's engine has stopped; restart the emulator"})
+            return _answer(
+                503,
+                {
+                    "ok": False,
+                    "error": "engine_down",
+                    "message": "the terminal's engine has stopped; restart the emulator",
+                },
+            )
         result = engine.handle_request(request.method, "/api/v1/" + rest, headers, body)
         if result is None:
-            return _answer(503, {"ok": False, "error": "busy",
-                                 "message": "the terminal did not answer in time; retry"})
+            return _answer(503, {"ok": False, "error": "busy", "message": "the terminal did not answer in time; retry"})
         return Response(result.body_bytes(), status=result.status, mimetype=_JSON)
 
     routed = app.wsgi_app
@@ -128,8 +146,12 @@ def create_app(cfg, engine=None):
         # refuses it by its size (and counts it); anything else is refused here, as the board refuses any such head.
         length = environ.get("CONTENT_LENGTH")
         if length and int(length) > max_body and not (environ["REQUEST_METHOD"] == "POST" and path in ENDPOINTS):
-            return _raw_answer(start_response, "413 Content Too Large", "too_large",
-                               "body is %s bytes, at most %d" % (length, max_body))
+            return _raw_answer(
+                start_response,
+                "413 Content Too Large",
+                "too_large",
+                "body is %s bytes, at most %d" % (length, max_body),
+            )
         return routed(environ, start_response)
 
     app.wsgi_app = as_sent

@@ -87,7 +87,7 @@ def wrap_text(text, measure, width, max_lines=4):
         if not line:
             # one word wider than the line: as many characters as fit
             n = 1
-            while n < len(tok) and measure(tok[:n + 1])[0] <= width:
+            while n < len(tok) and measure(tok[: n + 1])[0] <= width:
                 n += 1
             lines.append(tok[:n])
             tokens[i] = tok[n:]
@@ -172,8 +172,11 @@ class Window:
             self.long_fired = False
 
     def _check_long(self):
-        if self.pressed_since is not None and not self.long_fired and \
-                time.monotonic() - self.pressed_since >= self._long_s():
+        if (
+            self.pressed_since is not None
+            and not self.long_fired
+            and time.monotonic() - self.pressed_since >= self._long_s()
+        ):
             self.long_fired = True
             self._press("long")
 
@@ -253,8 +256,12 @@ class Window:
 
     def _draw_panel(self, view):
         px = self.panel_x
-        pygame.draw.rect(self.screen, PANEL, pygame.Rect(px, self.margin - 8, self.panel_w,
-                                                         self.size[1] - 2 * self.margin + 16), border_radius=10)
+        pygame.draw.rect(
+            self.screen,
+            PANEL,
+            pygame.Rect(px, self.margin - 8, self.panel_w, self.size[1] - 2 * self.margin + 16),
+            border_radius=10,
+        )
         x = px + 20
         y = self.margin + 4
         y += self._text("GPU SENTINEL", (x, y), self.font_title) + 2
@@ -278,8 +285,9 @@ class Window:
         for a in active:
             counts[a.get("level")] = counts.get(a.get("level"), 0) + 1
         summary = ", ".join("%d %s" % (counts[k], k) for k in ("P0", "P1", "NORMAL") if k in counts)
-        self._text(("active: " + summary) if summary else "no active alarm", (rect.right + 12, y + 6),
-                   self.font_small, DIM)
+        self._text(
+            ("active: " + summary) if summary else "no active alarm", (rect.right + 12, y + 6), self.font_small, DIM
+        )
         y = rect.bottom + 12
 
         text = None
@@ -298,7 +306,9 @@ class Window:
         if speaking:
             # Not "speaking" when nobody can hear it: the utterance only takes its time.
             head = ("speaking %s/%s: " if f["voice"]["audible"] else "not heard %s/%s: ") % (
-                speaking.get("n"), speaking.get("of"))
+                speaking.get("n"),
+                speaking.get("of"),
+            )
             said = speaking.get("text") or ""
             if is_chinese(said) and not self.cjk_path:
                 said = "(Chinese)"
@@ -306,19 +316,24 @@ class Window:
             y += self._text(line[0] if line else head, (x, y), self.font_text_small, WARN) + 4
         else:
             queued = len(speech.get("queued") or [])
-            y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y),
-                            self.font_small, DIM) + 4
+            y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y), self.font_small, DIM) + 4
         if f["silence"]:
             # Why the alarm the room sees is not being spoken.
             y += self._text("SILENT: " + f["silence"], (x, y), self.font_small, WARN) + 4
         if not f["voice"]["audible"]:
-            y += self._text("voice silent: " + f["voice"]["reason"] + " (light only)", (x, y), self.font_small,
-                            BAD) + 4
+            y += self._text("voice silent: " + f["voice"]["reason"] + " (light only)", (x, y), self.font_small, BAD) + 4
 
         mute = snap.get("mute") or {}
         if mute.get("active"):
-            y += self._text("MUTED until %s  (%s left)" % (f["mute"]["until"], fmt_mmss(mute.get("remaining_s", 0))),
-                            (x, y), self.font, WARN) + 4
+            y += (
+                self._text(
+                    "MUTED until %s  (%s left)" % (f["mute"]["until"], fmt_mmss(mute.get("remaining_s", 0))),
+                    (x, y),
+                    self.font,
+                    WARN,
+                )
+                + 4
+            )
         else:
             y += self._text("sound on" if f["voice"]["audible"] else "not muted", (x, y), self.font_small, DIM) + 4
         quiet = snap.get("quiet") or {}
@@ -327,14 +342,21 @@ class Window:
             if quiet.get("active"):
                 y += self._text("QUIET HOURS %s  (only P0 speaks)" % span, (x, y), self.font_small, WARN) + 4
             elif quiet.get("enabled", True):
-                y += self._text("quiet hours %s  local %s" % (span, quiet.get("local_time", "")), (x, y),
-                                self.font_small, DIM) + 4
+                y += (
+                    self._text(
+                        "quiet hours %s  local %s" % (span, quiet.get("local_time", "")), (x, y), self.font_small, DIM
+                    )
+                    + 4
+                )
         y += 6
         health = snap.get("health") or {}
         hb = health.get("heartbeat") or {}
-        dots = [("clock", health.get("clock", True)), ("network", health.get("network", True)),
-                ("voice", f["health"]["voice"]),
-                ("heartbeat", hb.get("ok", True) if hb.get("armed") else None)]
+        dots = [
+            ("clock", health.get("clock", True)),
+            ("network", health.get("network", True)),
+            ("voice", f["health"]["voice"]),
+            ("heartbeat", hb.get("ok", True) if hb.get("armed") else None),
+        ]
         cx = x
         for label, ok in dots:
             self._dot(cx, y, ok, label)

@@ -29,6 +29,7 @@ def toy_step_factory():
         loss.backward()
         opt.step()
         return float(loss)
+
     return step
 
 

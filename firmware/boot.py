@@ -3,6 +3,7 @@ import gc
 
 try:
     import esp
+
     esp.osdebug(None)  # keep the ESP-IDF's log lines off the console the operator reads
 except ImportError:
     pass

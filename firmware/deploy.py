@@ -18,6 +18,7 @@ Examples:
   python3 firmware/deploy.py --flash ESP32_GENERIC-v1.27.0.bin --config my.json
   python3 firmware/deploy.py --frozen --flash build-ESP32_GENERIC/firmware.bin --config my.json  # see manifest.py
 """
+
 import argparse
 import os
 import shlex
@@ -41,26 +42,28 @@ NO_LINES = ["-X", "no-source-lines"]
 USB_VIDS = {0x10C4: "CP210x", 0x1A86: "CH34x", 0x0403: "FTDI", 0x303A: "Espressif USB"}
 # Where the MicroPython image goes (micropython.org/download): the ESP32 has its bootloader at 0x1000.
 FLASH_OFFSET = {"esp32": "0x1000", "esp32s3": "0x0"}
-WIPE = ("import os\n"
-        "def rm(p):\n"
-        "    try:\n"
-        "        st = os.stat(p)\n"
-        "    except OSError:\n"
-        "        return\n"
-        "    if st[0] & 0x4000:\n"
-        "        for n in os.listdir(p):\n"
-        "            rm(p + \"/\" + n)\n"
-        "        os.rmdir(p)\n"
-        "    else:\n"
-        "        os.remove(p)\n"
-        "for p in (\"/lib/sentinel_core\", \"/lib/sentinel_fw\", \"/lib/microdot\"):\n"
-        "    rm(p)\n")
+WIPE = (
+    "import os\n"
+    "def rm(p):\n"
+    "    try:\n"
+    "        st = os.stat(p)\n"
+    "    except OSError:\n"
+    "        return\n"
+    "    if st[0] & 0x4000:\n"
+    "        for n in os.listdir(p):\n"
+    '            rm(p + "/" + n)\n'
+    "        os.rmdir(p)\n"
+    "    else:\n"
+    "        os.remove(p)\n"
+    'for p in ("/lib/sentinel_core", "/lib/sentinel_fw", "/lib/microdot"):\n'
+    "    rm(p)\n"
+)
 # Safe mode: main.py does not start the app (nor its watchdog, which cannot be stopped) while /safe_mode exists.
-ENTER_SAFE = "f = open(\"/safe_mode\", \"w\")\nf.close()\nimport machine\nmachine.reset()\n"
-LEAVE_SAFE = "import os\ntry:\n    os.remove(\"/safe_mode\")\nexcept OSError:\n    pass\n"
+ENTER_SAFE = 'f = open("/safe_mode", "w")\nf.close()\nimport machine\nmachine.reset()\n'
+LEAVE_SAFE = 'import os\ntry:\n    os.remove("/safe_mode")\nexcept OSError:\n    pass\n'
 REBOOT_WAIT_S = 4
 SAFE_MODE_STEP = "restart the board in safe mode (no app, no watchdog)"
-WIPE_STATE = "import os\ntry:\n    os.remove(\"/state.json\")\nexcept OSError:\n    pass\n"
+WIPE_STATE = 'import os\ntry:\n    os.remove("/state.json")\nexcept OSError:\n    pass\n'
 
 
 class DeployError(Exception):
@@ -71,8 +74,7 @@ def microdot_dir():
     try:
         import microdot
     except ImportError:
-        raise DeployError("microdot is not installed on this computer: pip install 'microdot==2.7.0' "
-                          "(or make setup)")
+        raise DeployError("microdot is not installed on this computer: pip install 'microdot==2.7.0' (or make setup)")
     return os.path.dirname(microdot.__file__)
 
 
@@ -138,15 +140,17 @@ def compile_all(files, build_dir, log=print, lines=True):
 def check_config(path):
     """Validate a config file as the board will; returns the parsed config. DeployError with the report."""
     if not os.path.exists(path):
-        raise DeployError("config file %s not found: copy firmware/config.example.json to firmware/config.json, "
-                          "fill in Wi-Fi and a secret, or pass --config PATH (or --no-config to deploy without one)"
-                          % path)
+        raise DeployError(
+            "config file %s not found: copy firmware/config.example.json to firmware/config.json, "
+            "fill in Wi-Fi and a secret, or pass --config PATH (or --no-config to deploy without one)" % path
+        )
     with open(path, encoding="utf-8") as f:
         text = f.read()
     # The board's own validation, run here with the board's libraries first on the path (restored after).
     sys.path.insert(0, LIB)
     try:
         from sentinel_fw import config
+
         try:
             return config.parse(text, os.path.basename(path))
         except config.ConfigError as e:
@@ -173,8 +177,10 @@ def pick_port(port, ports=None):
         return port
     ports = find_ports() if ports is None else ports
     if not ports:
-        raise DeployError("no ESP32 board found: plug it in by USB (a data cable, not a charge-only one), check "
-                          "`mpremote connect list`, or pass --port (e.g. /dev/ttyUSB0, /dev/ttyACM0, COM3)")
+        raise DeployError(
+            "no ESP32 board found: plug it in by USB (a data cable, not a charge-only one), check "
+            "`mpremote connect list`, or pass --port (e.g. /dev/ttyUSB0, /dev/ttyACM0, COM3)"
+        )
     if len(ports) > 1:
         raise DeployError("several boards found (%s): choose one with --port" % ", ".join(d for d, _ in ports))
     return ports[0][0]
@@ -192,8 +198,9 @@ def plan(built, port, config_path=None, flash=None, chip="esp32", reset_state=Fa
     if flash:
         esptool = [sys.executable, "-m", "esptool", "--chip", chip, "--port", port]
         steps.append(("erase the flash", esptool + ["erase_flash"]))
-        steps.append(("flash MicroPython", esptool + ["--baud", str(baud), "write_flash", "-z", FLASH_OFFSET[chip],
-                                                      flash]))
+        steps.append(
+            ("flash MicroPython", esptool + ["--baud", str(baud), "write_flash", "-z", FLASH_OFFSET[chip], flash])
+        )
     if not flash:
         # A fresh image has no app to stop; a running one is restarted into safe mode first.
         steps.append((SAFE_MODE_STEP, mp + ["exec", "--no-follow", ENTER_SAFE]))
@@ -204,7 +211,7 @@ def plan(built, port, config_path=None, flash=None, chip="esp32", reset_state=Fa
     lib_root = None
     for local, dst in built:
         if dst.startswith("lib/"):
-            lib_root = local[:len(local) - len(dst)] + "lib"
+            lib_root = local[: len(local) - len(dst)] + "lib"
             break
     n_lib = sum(1 for _, d in built if d.startswith("lib/"))
     if n_lib:
@@ -243,8 +250,10 @@ def run_steps(steps, runner=subprocess.run, log=print):
         if r.returncode != 0:
             if "esptool" in argv and r.returncode == 1 and not _has_esptool():
                 raise DeployError("esptool is not installed: pip install esptool")
-            raise DeployError("step failed (%s, exit %d): %s\nIs the board connected and not held by another "
-                              "program (a serial monitor, another mpremote)?" % (title, r.returncode, show(argv)))
+            raise DeployError(
+                "step failed (%s, exit %d): %s\nIs the board connected and not held by another "
+                "program (a serial monitor, another mpremote)?" % (title, r.returncode, show(argv))
+            )
 
 
 def _has_esptool():
@@ -259,34 +268,55 @@ def parser():
     p = argparse.ArgumentParser(
         prog="deploy.py",
         description="Compile the GPU Sentinel firmware with mpy-cross and copy it to an ESP32 / ESP32-S3 with "
-                    "mpremote: /boot.py, /main.py, /lib/{sentinel_core,sentinel_fw,microdot}, /config.json; "
-                    "then reset. Optionally flash MicroPython first.",
+        "mpremote: /boot.py, /main.py, /lib/{sentinel_core,sentinel_fw,microdot}, /config.json; "
+        "then reset. Optionally flash MicroPython first.",
         epilog="Without --port the board is found by its USB-serial chip (CP210x, CH34x, FTDI, Espressif USB). "
-               "The saved alarm state (/state.json) survives a deploy unless --reset-state. "
-               "Run with --dry-run first to see every command.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "The saved alarm state (/state.json) survives a deploy unless --reset-state. "
+        "Run with --dry-run first to see every command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--port", help="serial port of the board (default: the one ESP32 board plugged in)")
-    p.add_argument("--config", default=os.path.join(HERE, "config.json"),
-                   help="config file to install as /config.json, checked first (default: firmware/config.json)")
-    p.add_argument("--no-config", action="store_true",
-                   help="do not install a config (keeps the board's; a board without one shows config_error)")
-    p.add_argument("--flash", metavar="FIRMWARE.bin",
-                   help="first erase the flash and write this MicroPython image with esptool (>= 1.23)")
-    p.add_argument("--chip", choices=sorted(FLASH_OFFSET),
-                   help="chip for --flash (default: the config's board, else esp32)")
+    p.add_argument(
+        "--config",
+        default=os.path.join(HERE, "config.json"),
+        help="config file to install as /config.json, checked first (default: firmware/config.json)",
+    )
+    p.add_argument(
+        "--no-config",
+        action="store_true",
+        help="do not install a config (keeps the board's; a board without one shows config_error)",
+    )
+    p.add_argument(
+        "--flash",
+        metavar="FIRMWARE.bin",
+        help="first erase the flash and write this MicroPython image with esptool (>= 1.23)",
+    )
+    p.add_argument(
+        "--chip", choices=sorted(FLASH_OFFSET), help="chip for --flash (default: the config's board, else esp32)"
+    )
     p.add_argument("--baud", type=int, default=460800, help="esptool baud rate for --flash (default 460800)")
-    p.add_argument("--frozen", action="store_true",
-                   help="the libraries are frozen into the MicroPython image (firmware/manifest.py, for a plain "
-                        "ESP32 without PSRAM): copy only boot.py, main.py and the config")
-    p.add_argument("--no-line-numbers", action="store_true",
-                   help="drop source line numbers from the compiled files (~3 KB less heap; every traceback line "
-                        "then shows as 1); kept by default")
+    p.add_argument(
+        "--frozen",
+        action="store_true",
+        help="the libraries are frozen into the MicroPython image (firmware/manifest.py, for a plain "
+        "ESP32 without PSRAM): copy only boot.py, main.py and the config",
+    )
+    p.add_argument(
+        "--no-line-numbers",
+        action="store_true",
+        help="drop source line numbers from the compiled files (~3 KB less heap; every traceback line "
+        "then shows as 1); kept by default",
+    )
     p.add_argument("--line-numbers", action="store_true", help=argparse.SUPPRESS)  # the default now; still accepted
     p.add_argument("--reset-state", action="store_true", help="delete the saved alarm state on the board")
-    p.add_argument("--build-dir", default=os.path.join(ROOT, "build", "board"),
-                   help="where the compiled files go (default: build/board)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="compile and print the file list and every command, touch no board")
+    p.add_argument(
+        "--build-dir",
+        default=os.path.join(ROOT, "build", "board"),
+        help="where the compiled files go (default: build/board)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="compile and print the file list and every command, touch no board"
+    )
     return p
 
 
@@ -302,8 +332,7 @@ def main(argv=None, runner=subprocess.run, ports=None, log=print):
             for w in cfg["warnings"]:
                 log("  " + w)
         if args.flash and not os.path.exists(args.flash):
-            raise DeployError("MicroPython image %s not found (download it from micropython.org/download)"
-                              % args.flash)
+            raise DeployError("MicroPython image %s not found (download it from micropython.org/download)" % args.flash)
         chip = args.chip or (cfg["board"] if cfg else "esp32")
         log("compiling with mpy-cross")
         files = board_files()

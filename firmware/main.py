@@ -12,17 +12,21 @@ if "safe_mode" in os.listdir("/"):
 else:
     try:
         from sentinel_fw import startup
+
         terminal = startup.boot()
         # The boot-only modules are out of sys.modules now; this was the last reference to their code.
         del startup
         from sentinel_fw import app
+
         app.main(terminal)
     except KeyboardInterrupt:
         print("[sentinel] stopped at the REPL")
     except Exception as e:
         import sys
+
         print("[sentinel] fatal error, resetting in 10 s:")
         sys.print_exception(e)
         time.sleep(10)
         import machine
+
         machine.reset()

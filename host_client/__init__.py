@@ -10,11 +10,22 @@ distribution; what they need beyond the standard library is in its extras: [gate
 Lower-level pieces stay in their modules: host_client.transport (Transport, HTTPTransport, for tests and other
 senders), host_client.client (SignedRequest), host_client.config (resolve), sentinel_core.alarm (levels, presets).
 """
+
 from host_client.client import Ack, AlarmClient, Delivery, send_many
 from host_client.errors import AuthError, ConfigError, RefusedError, SentinelError, ServerError, TransportError
 from sentinel_core.alarm import Alarm, preset
 
 __all__ = [
-    "AlarmClient", "Alarm", "preset", "send_many", "Ack", "Delivery",
-    "SentinelError", "ConfigError", "TransportError", "ServerError", "RefusedError", "AuthError",
+    "AlarmClient",
+    "Alarm",
+    "preset",
+    "send_many",
+    "Ack",
+    "Delivery",
+    "SentinelError",
+    "ConfigError",
+    "TransportError",
+    "ServerError",
+    "RefusedError",
+    "AuthError",
 ]

@@ -3,6 +3,7 @@
 The client itself (sentinel-send) needs nothing beyond the standard library; the gateway's server and the
 emulator's window, voice and server come with the distribution's extras (pyproject.toml).
 """
+
 import importlib
 import sys
 
@@ -17,8 +18,11 @@ def _run(module, extra, prog):
         top = (e.name or "").split(".")[0]
         if not top or top in _OWN:
             raise
-        print("%s: the Python package %r is missing; it comes with the %s extra: pip install '%s[%s]'"
-              % (prog, top, extra, DISTRIBUTION, extra), file=sys.stderr)
+        print(
+            "%s: the Python package %r is missing; it comes with the %s extra: pip install '%s[%s]'"
+            % (prog, top, extra, DISTRIBUTION, extra),
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -1,4 +1,5 @@
 """sentinel-send: send one alarm (a preset or your own), an ACK, an unmute or a heartbeat to a terminal."""
+
 import argparse
 import shlex
 import sys
@@ -27,14 +28,18 @@ exit status: 0 delivered, 1 refused by the terminal, 2 usage or configuration er
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="sentinel-send", description=__doc__, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="sentinel-send", description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     what = p.add_argument_group("what to send")
-    what.add_argument("--preset", choices=sorted(PRESETS), help="the RFC's presets: p0 red flash, spoken 3 times; "
-                      "p1 orange breath, once; normal green 10 s, '训练集群已恢复正常'")
+    what.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="the RFC's presets: p0 red flash, spoken 3 times; "
+        "p1 orange breath, once; normal green 10 s, '训练集群已恢复正常'",
+    )
     what.add_argument("--text", help="words to show and speak (at most 400 bytes of UTF-8)")
-    what.add_argument("--level", choices=["P0", "P1", "NORMAL"], help="alarm level (default: from the preset, "
-                      "else P1)")
+    what.add_argument("--level", choices=["P0", "P1", "NORMAL"], help="alarm level (default: from the preset, else P1)")
     what.add_argument("--color", help="#RRGGBB")
     what.add_argument("--light", choices=LIGHT_MODES, help="light pattern")
     what.add_argument("--audio", choices=AUDIO_MODES, help="speech: once, cycle (repeat), none")
@@ -44,24 +49,35 @@ def build_parser():
     what.add_argument("--duration", type=int, help="seconds on display (NORMAL) or until expiry (P0/P1)")
     what.add_argument("--ack", action="store_true", help="send a remote ACK (mute) instead of an alarm")
     what.add_argument("--clear", action="store_true", help="with --ack: clear the display, as a long press")
-    what.add_argument("--unmute", action="store_true", help="end the mute and every acknowledgement (with --key: "
-                      "that incident's only)")
-    what.add_argument("--heartbeat", type=int, metavar="SECONDS", help="send a heartbeat; 0 disarms the dead-man's "
-                      "switch; else alarm if the next one is "
-                      "later than SECONDS")
+    what.add_argument(
+        "--unmute",
+        action="store_true",
+        help="end the mute and every acknowledgement (with --key: that incident's only)",
+    )
+    what.add_argument(
+        "--heartbeat",
+        type=int,
+        metavar="SECONDS",
+        help="send a heartbeat; 0 disarms the dead-man's switch; else alarm if the next one is later than SECONDS",
+    )
     where = p.add_argument_group("where to send it")
     where.add_argument("--url", help="terminal base URL, e.g. http://10.0.0.20")
     where.add_argument("--key-id", help="key id the terminal knows")
-    where.add_argument("--secret-file", help="file holding the shared secret (the secret is never a flag: "
-                       "flags show up in ps)")
+    where.add_argument(
+        "--secret-file", help="file holding the shared secret (the secret is never a flag: flags show up in ps)"
+    )
     where.add_argument("--config", help="JSON or TOML file with url, key_id, secret or secret_file")
-    where.add_argument("--also", action="append", default=[], metavar="CONFIG",
-                       help="another terminal's config file: send to it too (fan-out); repeatable")
+    where.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="CONFIG",
+        help="another terminal's config file: send to it too (fan-out); repeatable",
+    )
     how = p.add_argument_group("how")
     how.add_argument("--timeout", type=float, default=3.0, help="seconds per attempt (default 3)")
     how.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, 5xx, 429")
-    how.add_argument("--dry-run", action="store_true", help="print the signed request as a curl command; send "
-                     "nothing")
+    how.add_argument("--dry-run", action="store_true", help="print the signed request as a curl command; send nothing")
     return p
 
 
@@ -71,8 +87,13 @@ def build_alarm(args):
             raise ConfigError("--preset %s needs --text" % args.preset)
         a = preset(args.preset, args.text, key=args.key, id=args.id, duration=args.duration)
     elif args.text:
-        a = preset({"P0": "p0", "P1": "p1", "NORMAL": "normal"}[args.level or "P1"], args.text, key=args.key,
-                   id=args.id, duration=args.duration)
+        a = preset(
+            {"P0": "p0", "P1": "p1", "NORMAL": "normal"}[args.level or "P1"],
+            args.text,
+            key=args.key,
+            id=args.id,
+            duration=args.duration,
+        )
     else:
         raise ConfigError("nothing to send: give --preset, --text, --ack, --unmute or --heartbeat")
     if args.level:
@@ -141,9 +162,16 @@ def main(argv=None):
         worst = EXIT_OK
         for d in send_many(clients, alarm):
             if d.ok:
-                print("%s: delivered (%s%s, %d attempt%s)" % (d.url, d.ack.level or "ok",
-                                                              ", duplicate" if d.ack.duplicate else "",
-                                                              d.ack.attempts, "" if d.ack.attempts == 1 else "s"))
+                print(
+                    "%s: delivered (%s%s, %d attempt%s)"
+                    % (
+                        d.url,
+                        d.ack.level or "ok",
+                        ", duplicate" if d.ack.duplicate else "",
+                        d.ack.attempts,
+                        "" if d.ack.attempts == 1 else "s",
+                    )
+                )
             else:
                 print("%s: FAILED: %s" % (d.url, d.error), file=sys.stderr)
                 worst = max(worst, EXIT_REFUSED if isinstance(d.error, RefusedError) else EXIT_UNREACHABLE)

@@ -1,4 +1,5 @@
 """AlarmClient: sign an alarm with the shared core and deliver it to one terminal, retrying only what is safe."""
+
 from __future__ import annotations
 
 import json
@@ -65,9 +66,20 @@ class AlarmClient:
     Everything after the secret is keyword-only.
     """
 
-    def __init__(self, url: str, key_id: str, secret: str | bytes, *, timeout: float = 3.0, retries: int = 3,
-                 backoff: float = 0.2, backoff_max: float = 2.0, transport: Transport | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str,
+        key_id: str,
+        secret: str | bytes,
+        *,
+        timeout: float = 3.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        backoff_max: float = 2.0,
+        transport: Transport | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.target = Target(url, key_id, secret)
         self.timeout = timeout
         self.retries = retries
@@ -95,8 +107,12 @@ class AlarmClient:
         """The exact request that would be sent: for --dry-run, and for tests of other senders."""
         body = encode_body(obj)
         ts = str(int(self._clock() if now is None else now))
-        headers = {"Content-Type": "application/json", "X-API-Key": self.target.key_id, "X-Timestamp": ts,
-                   "X-Signature": self._signer.sign(ts, body, scope("POST", path))}
+        headers = {
+            "Content-Type": "application/json",
+            "X-API-Key": self.target.key_id,
+            "X-Timestamp": ts,
+            "X-Signature": self._signer.sign(ts, body, scope("POST", path)),
+        }
         return SignedRequest(url=self.target.url + path, headers=headers, body=body)
 
     def send(self, alarm: Alarm) -> Ack:
@@ -149,8 +165,14 @@ class AlarmClient:
                 continue
             answer = _parse_answer(r.body)
             if r.status == 200 and answer.get("ok") is True:
-                return Ack(url=req.url, status=r.status, duplicate=bool(answer.get("duplicate")), attempts=attempt,
-                           elapsed_s=time.monotonic() - start, answer=answer)
+                return Ack(
+                    url=req.url,
+                    status=r.status,
+                    duplicate=bool(answer.get("duplicate")),
+                    attempts=attempt,
+                    elapsed_s=time.monotonic() - start,
+                    answer=answer,
+                )
             code = answer.get("error", "http_%d" % r.status)
             message = answer.get("message", "unexpected answer")
             if r.status in RETRY_STATUSES:
@@ -220,9 +242,17 @@ def send_many(clients: Iterable[AlarmClient], alarm: Alarm, *, max_workers: int 
 def copy_alarm(alarm: Alarm, **changes) -> Alarm:
     """A copy of alarm with some of its fields changed (by name: text, color, light_mode, audio_mode, repeat_times,
     level, key, id, duration). The copy is built through Alarm's constructor, so its normalisation applies."""
-    fields = {"text": alarm.text, "color": alarm.color, "light_mode": alarm.light_mode, "audio_mode": alarm.audio_mode,
-              "repeat_times": alarm.repeat_times, "level": alarm.level, "key": alarm.key, "id": alarm.id,
-              "duration": alarm.duration}
+    fields = {
+        "text": alarm.text,
+        "color": alarm.color,
+        "light_mode": alarm.light_mode,
+        "audio_mode": alarm.audio_mode,
+        "repeat_times": alarm.repeat_times,
+        "level": alarm.level,
+        "key": alarm.key,
+        "id": alarm.id,
+        "duration": alarm.duration,
+    }
     unknown = set(changes) - set(fields)
     if unknown:
         raise TypeError("copy_alarm() got unknown field(s): %s" % ", ".join(sorted(unknown)))

@@ -5,6 +5,7 @@ Files: JSON or TOML with the keys url, key_id, and secret or secret_file. With n
 own file ($XDG_CONFIG_HOME/gpu-sentinel/emulator.json, written at its first start) is used, so
 `sentinel-send` talks to a local emulator with no setup.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,15 @@ def _secret_from_file(path: str) -> bytes:
     return s
 
 
-def resolve(*, url: str | None = None, key_id: str | None = None, secret: str | bytes | None = None,
-            secret_file: str | None = None, config: str | None = None, env: Mapping[str, str] | None = None) -> Target:
+def resolve(
+    *,
+    url: str | None = None,
+    key_id: str | None = None,
+    secret: str | bytes | None = None,
+    secret_file: str | None = None,
+    config: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Target:
     """Merge arguments > environment > config file > the local emulator's file into a Target (keywords only)."""
     env = os.environ if env is None else env
     url = url or env.get("SENTINEL_URL")
@@ -100,7 +108,8 @@ def resolve(*, url: str | None = None, key_id: str | None = None, secret: str | 
         secret = _secret_from_file(secret_file)
     missing = [n for n, v in (("url", url), ("key id", key_id), ("secret", secret)) if not v]
     if missing:
-        raise ConfigError("no terminal configured: missing %s (give arguments, set SENTINEL_URL, SENTINEL_KEY_ID and "
-                          "SENTINEL_SECRET, or start the emulator once to create %s)"
-                          % (", ".join(missing), emulator_config_path()))
+        raise ConfigError(
+            "no terminal configured: missing %s (give arguments, set SENTINEL_URL, SENTINEL_KEY_ID and "
+            "SENTINEL_SECRET, or start the emulator once to create %s)" % (", ".join(missing), emulator_config_path())
+        )
     return Target(url, key_id, secret)

@@ -1,4 +1,5 @@
 """The one place host_client touches the network. Tests pass their own Transport to AlarmClient."""
+
 from __future__ import annotations
 
 import http.client

@@ -12,7 +12,7 @@ from host_client.gateway import alertmanager, events, grouping
 from sentinel_core.alarm import RECOVERED_TEXT
 
 RACK = "A03"
-PLACES = (("A03", "gpu-worker-08"), ("B12", "gpu-node-117-5f8d9c7b"))   # the second one's pod hash is cleaned
+PLACES = (("A03", "gpu-worker-08"), ("B12", "gpu-node-117-5f8d9c7b"))  # the second one's pod hash is cleaned
 PCI = "0000:3b:00.0"
 ALERTNAME = "GpuXidFatal"
 

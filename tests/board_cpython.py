@@ -2,6 +2,7 @@
 project's fakes of machine, neopixel, network and ntptime. `python tests/board_cpython.py CONFIG STATE` boots the
 terminal from the config file (sentinel_fw.startup) and serves it (app.main) until SIGINT/SIGTERM. Used by the
 hostile corpus test and bench/bench_slowclients.py next to the MicroPython Unix port (tests/unixport.py)."""
+
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ class Board:
     def __init__(self, directory, **cfg):
         sys.path.insert(0, HERE)
         import unixport  # noqa: PLC0415 - the same config and key as the Unix-port box
+
         sys.path.pop(0)
         self.port = unixport.free_port()
         self.dir = str(directory)
@@ -32,9 +34,12 @@ class Board:
 
     def __enter__(self):
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), self.config,
-                                          os.path.join(self.dir, "state.json")],
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), self.config, os.path.join(self.dir, "state.json")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -61,6 +66,7 @@ def main(config_path, state_path):
     sys.path[:0] = [os.path.join(HERE, "firmware", "fakes"), os.path.join(ROOT, "firmware", "lib")]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from sentinel_fw import app, startup
+
     terminal = startup.boot(config_path, state_path)
     try:
         app.main(terminal)

@@ -14,9 +14,19 @@ import subprocess
 import time
 import urllib.request
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--mute-audio", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+]
 
 
 def chromium_path():
@@ -36,8 +46,10 @@ class WebSocket:
         host, _, port = hostport.partition(":")
         self.sock = socket.create_connection((host, int(port or 80)), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
-        req = ("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (path, hostport, key))
+        req = (
+            "GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (path, hostport, key)
+        )
         self.sock.sendall(req.encode())
         head = b""
         while b"\r\n\r\n" not in head:
@@ -108,25 +120,32 @@ class Browser:
             raise RuntimeError("chromium is not installed (tools/install-system-deps.sh installs it)")
         self.profile = profile_dir
         os.makedirs(profile_dir, exist_ok=True)
-        args = [exe] + FLAGS + ["--user-data-dir=%s" % profile_dir, "--remote-debugging-port=0",
-                                "--remote-debugging-address=127.0.0.1", "--window-size=%d,%d" % (width, height),
-                                "about:blank"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+        args = (
+            [exe]
+            + FLAGS
+            + [
+                "--user-data-dir=%s" % profile_dir,
+                "--remote-debugging-port=0",
+                "--remote-debugging-address=127.0.0.1",
+                "--window-size=%d,%d" % (width, height),
+                "about:blank",
+            ]
+        )
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         self.port = self._port(60)
         self.ws = WebSocket(self._page_ws())
         self._id = 0
         self.events = []
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                  mobile=False)
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
 
     def _port(self, timeout):
         path = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("chromium exited (%s): %s" % (self.proc.returncode,
-                                                                  self.proc.stderr.read().decode()[-2000:]))
+                raise RuntimeError(
+                    "chromium exited (%s): %s" % (self.proc.returncode, self.proc.stderr.read().decode()[-2000:])
+                )
             try:
                 with open(path) as f:
                     first = f.readline().strip()

@@ -11,11 +11,11 @@ for p in (os.path.join(ROOT, "firmware", "lib"), os.path.join(ROOT, "tests", "co
 # parallel pass (pytest-xdist --dist loadfile hands out files in collection order) they start at once instead of
 # starting last and holding the whole run up. Within a file the order is unchanged.
 _LONG_FIRST = (
-    "test_firmware_suites.py",            # test_memory_figures_stay_in_bounds: 2-4 min of MicroPython under node
-    "test_deploy_host.py",                # the plain-host steps: venvs and installs
-    "test_terminal_machine.py",           # the hypothesis state machine
-    "test_gateway_alertmanager_ha.py",    # a real Alertmanager HA pair, 60 s of watching
-    "test_deploy_e2e_prometheus.py",      # real Prometheus and Alertmanager
+    "test_firmware_suites.py",  # test_memory_figures_stay_in_bounds: 2-4 min of MicroPython under node
+    "test_deploy_host.py",  # the plain-host steps: venvs and installs
+    "test_terminal_machine.py",  # the hypothesis state machine
+    "test_gateway_alertmanager_ha.py",  # a real Alertmanager HA pair, 60 s of watching
+    "test_deploy_e2e_prometheus.py",  # real Prometheus and Alertmanager
     "test_hostile_fuzz.py",
     "test_firmware_pyright.py",
     "test_emulator_voice.py",
@@ -26,4 +26,5 @@ def pytest_collection_modifyitems(items):
     def rank(item):
         name = os.path.basename(str(item.path))
         return _LONG_FIRST.index(name) if name in _LONG_FIRST else len(_LONG_FIRST)
+
     items.sort(key=rank)

@@ -31,8 +31,9 @@ def post(url, body, timeout=5.0):
     """(status, text) of a JSON POST; an HTTP error status is returned, not raised."""
     import urllib.error
 
-    req = urllib.request.Request(url, body if isinstance(body, bytes) else body.encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, body if isinstance(body, bytes) else body.encode(), {"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode("utf-8", "replace")
@@ -96,13 +97,20 @@ def start_gateway(tmp, terminal_url, key_id, secret, port=None, extra_toml=""):
     tmp = str(tmp)
     cfg = os.path.join(tmp, "gateway.toml")
     with open(cfg, "w") as f:
-        f.write('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nlog_format = "text"\n\n'
-                '[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\n\n%s\n'
-                '[terminals.emu]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "SENTINEL_SECRET_EMU"\n'
-                % (port, os.path.join(tmp, "gw-state"), extra_toml, terminal_url, key_id))
+        f.write(
+            '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nlog_format = "text"\n\n'
+            "[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\n\n%s\n"
+            '[terminals.emu]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "SENTINEL_SECRET_EMU"\n'
+            % (port, os.path.join(tmp, "gw-state"), extra_toml, terminal_url, key_id)
+        )
     env = dict(os.environ, SENTINEL_SECRET_EMU=secret)
-    proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", cfg], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = "http://127.0.0.1:%d" % port
     wait_http(url + "/healthz", proc)
     return proc, url
@@ -117,12 +125,18 @@ def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0, host="gpu-worker-
     open(kern, "a").close()
     cfg = os.path.join(tmp, "probe.toml")
     with open(cfg, "w") as f:
-        f.write('[node]\nrack = "A03"\nhost = "%s"\ngateway = "%s"\n\n'
-                '[gpu]\nsource = "replay"\nreplay = "%s"\n\n[xid]\nsource = "file"\npath = "%s"\nhold_s = %r\n\n'
-                '[progress]\nsocket = "%s"\n\n[status]\nlisten = "127.0.0.1:%d"\n'
-                % (host, gateway_url, REPLAY, kern, float(xid_hold_s), os.path.join(tmp, "progress.sock"), port))
-    proc = subprocess.Popen([sys.executable, "-m", "host_client.probes.cli", "-c", cfg], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        f.write(
+            '[node]\nrack = "A03"\nhost = "%s"\ngateway = "%s"\n\n'
+            '[gpu]\nsource = "replay"\nreplay = "%s"\n\n[xid]\nsource = "file"\npath = "%s"\nhold_s = %r\n\n'
+            '[progress]\nsocket = "%s"\n\n[status]\nlisten = "127.0.0.1:%d"\n'
+            % (host, gateway_url, REPLAY, kern, float(xid_hold_s), os.path.join(tmp, "progress.sock"), port)
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host_client.probes.cli", "-c", cfg],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = "http://127.0.0.1:%d" % port
     wait_http(url + "/metrics", proc)
     return proc, url
@@ -224,8 +238,9 @@ class Sink:
         self.server.server_close()
 
 
-def prometheus_config(tmp, *, scrape_s, eval_s, am_address, gateway_addresses, dcgm_addresses, terminal_addresses,
-                      probe_addresses=()):
+def prometheus_config(
+    tmp, *, scrape_s, eval_s, am_address, gateway_addresses, dcgm_addresses, terminal_addresses, probe_addresses=()
+):
     """deploy/prometheus/prometheus.yml as shipped (its jobs, relabelling and rule files), with this run's
     addresses and intervals. Returns the path of the config written into tmp."""
     import yaml
@@ -233,8 +248,9 @@ def prometheus_config(tmp, *, scrape_s, eval_s, am_address, gateway_addresses, d
     src = os.path.join(ROOT, "deploy", "prometheus")
     with open(os.path.join(src, "prometheus.yml")) as f:
         cfg = yaml.safe_load(f)
-    cfg["global"].update(scrape_interval="%ss" % scrape_s, evaluation_interval="%ss" % eval_s,
-                         scrape_timeout="%ss" % min(scrape_s, 10))
+    cfg["global"].update(
+        scrape_interval="%ss" % scrape_s, evaluation_interval="%ss" % eval_s, scrape_timeout="%ss" % min(scrape_s, 10)
+    )
     cfg["rule_files"] = [os.path.join(src, p) for p in cfg["rule_files"]]
     cfg["alerting"]["alertmanagers"][0]["static_configs"] = [{"targets": [am_address]}]
     tdir = os.path.join(str(tmp), "targets")
@@ -244,8 +260,9 @@ def prometheus_config(tmp, *, scrape_s, eval_s, am_address, gateway_addresses, d
         if name == "sentinel-gateway":
             job["static_configs"] = [{"targets": list(gateway_addresses)}]
         elif name == "sentinel-terminal":
-            job["static_configs"] = [{"targets": list(terminal_addresses), "labels": {"terminal": "emu",
-                                                                                       "kind": "emulator"}}]
+            job["static_configs"] = [
+                {"targets": list(terminal_addresses), "labels": {"terminal": "emu", "kind": "emulator"}}
+            ]
         elif name in ("dcgm-exporter", "sentinel-probe"):
             addrs = dcgm_addresses if name == "dcgm-exporter" else probe_addresses
             path = os.path.join(tdir, "%s.yml" % name)
@@ -268,8 +285,11 @@ def alertmanager_config(tmp, gateway_url, fallback_url, deadman_url, group_wait=
     tok = os.path.join(str(tmp), "sentinel-gateway.token")
     with open(tok, "w") as f:
         f.write("test-token\n")
-    urls = {"sentinel": gateway_url + "/api/v1/alertmanager", "sentinel-fallback": fallback_url +
-            "/api/v1/alertmanager", "deadman": deadman_url}
+    urls = {
+        "sentinel": gateway_url + "/api/v1/alertmanager",
+        "sentinel-fallback": fallback_url + "/api/v1/alertmanager",
+        "deadman": deadman_url,
+    }
     for r in cfg["receivers"]:
         for w in r.get("webhook_configs", []):
             w["url"] = urls[r["name"]]
@@ -292,10 +312,18 @@ def start_prometheus(tmp, config_path, port=None, extra_args=()):
     import json
 
     port = port or free_port()
-    proc = subprocess.Popen([PROMETHEUS, "--config.file=" + config_path,
-                             "--storage.tsdb.path=" + os.path.join(str(tmp), "prom-data"),
-                             "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"] + list(extra_args),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            "--config.file=" + config_path,
+            "--storage.tsdb.path=" + os.path.join(str(tmp), "prom-data"),
+            "--web.listen-address=127.0.0.1:%d" % port,
+            "--log.level=warn",
+        ]
+        + list(extra_args),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = "http://127.0.0.1:%d" % port
     wait_http(url + "/-/ready", proc)
     end = time.monotonic() + 30
@@ -308,10 +336,18 @@ def start_prometheus(tmp, config_path, port=None, extra_args=()):
 
 def start_alertmanager(tmp, config_path, port=None):
     port = port or free_port()
-    proc = subprocess.Popen([ALERTMANAGER, "--config.file=" + config_path,
-                             "--storage.path=" + os.path.join(str(tmp), "am-data"),
-                             "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address=",
-                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            ALERTMANAGER,
+            "--config.file=" + config_path,
+            "--storage.path=" + os.path.join(str(tmp), "am-data"),
+            "--web.listen-address=127.0.0.1:%d" % port,
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = "http://127.0.0.1:%d" % port
     wait_http(url + "/-/ready", proc)
     return proc, url
@@ -368,9 +404,11 @@ def live_metric_names(tmp):
         probe = None
         try:
             probe, probe_url = start_probe(tmp, gw_url)
-            return {"gateway": metric_names(get(gw_url + "/metrics")[1]),
-                    "probe": metric_names(get(probe_url + "/metrics")[1]),
-                    "emulator": metric_names(render_metrics(h.engine))}
+            return {
+                "gateway": metric_names(get(gw_url + "/metrics")[1]),
+                "probe": metric_names(get(probe_url + "/metrics")[1]),
+                "emulator": metric_names(render_metrics(h.engine)),
+            }
         finally:
             stop(probe)
             stop(gw)

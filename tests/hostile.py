@@ -5,6 +5,7 @@ format is in its own "format" entry and in docs/PROTOCOL.md ("Hostile corpus").
     from hostile import load, replay
     failures = replay(load(), "127.0.0.1", port, key_id=key_id, secret=secret)  # [] when all answer as expected
 """
+
 import json
 import os
 import re

@@ -1,5 +1,6 @@
 """A real terminal on loopback for tests: http.server in a thread in front of the core's Receiver, the same
 handler the board and the emulator call. It records what it accepted and can misbehave on request."""
+
 import http.server
 import threading
 import time

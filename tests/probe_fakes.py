@@ -15,20 +15,42 @@ from host_client.probes.xid import pci_key
 class FakeSource:
     name = "fake"
 
-    def __init__(self, count=8, *, max_gen=5, max_width=16, temp_slowdown=87, temp_max=90, nvlinks=0,
-                 power_limit_w=700.0):
+    def __init__(
+        self, count=8, *, max_gen=5, max_width=16, temp_slowdown=87, temp_max=90, nvlinks=0, power_limit_w=700.0
+    ):
         self._devices = []
         self._state = {}
         for i in range(count):
             bus = "00000000:%02X:00.0" % (0x18 + 0x10 * i)
-            self._devices.append({"index": i, "uuid": "GPU-fake-%d" % i, "name": "Fake H100", "bus_id": bus,
-                                  "pci": pci_key(bus), "max_gen": max_gen, "max_width": max_width,
-                                  "temp_slowdown": temp_slowdown, "temp_max": temp_max, "nvlinks": nvlinks,
-                                  "power_limit_w": power_limit_w, "lost": False, "error": None})
+            self._devices.append(
+                {
+                    "index": i,
+                    "uuid": "GPU-fake-%d" % i,
+                    "name": "Fake H100",
+                    "bus_id": bus,
+                    "pci": pci_key(bus),
+                    "max_gen": max_gen,
+                    "max_width": max_width,
+                    "temp_slowdown": temp_slowdown,
+                    "temp_max": temp_max,
+                    "nvlinks": nvlinks,
+                    "power_limit_w": power_limit_w,
+                    "lost": False,
+                    "error": None,
+                }
+            )
             r = _reading_defaults(i)
-            r.update(gen=max_gen, width=max_width, pstate=0, temp=55, util=97, mem_util=40, procs=1,
-                     power_w=560.0, nvlink={"%d:%s" % (link, c): 0 for link in range(nvlinks)
-                                            for c in NVLINK_COUNTERS})
+            r.update(
+                gen=max_gen,
+                width=max_width,
+                pstate=0,
+                temp=55,
+                util=97,
+                mem_util=40,
+                procs=1,
+                power_w=560.0,
+                nvlink={"%d:%s" % (link, c): 0 for link in range(nvlinks) for c in NVLINK_COUNTERS},
+            )
             self._state[i] = r
         self.samples = 0
 
@@ -67,7 +89,7 @@ class FakeNvml:
     def __init__(self, count=8, *, nvlinks=0):
         self.count = count
         self.nvlinks = nvlinks
-        self.failures = {}   # (call name, gpu index or None) -> exception class
+        self.failures = {}  # (call name, gpu index or None) -> exception class
         self.calls = 0
         self.util = {i: 97 for i in range(count)}
         self.gen = {i: 5 for i in range(count)}
@@ -108,6 +130,7 @@ class FakeNvml:
         def call(self, h, *args):
             self._check(name, h)
             return value(self, h, *args)
+
         call.__name__ = name
         return call
 
@@ -116,9 +139,13 @@ class FakeNvml:
     nvmlDeviceGetUUID = _dev("nvmlDeviceGetUUID", lambda s, h: "GPU-%08d" % h)
     nvmlDeviceGetMaxPcieLinkGeneration = _dev("nvmlDeviceGetMaxPcieLinkGeneration", lambda s, h: 5)
     nvmlDeviceGetMaxPcieLinkWidth = _dev("nvmlDeviceGetMaxPcieLinkWidth", lambda s, h: 16)
-    nvmlDeviceGetTemperatureThreshold = _dev("nvmlDeviceGetTemperatureThreshold",
-                                             lambda s, h, which: {pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 87,
-                                                                  pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 90}[which])
+    nvmlDeviceGetTemperatureThreshold = _dev(
+        "nvmlDeviceGetTemperatureThreshold",
+        lambda s, h, which: {
+            pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 87,
+            pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 90,
+        }[which],
+    )
     nvmlDeviceGetEnforcedPowerLimit = _dev("nvmlDeviceGetEnforcedPowerLimit", lambda s, h: 700000)
     nvmlDeviceGetUtilizationRates = _dev("nvmlDeviceGetUtilizationRates", lambda s, h: _Util(s.util[h], 40))
     nvmlDeviceGetTemperature = _dev("nvmlDeviceGetTemperature", lambda s, h, sensor: 60)
@@ -143,10 +170,23 @@ class FakeNvml:
 
 
 # every per-GPU call site NvmlSource uses (the lost-GPU test walks them all)
-PER_GPU_CALLS = ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetPciInfo", "nvmlDeviceGetName", "nvmlDeviceGetUUID",
-                 "nvmlDeviceGetNvLinkState", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetMaxPcieLinkGeneration",
-                 "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetTemperatureThreshold",
-                 "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature",
-                 "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetNvLinkErrorCounter",
-                 "nvmlDeviceGetPowerUsage", "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetCurrPcieLinkGeneration",
-                 "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetPerformanceState")
+PER_GPU_CALLS = (
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetNvLinkErrorCounter",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetPerformanceState",
+)

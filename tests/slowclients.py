@@ -3,6 +3,7 @@ of each kind: idle (connects and sends nothing), dripping (a request head one by
 head with Content-Length: 2000 and ten bytes of body, then nothing). A connection the terminal closes (deadline,
 shed) is opened again after 50 ms, so the pressure stays at N. Used by bench/bench_slowclients.py (N=1000) and the
 board's flood test in tests/test_runtime_unix.py."""
+
 import asyncio
 import resource
 import threading
@@ -74,8 +75,10 @@ class Attacker:
                     await reading
                 else:
                     if kind == 2:  # lying: Content-Length 2000, ten bytes sent
-                        w.write(b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: 2000\r\n\r\n0123456789")
+                        w.write(
+                            b"POST /api/v1/send_msg HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 2000\r\n\r\n0123456789"
+                        )
                         await w.drain()
                     await r.read(1)  # idle until the terminal closes it
                 self.closed_by_peer += 1

@@ -1,4 +1,5 @@
 """host_client against a real terminal handler on loopback HTTP."""
+
 import json
 import os
 import shutil
@@ -31,11 +32,14 @@ def client(url, **kw):
     return AlarmClient(url, "ops", "s3cret-for-tests", **kw)
 
 
-@pytest.mark.parametrize("name,text,level", [
-    ("p0", "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起", "P0"),
-    ("p1", "算力水准预警，机架 A03 节点 gpu-worker-08 NVLink 降速", "P1"),
-    ("normal", None, "NORMAL"),
-])
+@pytest.mark.parametrize(
+    "name,text,level",
+    [
+        ("p0", "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起", "P0"),
+        ("p1", "算力水准预警，机架 A03 节点 gpu-worker-08 NVLink 降速", "P1"),
+        ("normal", None, "NORMAL"),
+    ],
+)
 def test_presets_delivered_and_verified(name, text, level):
     with LoopbackTerminal(KEYS) as t:
         ack = client(t.url).send(preset(name, text, key="A03:gpu-worker-08"))
@@ -137,8 +141,7 @@ def test_config_precedence_and_errors(tmp_path):
 def test_emulator_config_is_found_by_default(tmp_path, monkeypatch):
     d = tmp_path / "gpu-sentinel"
     d.mkdir()
-    (d / "emulator.json").write_text(json.dumps({"url": "http://127.0.0.1:8765", "key_id": "local",
-                                                 "secret": "abc"}))
+    (d / "emulator.json").write_text(json.dumps({"url": "http://127.0.0.1:8765", "key_id": "local", "secret": "abc"}))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     for k in ("SENTINEL_URL", "SENTINEL_KEY_ID", "SENTINEL_SECRET", "SENTINEL_SECRET_FILE", "SENTINEL_CONFIG"):
         monkeypatch.delenv(k, raising=False)
@@ -158,16 +161,50 @@ def test_cli_sends_preset_and_exit_codes(tmp_path, capsys):
         cfg = _cli_env(t, tmp_path)
         assert cli_main(["--config", cfg, "--preset", "p0", "--text", "通信死锁", "--key", "A03"]) == 0
         assert t.accepted[-1].alarm.key == "A03"
-        assert cli_main(["--config", cfg, "--text", "custom", "--color", "#123456", "--light", "breath",
-                         "--audio", "none", "--level", "P1"]) == 0
+        assert (
+            cli_main(
+                [
+                    "--config",
+                    cfg,
+                    "--text",
+                    "custom",
+                    "--color",
+                    "#123456",
+                    "--light",
+                    "breath",
+                    "--audio",
+                    "none",
+                    "--level",
+                    "P1",
+                ]
+            )
+            == 0
+        )
         a = t.accepted[-1].alarm
         assert (a.color, a.light_mode, a.audio_mode, a.level) == ((0x12, 0x34, 0x56), "breath", "none", 1)
         assert cli_main(["--config", cfg, "--ack"]) == 0
         assert cli_main(["--config", cfg, "--text", "x", "--color", "red"]) == 2
         assert cli_main(["--config", cfg, "--text", "x", "--repeat", "99", "--audio", "cycle"]) == 1
         assert cli_main(["--config", str(tmp_path / "missing.json"), "--preset", "p1", "--text", "x"]) == 2
-        assert cli_main(["--url", "http://127.0.0.1:9", "--key-id", "k", "--secret-file", cfg, "--retries", "0",
-                         "--preset", "p1", "--text", "x"]) == 3
+        assert (
+            cli_main(
+                [
+                    "--url",
+                    "http://127.0.0.1:9",
+                    "--key-id",
+                    "k",
+                    "--secret-file",
+                    cfg,
+                    "--retries",
+                    "0",
+                    "--preset",
+                    "p1",
+                    "--text",
+                    "x",
+                ]
+            )
+            == 3
+        )
     err = capsys.readouterr().err
     assert "s3cret-for-tests" not in err
 
@@ -176,8 +213,23 @@ def test_cli_sends_preset_and_exit_codes(tmp_path, capsys):
 def test_cli_dry_run_prints_a_curl_command_that_works(tmp_path):
     with LoopbackTerminal(KEYS) as t:
         cfg = _cli_env(t, tmp_path)
-        out = subprocess.run([sys.executable, "-m", "host_client.cli", "--config", cfg, "--preset", "p0", "--text",
-                              "干跑 dry run", "--dry-run"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "host_client.cli",
+                "--config",
+                cfg,
+                "--preset",
+                "p0",
+                "--text",
+                "干跑 dry run",
+                "--dry-run",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert out.startswith("curl ") and "s3cret" not in out
         assert not t.accepted
         r = subprocess.run(out, shell=True, capture_output=True, text=True)
@@ -215,16 +267,25 @@ def test_every_public_exception_of_host_client_is_in_the_tree():
     for info in pkgutil.walk_packages(host_client.__path__, "host_client."):
         mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():
-            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name \
-                    and not name.startswith("_"):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not name.startswith("_")
+            ):
                 found[info.name + "." + name] = obj
     outside = sorted(k for k, cls in found.items() if not issubclass(cls, SentinelError))
     assert outside == []
     # The walk really reached the gateway and the probes (an import error would have failed it above).
-    for name in ("host_client.gateway.events.EventError", "host_client.gateway.ingest.BodyError",
-                 "host_client.probes.gpu_source.SourceError", "host_client.errors.AuthError"):
+    for name in (
+        "host_client.gateway.events.EventError",
+        "host_client.gateway.ingest.BodyError",
+        "host_client.probes.gpu_source.SourceError",
+        "host_client.errors.AuthError",
+    ):
         assert name in found
     # Their old bases stay: code that caught ValueError still does.
     from host_client.gateway.events import EventError
     from host_client.gateway.ingest import BodyError
+
     assert issubclass(EventError, ValueError) and issubclass(BodyError, ValueError)

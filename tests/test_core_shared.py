@@ -1,5 +1,6 @@
 """Runs the common-subset tests in tests/core on CPython: the same modules, functions and vector files
 that tests/mpy/run.mjs runs under MicroPython."""
+
 import asyncio
 import importlib
 import inspect

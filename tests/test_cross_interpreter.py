@@ -1,5 +1,6 @@
 """Requests signed by host_client on CPython are verified by the core under real MicroPython.
 Bodies cross into MicroPython as hex: its json turns an escaped emoji into two lone surrogates."""
+
 import json
 import os
 import sys
@@ -10,8 +11,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from mpy import run_micropython  # noqa: E402
 
 NOW = 1787000000
-TEXTS = ["训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起", "NVLink slow-down on gpu-node-3",
-         "Überhitzung GPU 5 — 91 °C", "GPU 🔥 fell off the bus", "x" * 400, "警" * 133, 'quote " and \\ backslash']
+TEXTS = [
+    "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起",
+    "NVLink slow-down on gpu-node-3",
+    "Überhitzung GPU 5 — 91 °C",
+    "GPU 🔥 fell off the bus",
+    "x" * 400,
+    "警" * 133,
+    'quote " and \\ backslash',
+]
 
 
 def test_host_client_requests_verify_under_micropython():

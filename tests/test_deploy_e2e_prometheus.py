@@ -64,14 +64,24 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         (tmp_path / "gw2").mkdir()
         gw2, gw2_url = start_gateway(tmp_path / "gw2", emu_url, emu_cfg["key_id"], emu_cfg["secret"])
         procs.append(gw2)
-        dead = "127.0.0.1:%d" % free_port()   # a gateway that died: nothing listens there
-        am, am_url = start_alertmanager(tmp_path, alertmanager_config(
-            tmp_path, gw_url, gw2_url, deadman.url, group_wait="1s", group_interval="1s"))
+        dead = "127.0.0.1:%d" % free_port()  # a gateway that died: nothing listens there
+        am, am_url = start_alertmanager(
+            tmp_path, alertmanager_config(tmp_path, gw_url, gw2_url, deadman.url, group_wait="1s", group_interval="1s")
+        )
         procs.append(am)
-        prom, prom_url = start_prometheus(tmp_path, prometheus_config(
-            tmp_path, scrape_s=1, eval_s=1, am_address=am_url.split("//")[1],
-            gateway_addresses=[gw_url.split("//")[1], dead], dcgm_addresses=[dcgm.address],
-            terminal_addresses=[emu_url.split("//")[1]]), extra_args=["--rules.alert.resend-delay=2s"])
+        prom, prom_url = start_prometheus(
+            tmp_path,
+            prometheus_config(
+                tmp_path,
+                scrape_s=1,
+                eval_s=1,
+                am_address=am_url.split("//")[1],
+                gateway_addresses=[gw_url.split("//")[1], dead],
+                dcgm_addresses=[dcgm.address],
+                terminal_addresses=[emu_url.split("//")[1]],
+            ),
+            extra_args=["--rules.alert.resend-delay=2s"],
+        )
         procs.append(prom)
 
         # Prometheus scrapes all three, with the shipped relabelling (rack from the targets file, node_host)
@@ -86,15 +96,15 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         dcgm.set("DCGM_FI_DEV_XID_ERRORS", 3, 79, "GPU has fallen off the bus")
         t0 = time.monotonic()
         text = "Fatal XID 79 on gpu-worker-08 GPU 3"
-        t1, st = wait_status(emu_url, lambda s: any(a["text"] == text and a["level"] == "P0" for a in s["active"]),
-                             90)
+        t1, st = wait_status(emu_url, lambda s: any(a["text"] == text and a["level"] == "P0" for a in s["active"]), 90)
         print("dcgm XID -> P0 on the emulator: %.2f s (scrape 1 s, evaluation 1 s, group_wait 1 s)" % (t1 - t0))
         alarm = [a for a in st["active"] if a["text"] == text][0]
         assert alarm["key"].startswith("am:")
         assert st["shown"]["level"] == "P0" and st["shown"]["color"] == "#FF0000" and st["shown"]["pattern"] == "flash"
         firing = query(prom_url, 'ALERTS{alertname="GPUXidFatal",alertstate="firing"}')
-        assert [(a["metric"]["gpu"], a["metric"]["xid"], a["metric"]["severity"]) for a in firing] == \
-            [("3", "79", "critical")]
+        assert [(a["metric"]["gpu"], a["metric"]["xid"], a["metric"]["severity"]) for a in firing] == [
+            ("3", "79", "critical")
+        ]
 
         # ... and says it: the P0's utterance is written as a WAV file
         end = time.monotonic() + 60
@@ -105,8 +115,9 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
 
         # the GPU is reset: XID back to 0 -> resolved -> NORMAL for the same key, green
         dcgm.set("DCGM_FI_DEV_XID_ERRORS", 3, 0)
-        _t, st = wait_status(emu_url, lambda s: {a["key"]: a["level"] for a in s["active"]}.get(alarm["key"])
-                             == "NORMAL", 90)
+        _t, st = wait_status(
+            emu_url, lambda s: {a["key"]: a["level"] for a in s["active"]}.get(alarm["key"]) == "NORMAL", 90
+        )
         down_text = "Sentinel gateway %s is down, alarms cannot reach the terminals through it" % dead
         assert not [a for a in st["active"] if a["level"] in ("P0", "P1") and a["text"] != down_text], st["active"]
         if not [a for a in st["active"] if a["text"] == down_text]:
@@ -122,8 +133,9 @@ def test_dcgm_xid_through_prometheus_and_alertmanager_lights_speaks_and_clears(t
         wait_query(prom_url, 'sentinel_gateway_alarms_total{job="sentinel-gateway",outcome="delivered"} >= 2')
 
         # the dead gateway: SentinelGatewayDown (for: 1m), critical, fallback route -> the second gateway -> P0
-        _t, st = wait_status(emu_url, lambda s: any(a["text"] == down_text and a["level"] == "P0"
-                                                    for a in s["active"]), 120)
+        _t, st = wait_status(
+            emu_url, lambda s: any(a["text"] == down_text and a["level"] == "P0" for a in s["active"]), 120
+        )
         assert st["shown"]["level"] == "P0"
         m2 = get(gw2_url + "/metrics")[1]
         assert 'sentinel_gateway_events_total{source="alertmanager",type="firing"} 1' in m2, m2

@@ -73,8 +73,16 @@ def test_every_metric_on_the_dashboard_is_exported(live):
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_every_dashboard_query_is_valid_promql(tmp_path):
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": "dashboard:query_%d" % i, "expr": as_promql(e)} for i, e in enumerate(exprs(dashboard()))]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": "dashboard:query_%d" % i, "expr": as_promql(e)} for i, e in enumerate(exprs(dashboard()))
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard.rules.yml"
     path.write_text(yaml.safe_dump(rules))
     p = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60)

@@ -30,8 +30,12 @@ def redirect(script, tmp, src):
     """The block as the test runs it; every rewrite must apply, so the docs keep a form this test understands."""
     lines = script.rstrip("\n").split("\n")
     first = lines[0]
-    for var, path in (("SRC", "$PWD"), ("PREFIX", "/opt/gpu-sentinel"), ("ETC", "/etc/sentinel"),
-                      ("UNITS", "/etc/systemd/system")):
+    for var, path in (
+        ("SRC", "$PWD"),
+        ("PREFIX", "/opt/gpu-sentinel"),
+        ("ETC", "/etc/sentinel"),
+        ("UNITS", "/etc/systemd/system"),
+    ):
         assert "%s=%s" % (var, path) in first, (var, first)
     first = first.replace("SRC=$PWD", "SRC=%s" % src)
     for var, path in (("PREFIX", "/opt/gpu-sentinel"), ("ETC", "/etc/sentinel"), ("UNITS", "/etc/systemd/system")):
@@ -51,13 +55,22 @@ def copy_checkout(dst):
     """The tracked and new files of this checkout (not .venv, node_modules or build output); without git (an
     unpacked tarball) the tree minus those."""
     try:
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                               check=True).stdout.decode().split("\0")
+        files = (
+            subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+            )
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.CalledProcessError):
         skip = {".git", ".venv", "node_modules", "build", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache"}
-        files = [os.path.relpath(os.path.join(d, f), ROOT) for d, dirs, fs in os.walk(ROOT)
-                 if not dirs.__setitem__(slice(None), [x for x in dirs if x not in skip and
-                                                       not x.endswith(".egg-info")]) for f in fs if f != ".git"]
+        files = [
+            os.path.relpath(os.path.join(d, f), ROOT)
+            for d, dirs, fs in os.walk(ROOT)
+            if not dirs.__setitem__(slice(None), [x for x in dirs if x not in skip and not x.endswith(".egg-info")])
+            for f in fs
+            if f != ".git"
+        ]
     for rel in filter(None, files):
         s = os.path.join(ROOT, rel)
         if os.path.isfile(s):
@@ -74,7 +87,7 @@ def src(tmp_path_factory):
 
 def run_block(name, tmp, src):
     script, skipped = redirect(block(name), str(tmp), src)
-    (tmp / "etc" / "systemd" / "system").mkdir(parents=True)   # what every systemd host has
+    (tmp / "etc" / "systemd" / "system").mkdir(parents=True)  # what every systemd host has
     work = tmp / "work"
     work.mkdir()
     (work / "machine-room.secret").write_text("a3f1" * 16 + "\n")
@@ -104,8 +117,9 @@ def verify_unit(unit, tmp):
         pytest.skip("systemd-analyze is not installed")
     text = open(unit).read()
     assert "/opt/gpu-sentinel/.venv/bin/" in text and "/etc/sentinel/" in text
-    text = text.replace("/opt/gpu-sentinel", "%s/opt/gpu-sentinel" % tmp).replace("/etc/sentinel",
-                                                                                  "%s/etc/sentinel" % tmp)
+    text = text.replace("/opt/gpu-sentinel", "%s/opt/gpu-sentinel" % tmp).replace(
+        "/etc/sentinel", "%s/etc/sentinel" % tmp
+    )
     copy = tmp / "verify" / os.path.basename(unit)
     copy.parent.mkdir()
     copy.write_text(text)
@@ -125,20 +139,31 @@ def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(tmp_pa
     assert "a3f1" * 16 not in p.stdout + p.stderr and "9c0e" * 16 not in p.stdout + p.stderr  # no secret printed
     assert (mode(etc), mode(etc / "gateway.toml"), mode(etc / "gateway.env")) == (0o750, 0o640, 0o600)
     assert (etc / "gateway.env").read_text() == "SENTINEL_SECRET_MACHINE_ROOM=%s\nSENTINEL_SECRET_OFFICE=%s\n" % (
-        "a3f1" * 16, "9c0e" * 16)
+        "a3f1" * 16,
+        "9c0e" * 16,
+    )
     # only the gateway's extra: its server, not the emulator's window or the probes' NVML
     pkgs = installed(prefix)
     assert {"gpu-sentinel-alarm", "flask", "waitress"} <= pkgs
     assert not pkgs & {"pygame", "pyttsx3", "nvidia-ml-py", "pytest"}
     # the installed gateway checks the installed file again, as the unit's ExecStartPre does
     env = dict(os.environ, SENTINEL_SECRET_MACHINE_ROOM="a3f1" * 16, SENTINEL_SECRET_OFFICE="9c0e" * 16)
-    q = subprocess.run([os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c",
-                        str(etc / "gateway.toml")], env=env, capture_output=True, text=True, timeout=60)
+    q = subprocess.run(
+        [os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c", str(etc / "gateway.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert q.returncode == 0, q.stderr
-    q = subprocess.run([os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c",
-                        str(etc / "gateway.toml")], env={"PATH": os.environ["PATH"]}, capture_output=True,
-                       text=True, timeout=60)
-    assert q.returncode == 2 and "SENTINEL_SECRET_MACHINE_ROOM" in q.stderr   # no secret, no start: named
+    q = subprocess.run(
+        [os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c", str(etc / "gateway.toml")],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert q.returncode == 2 and "SENTINEL_SECRET_MACHINE_ROOM" in q.stderr  # no secret, no start: named
     score = verify_unit(str(tmp_path / "etc" / "systemd" / "system" / "sentinel-gateway.service"), tmp_path)
     assert score is None or score <= 2.0, score
     print("systemd-analyze security sentinel-gateway.service: %s" % score)

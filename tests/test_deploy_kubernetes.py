@@ -22,9 +22,11 @@ else:  # pragma: no cover
 kv = pytest.importorskip("kubernetes_validate")
 
 K8S = os.path.join(ROOT, "deploy", "kubernetes")
-MANIFESTS = sorted(p for p in glob.glob(os.path.join(K8S, "*.yaml")) + glob.glob(os.path.join(K8S, "examples",
-                                                                                                "*.yaml"))
-                   if os.path.basename(p) != "kustomization.yaml")
+MANIFESTS = sorted(
+    p
+    for p in glob.glob(os.path.join(K8S, "*.yaml")) + glob.glob(os.path.join(K8S, "examples", "*.yaml"))
+    if os.path.basename(p) != "kustomization.yaml"
+)
 VERSIONS = ("1.29.0", "1.37.0")
 
 
@@ -68,9 +70,13 @@ def test_kustomization_lists_every_manifest_but_the_secret_and_examples():
         k = yaml.safe_load(f)
     top = {os.path.basename(p) for p in MANIFESTS if os.path.dirname(p) == K8S}
     assert set(k["resources"]) == top - {"gateway-secret.example.yaml"}
-    used = {c["image"] for p in MANIFESTS for d in docs(p) if d["kind"] in ("Deployment", "DaemonSet")
-            for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get(
-                "initContainers", [])}
+    used = {
+        c["image"]
+        for p in MANIFESTS
+        for d in docs(p)
+        if d["kind"] in ("Deployment", "DaemonSet")
+        for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])
+    }
     assert used == {i["name"] for i in k["images"]}
 
 
@@ -135,9 +141,10 @@ def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_pat
     raw = tomllib.loads(config_text("sentinel-gateway-config", "gateway.toml"))
     secret = obj("Secret", "sentinel-gateway-secrets")
     env = {k: "s" * 32 for k in secret["stringData"]}
-    cfg = Config.from_dict(raw, env=env)     # every secret_env / token_env the file names is a key of the Secret
+    cfg = Config.from_dict(raw, env=env)  # every secret_env / token_env the file names is a key of the Secret
     assert {t.secret.source for t in cfg.terminals.values()} | {t.source for t in cfg.ingest_tokens} == {
-        "env %s" % k for k in secret["stringData"]}
+        "env %s" % k for k in secret["stringData"]
+    }
     assert cfg.ingest_tokens, "the shipped Alertmanager receiver sends a bearer token: the gateway must want it"
     dep = obj("Deployment", "sentinel-gateway")
     c = container(dep, "gateway")
@@ -160,14 +167,17 @@ def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_pat
         for probe in ("readinessProbe", "livenessProbe"):
             assert get(url + c[probe]["httpGet"]["path"])[0] == 200 and c[probe]["httpGet"]["port"] in ports
         assert get(url + "/metrics")[0] == 200
-        for ingest in ("/api/v1/gpu_event", "/api/v1/alertmanager"):   # what the probe and Alertmanager post to
+        for ingest in ("/api/v1/gpu_event", "/api/v1/alertmanager"):  # what the probe and Alertmanager post to
             code, text = post(url + ingest, "{}")
             assert code not in (404, 405), (ingest, code, text)
     finally:
         stop(gw)
     probe_cfg = tomllib.loads(config_text("sentinel-probe-config", "probe.toml"))
-    assert probe_cfg["node"]["gateway"] == "http://%s.%s.svc:%d" % (svc["metadata"]["name"],
-                                                                    svc["metadata"]["namespace"], cfg.port)
+    assert probe_cfg["node"]["gateway"] == "http://%s.%s.svc:%d" % (
+        svc["metadata"]["name"],
+        svc["metadata"]["namespace"],
+        cfg.port,
+    )
 
 
 def test_probe_daemonset_runs_the_probe_cli_with_what_its_config_needs(monkeypatch):
@@ -189,11 +199,13 @@ def test_probe_daemonset_runs_the_probe_cli_with_what_its_config_needs(monkeypat
     cfg_dir, key = os.path.split(a.config)
     assert vols[mounts[cfg_dir]["name"]]["configMap"]["name"] == "sentinel-probe-config"
     raw = tomllib.loads(config_text("sentinel-probe-config", key))
-    cfg = pconfig.build(raw)       # the probe's own loader: unknown keys and bad values are errors
+    cfg = pconfig.build(raw)  # the probe's own loader: unknown keys and bad values are errors
     # the gateway's ingest token: the one key of the gateway's Secret the probe gets, under its [sender] token_env
     tok = env[cfg["sender"]["token_env"]]["valueFrom"]["secretKeyRef"]
-    assert tok["name"] == "sentinel-gateway-secrets" and tok["key"] in obj("Secret", "sentinel-gateway-secrets")[
-        "stringData"]
+    assert (
+        tok["name"] == "sentinel-gateway-secrets"
+        and tok["key"] in obj("Secret", "sentinel-gateway-secrets")["stringData"]
+    )
     assert "envFrom" not in c, "the probe must not get the terminals' secrets"
 
     def host_path(mount_path):
@@ -257,8 +269,10 @@ def test_kubernetes_scrape_config_matches_the_manifests_and_the_rules():
     assert keep["sentinel-gateway"] == "%s;%s" % (svc["metadata"]["name"], svc["spec"]["ports"][0]["name"])
     ds = obj("DaemonSet", "sentinel-probe")
     c = container(ds, "probe")
-    assert keep["sentinel-probe"] == "%s;%s" % (ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
-                                                c["ports"][0]["name"])
+    assert keep["sentinel-probe"] == "%s;%s" % (
+        ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"],
+        c["ports"][0]["name"],
+    )
     for name in ("sentinel-probe", "dcgm-exporter"):
         targets = {r.get("target_label") for r in jobs[name]["relabel_configs"]}
         assert {"node_host", "rack"} <= targets
@@ -272,8 +286,9 @@ def test_dockerfile_targets_install_extras_that_exist():
     extras = set(re.findall(r"'\.\[([a-z]+)\]'", text))
     assert extras == {"gateway", "probes"} and extras <= set(project["optional-dependencies"])
     for target in re.findall(r"^FROM \S+ AS (gateway|probe)$", text, re.M):
-        assert "gpu-sentinel-alarm-%s" % target in {i["name"] for i in yaml.safe_load(
-            open(os.path.join(K8S, "kustomization.yaml")))["images"]}
+        assert "gpu-sentinel-alarm-%s" % target in {
+            i["name"] for i in yaml.safe_load(open(os.path.join(K8S, "kustomization.yaml")))["images"]
+        }
     for script in re.findall(r'ENTRYPOINT \["([a-z-]+)"\]', text):
         assert script in project["scripts"]
 
@@ -290,8 +305,9 @@ def test_the_init_container_check_passes_with_the_configmap_and_a_filled_secret(
     secret = obj("Secret", "sentinel-gateway-secrets")["stringData"]
     cmd = [sys.executable, "-m", "host_client.gateway.cli"] + args
     base = {k: v for k, v in os.environ.items() if not k.startswith("SENTINEL_")}
-    ok = subprocess.run(cmd, env=dict(base, **{k: "f" * 64 for k in secret}), capture_output=True, text=True,
-                        timeout=60, cwd=ROOT)
+    ok = subprocess.run(
+        cmd, env=dict(base, **{k: "f" * 64 for k in secret}), capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert ok.returncode == 0 and "configuration OK" in ok.stderr, ok.stderr
     bad = subprocess.run(cmd, env=dict(base, **secret), capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert bad.returncode == 2 and list(secret)[0] in bad.stderr

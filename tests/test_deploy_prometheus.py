@@ -20,8 +20,10 @@ RULE_FILES = sorted(glob.glob(os.path.join(PROM, "rules", "*.rules.yml")))
 TEST_FILES = sorted(glob.glob(os.path.join(PROM, "tests", "*.test.yml")))
 PROMTOOL = shutil.which("promtool")
 AMTOOL = shutil.which("amtool")
-need_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (tools/install-system-deps.sh "
-                                   "installs Debian's prometheus package)")
+need_promtool = pytest.mark.skipif(
+    PROMTOOL is None,
+    reason="promtool not installed (tools/install-system-deps.sh installs Debian's prometheus package)",
+)
 need_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool not installed (prometheus-alertmanager)")
 
 
@@ -135,8 +137,12 @@ def test_amtool_check_config(tmp_path):
 
 def _route(cfg, labels):
     """The receiver(s) amtool says Alertmanager picks for this label set."""
-    p = subprocess.run([AMTOOL, "config", "routes", "test", "--config.file=" + cfg]
-                       + ["%s=%s" % kv for kv in sorted(labels.items())], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [AMTOOL, "config", "routes", "test", "--config.file=" + cfg] + ["%s=%s" % kv for kv in sorted(labels.items())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout.split()
 

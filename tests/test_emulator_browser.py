@@ -19,8 +19,7 @@ from host_client import preset
 KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
 P0_TEXT = "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起"
 
-needs_chromium = pytest.mark.skipif(chromium_path() is None,
-                                    reason="chromium comes from tools/install-system-deps.sh")
+needs_chromium = pytest.mark.skipif(chromium_path() is None, reason="chromium comes from tools/install-system-deps.sh")
 
 # Every LED centre of the canvas: [r, g, b] per LED, and the frame number the page drew.
 LEDS_JS = """(() => {
@@ -92,8 +91,10 @@ def test_the_page_flashes_red_for_a_p0_and_its_ack_button_mutes(emu, browser, tm
     assert checked > 20
     assert "训练集群" in browser.js("document.getElementById('text').textContent")
     # A real click on the ACK button (mouse pressed and released inside it) mutes; the light stays.
-    rect = browser.js("(() => { const r = document.getElementById('ack').getBoundingClientRect();"
-                      " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+    rect = browser.js(
+        "(() => { const r = document.getElementById('ack').getBoundingClientRect();"
+        " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+    )
     browser.click(rect[0], rect[1])
     st = emu.wait_for(lambda s: s["mute"]["active"], timeout=5)
     assert st["shown"]["level"] == "P0" and st["active"][0]["acknowledged"]
@@ -121,10 +122,10 @@ def test_only_a_page_with_the_token_may_press(emu):
     host = "127.0.0.1:%d" % emu.server.port
     good = {"Content-Type": "application/json", page.TOKEN_HEADER: token, "Host": host}
     refused = [
-        {k: v for k, v in good.items() if k != page.TOKEN_HEADER},           # no token
+        {k: v for k, v in good.items() if k != page.TOKEN_HEADER},  # no token
         dict(good, **{page.TOKEN_HEADER: token[:-1] + ("A" if token[-1] != "A" else "B")}),
-        dict(good, Host="evil.example:%d" % emu.server.port),                 # DNS rebinding
-        dict(good, Origin="http://evil.example"),                             # another site's page
+        dict(good, Host="evil.example:%d" % emu.server.port),  # DNS rebinding
+        dict(good, Origin="http://evil.example"),  # another site's page
     ]
     for h in refused:
         status, answer = _press(emu.url, h)

@@ -94,22 +94,34 @@ def test_lan_with_a_random_secret_is_fine(tmp_path):
     assert cfgmod.listen_url(cfg) == "http://127.0.0.1:8765"
 
 
-@pytest.mark.parametrize("host,loop", [("127.0.0.1", True), ("127.5.6.7", True), ("::1", True),
-                                       ("localhost", True), ("0.0.0.0", False), ("10.1.2.3", False),
-                                       ("example.org", False)])
+@pytest.mark.parametrize(
+    "host,loop",
+    [
+        ("127.0.0.1", True),
+        ("127.5.6.7", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.1.2.3", False),
+        ("example.org", False),
+    ],
+)
 def test_loopback_detection(host, loop):
     assert cfgmod.is_loopback(host) is loop
 
 
-@pytest.mark.parametrize("key,value,words", [
-    ("port", 70000, "'port' must be 0..65535"),
-    ("port", "8765", "'port' must be int"),
-    ("width", 0, "'width' must be 1..64"),
-    ("rotation", 45, "'rotation'"),
-    ("fps", True, "'fps' must be int"),
-    ("terminal", [], "'terminal' must be dict"),
-    ("utc_offset_min", 10000, "utc_offset_min"),
-])
+@pytest.mark.parametrize(
+    "key,value,words",
+    [
+        ("port", 70000, "'port' must be 0..65535"),
+        ("port", "8765", "'port' must be int"),
+        ("width", 0, "'width' must be 1..64"),
+        ("rotation", 45, "'rotation'"),
+        ("fps", True, "'fps' must be int"),
+        ("terminal", [], "'terminal' must be dict"),
+        ("utc_offset_min", 10000, "utc_offset_min"),
+    ],
+)
 def test_bad_values_are_named(tmp_path, key, value, words):
     p = str(tmp_path / "c.json")
     cfgmod.load(p)
@@ -163,8 +175,9 @@ def _run_cli(args, env_home, timeout=60):
     env = dict(os.environ)
     env.update({"XDG_CONFIG_HOME": str(env_home), "SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
     env.pop(cfgmod.ENV_PATH, None)
-    return subprocess.run([sys.executable, "-m", "emulator"] + args, cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "emulator"] + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_cli_first_start_prints_key_id_and_send_command(tmp_path):

@@ -40,13 +40,15 @@ def emu(tmp_path):
 
 @pytest.fixture
 def emu_voice(tmp_path):
-    h = Harness(str(tmp_path / "cfg"), voice="wav", wav_dir=str(tmp_path / "wav"), terminal=dict(FAST),
-                voice_rate=240).start()
+    h = Harness(
+        str(tmp_path / "cfg"), voice="wav", wav_dir=str(tmp_path / "wav"), terminal=dict(FAST), voice_rate=240
+    ).start()
     yield h
     h.stop()
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------------
+
 
 def frames_since(h, t_ms, span_s):
     time.sleep(span_s)
@@ -55,7 +57,7 @@ def frames_since(h, t_ms, span_s):
 
 def lit(frame):
     rgb = frame.rgb
-    return [tuple(rgb[i:i + 3]) for i in range(0, len(rgb), 3) if any(rgb[i:i + 3])]
+    return [tuple(rgb[i : i + 3]) for i in range(0, len(rgb), 3) if any(rgb[i : i + 3])]
 
 
 def assert_hue(frames, want):
@@ -94,6 +96,7 @@ def sox_stat(path):
 
 
 # -- the RFC's presets -------------------------------------------------------------------------------------------------
+
 
 @needs_voice
 def test_rfc_story_status_frames_and_voice(emu_voice):
@@ -172,8 +175,14 @@ def test_recovery_speaks_chinese_and_green_expires(emu_voice):
 def test_p0_cuts_p1_speech_short(emu_voice):
     h = emu_voice
     c = h.client()
-    c.send(preset("p1", "Optical module errors on the spine switch, port forty seven, please check the fibre "
-                        "jumpers before the next iteration of the job", key=P1_KEY))
+    c.send(
+        preset(
+            "p1",
+            "Optical module errors on the spine switch, port forty seven, please check the fibre "
+            "jumpers before the next iteration of the job",
+            key=P1_KEY,
+        )
+    )
     h.wait_for(lambda s: (s["speech"]["speaking"] or {}).get("level") == "P1")
     time.sleep(0.3)
     c.send(preset("p0", "XID 79 on gpu worker 8", key=P0_KEY))
@@ -203,8 +212,14 @@ def test_button_bounce_is_not_a_press_but_a_held_press_is(tmp_path):
     # Stepped by hand on a fake ticks clock, every level is sampled: 5 ms blips reach the core's Button (at the
     # engine's frame rate they would fall between two samples and pass without any debounce at all).
     cfg = json.loads(json.dumps(emu_config.DEFAULTS))
-    cfg.update({"key_id": "gw-test", "secret": "0123456789abcdef0123456789abcdef", "url": "http://127.0.0.1:1",
-                "terminal": {"utc_offset_min": 480}})
+    cfg.update(
+        {
+            "key_id": "gw-test",
+            "secret": "0123456789abcdef0123456789abcdef",
+            "url": "http://127.0.0.1:1",
+            "terminal": {"utc_offset_min": 480},
+        }
+    )
     ticks = [100.0]
     eng = Engine(cfg, log=lambda msg: None, ticks=lambda: ticks[0])
 
@@ -214,12 +229,13 @@ def test_button_bounce_is_not_a_press_but_a_held_press_is(tmp_path):
         while ticks[0] < end:
             eng.step()
             ticks[0] += 0.005
+
     level(pressed=False, hold_s=0.1)
     for _ in range(3):  # 5 ms blips: shorter than the core's 30 ms debounce
         level(pressed=True, hold_s=0.005)
         level(pressed=False, hold_s=0.1)
     assert eng.glue.presses == [0, 0] and not eng.terminal.snapshot(time.time())["mute"]["active"]
-    level(pressed=True, hold_s=0.1)    # held 100 ms: one short press, the same path
+    level(pressed=True, hold_s=0.1)  # held 100 ms: one short press, the same path
     level(pressed=False, hold_s=0.1)
     assert eng.glue.presses == [1, 0] and eng.terminal.snapshot(time.time())["mute"]["active"]
 
@@ -260,12 +276,22 @@ def test_heartbeat_disarmed_over_http_returns_the_terminal_to_idle(tmp_path):
     with Harness(d, voice="off", persist=True) as h:
         h.client().heartbeat(interval=1)
         h.wait_for(lambda s: s["shown"]["pattern"] == "health_heartbeat", timeout=5)
-        r = subprocess.run([sys.executable, "-m", "host_client.cli", "--heartbeat", "0", "--url", h.url],
-                           env=_cli_env(h), capture_output=True, text=True, timeout=30, cwd=root)
+        r = subprocess.run(
+            [sys.executable, "-m", "host_client.cli", "--heartbeat", "0", "--url", h.url],
+            env=_cli_env(h),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=root,
+        )
         assert r.returncode == 0, r.stderr
         st = h.wait_for(lambda s: s["shown"]["pattern"] == "idle", timeout=3)
-        assert st["health"]["heartbeat"] == {"armed": False, "ok": True, "interval_s": None,
-                                             "last_age_s": st["health"]["heartbeat"]["last_age_s"]}
+        assert st["health"]["heartbeat"] == {
+            "armed": False,
+            "ok": True,
+            "interval_s": None,
+            "last_age_s": st["health"]["heartbeat"]["last_age_s"],
+        }
     with Harness(d, voice="off", persist=True) as h2:  # stopping saved the state
         time.sleep(3)  # an armed 1 s switch would have tripped by now
         assert h2.status()["shown"]["pattern"] == "idle"
@@ -273,12 +299,17 @@ def test_heartbeat_disarmed_over_http_returns_the_terminal_to_idle(tmp_path):
 
 # -- refusals ----------------------------------------------------------------------------------------------------------
 
-def _signed(cfg, obj=None, raw=None, ts=None, secret=None, key_id=None, ctype="application/json",
-            path="/api/v1/send_msg"):
+
+def _signed(
+    cfg, obj=None, raw=None, ts=None, secret=None, key_id=None, ctype="application/json", path="/api/v1/send_msg"
+):
     body = raw if raw is not None else json.dumps(obj).encode()
     ts = str(int(time.time())) if ts is None else ts
-    headers = {"X-API-Key": key_id or cfg["key_id"], "X-Timestamp": ts,
-               "X-Signature": sign((secret or cfg["secret"]).encode(), ts, body, scope("POST", path))}
+    headers = {
+        "X-API-Key": key_id or cfg["key_id"],
+        "X-Timestamp": ts,
+        "X-Signature": sign((secret or cfg["secret"]).encode(), ts, body, scope("POST", path)),
+    }
     if ctype:
         headers["Content-Type"] = ctype
     return headers, body
@@ -366,6 +397,7 @@ def test_host_client_errors_carry_the_core_status(emu):
 
 # -- status, metrics, snapshots, persistence, demo ---------------------------------------------------------------------
 
+
 def test_status_metrics_and_png_snapshot(emu):
     c = emu.client()
     c.send(preset("p0", "XID 79", key=P0_KEY))
@@ -380,7 +412,7 @@ def test_status_metrics_and_png_snapshot(emu):
     assert "sentinel_shown_level 2" in text
     assert 'sentinel_display_info{pattern="flash"} 1' in text
     for line in text.splitlines():  # exposition format: comments or `name{labels} value`
-        assert line.startswith("#") or re.match(r'^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$', line), line
+        assert line.startswith("#") or re.match(r"^[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+$", line), line
     code, body = emu.get("/snapshot.png?scale=1")
     w, hgt, rgb = png.decode(body)
     assert (w, hgt) == (16, 16) and len(rgb) == 16 * 16 * 3
@@ -398,11 +430,15 @@ def test_frames_are_the_core_renderers_pixels(emu):
     emu.client().send(preset("normal"))
     time.sleep(0.2)
     cfg = emu.cfg
-    r = Renderer(Layout(16, 16), brightness=cfg["brightness"], night_brightness=cfg["night_brightness"],
-                 budget_ma=cfg["budget_ma"])
+    r = Renderer(
+        Layout(16, 16),
+        brightness=cfg["brightness"],
+        night_brightness=cfg["night_brightness"],
+        budget_ma=cfg["budget_ma"],
+    )
     f = emu.engine.frames()[-1]
     d = f.display
-    disp = Display(d["pattern"], tuple(int(d["color"][i:i + 2], 16) for i in (1, 3, 5)), 0, None, d["night"])
+    disp = Display(d["pattern"], tuple(int(d["color"][i : i + 2], 16) for i in (1, 3, 5)), 0, None, d["night"])
     buf = r.render(disp, f.t_ms)  # solid, no label: independent of the renderer's history
     for y in range(16):
         for x in range(16):
@@ -427,8 +463,13 @@ def test_quiet_hours_silence_p1_dim_the_light_and_let_p0_speak(tmp_path):
     # A quiet window around the present minute, whatever the hour the suite runs.
     now_min = (int(time.time()) // 60) % 1440
     hhmm = lambda m: "%02d:%02d" % ((m % 1440) // 60, m % 60)  # noqa: E731
-    quiet = {"quiet_enabled": True, "quiet_start": hhmm(now_min - 60), "quiet_end": hhmm(now_min + 60),
-             "utc_offset_min": 0, "speech_gap_s": 0}
+    quiet = {
+        "quiet_enabled": True,
+        "quiet_start": hhmm(now_min - 60),
+        "quiet_end": hhmm(now_min + 60),
+        "utc_offset_min": 0,
+        "speech_gap_s": 0,
+    }
     wav = tmp_path / "wav"
     with Harness(str(tmp_path / "cfg"), voice="wav", wav_dir=str(wav), terminal=quiet) as h:
         c = h.client()
@@ -483,6 +524,7 @@ def test_demo_without_a_terminal_fails_clearly(tmp_path):
 
 # -- the commands a person types ---------------------------------------------------------------------------------------
 
+
 def _cli_env(h):
     env = dict(os.environ)
     env["XDG_CONFIG_HOME"] = os.path.dirname(os.path.dirname(h.config_path))
@@ -500,8 +542,14 @@ def test_the_printed_send_command_works(emu):
     cmd = send_command(dict(emu.cfg, port=emu.server.port))
     assert cmd.startswith("sentinel-send --preset p0 --text ") and cmd.endswith(emu.url)
     args = ["--preset", "p0", "--text", "GPU 7 fell off the bus", "--url", emu.url]
-    r = subprocess.run([sys.executable, "-m", "host_client.cli"] + args, env=_cli_env(emu), capture_output=True,
-                       text=True, timeout=30, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run(
+        [sys.executable, "-m", "host_client.cli"] + args,
+        env=_cli_env(emu),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert r.returncode == 0, r.stderr
     st = emu.status()
     assert st["shown"]["level"] == "P0" and st["active"][0]["text"] == "GPU 7 fell off the bus"
@@ -510,9 +558,14 @@ def test_the_printed_send_command_works(emu):
 def test_demo_command_against_a_running_emulator(emu):
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "emulator", "demo", "--config", emu.config_path, "--url", emu.url,
-                        "--pause", "0.05"], env=_cli_env(emu), capture_output=True, text=True, timeout=60,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run(
+        [sys.executable, "-m", "emulator", "demo", "--config", emu.config_path, "--url", emu.url, "--pause", "0.05"],
+        env=_cli_env(emu),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("terminal answered 200") == 3
     assert emu.status()["shown"]["level"] == "NORMAL"

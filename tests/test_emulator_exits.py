@@ -58,9 +58,17 @@ def test_unmute_is_bound_to_its_path(emu):
     body = json.dumps({"id": "u-1"}).encode()
     ts = str(int(time.time()))
     mac = sign(emu.cfg["secret"].encode(), ts, body, scope("POST", "/api/v1/ack"))
-    req = urllib.request.Request(emu.url + "/api/v1/unmute", data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "X-API-Key": emu.cfg["key_id"],
-                                          "X-Timestamp": ts, "X-Signature": mac})
+    req = urllib.request.Request(
+        emu.url + "/api/v1/unmute",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "X-API-Key": emu.cfg["key_id"],
+            "X-Timestamp": ts,
+            "X-Signature": mac,
+        },
+    )
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 401 and json.loads(e.value.read())["error"] == "wrong_endpoint"
@@ -77,8 +85,14 @@ def test_cli_unmute(emu):
     env = dict(os.environ)
     for k in ("SENTINEL_URL", "SENTINEL_KEY_ID", "SENTINEL_SECRET", "SENTINEL_SECRET_FILE", "SENTINEL_CONFIG"):
         env.pop(k, None)
-    r = subprocess.run([sys.executable, "-m", "host_client.cli", "--unmute", "--config", emu.config_path,
-                        "--url", emu.url], env=env, capture_output=True, text=True, timeout=30, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "host_client.cli", "--unmute", "--config", emu.config_path, "--url", emu.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     assert not emu.status()["mute"]["active"]
 

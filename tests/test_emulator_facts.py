@@ -50,10 +50,10 @@ def test_mute_holds_a_new_p1_and_quiet_hours_too():
     t = _term()
     t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     t.on_button("short", NOON)
-    t.on_alarm(preset("p1", "NVLink", key="b"), NOON + 1)   # raised after the press: not acknowledged, muted
+    t.on_alarm(preset("p1", "NVLink", key="b"), NOON + 1)  # raised after the press: not acknowledged, muted
     snap = t.snapshot(NOON + 1)
     assert snap["shown"]["key"] == "a"
-    t.on_alarm(preset("p0", "XID", key="c"), NOON + 2)      # a P0 speaks through the mute
+    t.on_alarm(preset("p0", "XID", key="c"), NOON + 2)  # a P0 speaks through the mute
     assert facts.silence(t.snapshot(NOON + 2)) is None
     q = _term(quiet_enabled=True, quiet_start="11:00", quiet_end="13:00")
     q.on_alarm(preset("p1", "NVLink", key="b"), NOON)

@@ -1,5 +1,6 @@
 """emulator.front's socket budget: over its bound a new connection is taken and the slowest idle one is shed; a
 dripping client is cut at its head deadline with a 408. (Latency, 1,000 slow sockets: bench/bench_slowclients.py)"""
+
 import socket
 import time
 

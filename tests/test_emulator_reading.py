@@ -7,33 +7,48 @@ from alarm_texts import product_alarm_texts
 from emulator.reading import LONG_PAUSE_S, is_cjk, runs, say_word_en, zh_number
 
 
-@pytest.mark.parametrize("digits,said", [
-    ("0", "零"), ("2", "二"), ("10", "十"), ("15", "十五"), ("37", "三十七"), ("105", "一百零五"),
-    ("110", "一百一十"), ("1001", "一千零一"), ("10005", "一万零五"), ("123456", "十二万三千四百五十六"),
-    ("08", "零八"), ("2.5", "二点五"),
-])
+@pytest.mark.parametrize(
+    "digits,said",
+    [
+        ("0", "零"),
+        ("2", "二"),
+        ("10", "十"),
+        ("15", "十五"),
+        ("37", "三十七"),
+        ("105", "一百零五"),
+        ("110", "一百一十"),
+        ("1001", "一千零一"),
+        ("10005", "一万零五"),
+        ("123456", "十二万三千四百五十六"),
+        ("08", "零八"),
+        ("2.5", "二点五"),
+    ],
+)
 def test_mandarin_numerals(digits, said):
     assert zh_number(digits) == said
 
 
-@pytest.mark.parametrize("token,said", [
-    ("gpu-worker-08", "G P U worker 0 8"),     # a name's digits with a leading zero: one by one
-    ("gpu-node-117", "G P U node 1 1 7"),      # three digits in a name: one by one
-    ("gpu-worker-3", "G P U worker 3"),
-    ("A03", "eh 0 3"),                         # a lone A would be the article "a"
-    ("B12", "B 12"),                           # B twelve
-    ("XID", "X I D"),
-    ("79", "79"),                              # a number on its own stays a number: seventy-nine
-    ("Gen3", "Gen 3"),
-    ("x4", "by 4"),                            # the link width: "by four"
-    ("NCCL", "nickel"),
-    ("NVLink", "N V link"),
-    ("PCIe", "P C I E"),
-    ("0000:3b:00.0", "0 0 0 0, 3 B, 0 0 point 0"),
-    ("GpuXidFatal", "G P U X I D Fatal"),
-    ("37%", "37 percent"),
-    ("WARN", "WARN"),
-])
+@pytest.mark.parametrize(
+    "token,said",
+    [
+        ("gpu-worker-08", "G P U worker 0 8"),  # a name's digits with a leading zero: one by one
+        ("gpu-node-117", "G P U node 1 1 7"),  # three digits in a name: one by one
+        ("gpu-worker-3", "G P U worker 3"),
+        ("A03", "eh 0 3"),  # a lone A would be the article "a"
+        ("B12", "B 12"),  # B twelve
+        ("XID", "X I D"),
+        ("79", "79"),  # a number on its own stays a number: seventy-nine
+        ("Gen3", "Gen 3"),
+        ("x4", "by 4"),  # the link width: "by four"
+        ("NCCL", "nickel"),
+        ("NVLink", "N V link"),
+        ("PCIe", "P C I E"),
+        ("0000:3b:00.0", "0 0 0 0, 3 B, 0 0 point 0"),
+        ("GpuXidFatal", "G P U X I D Fatal"),
+        ("37%", "37 percent"),
+        ("WARN", "WARN"),
+    ],
+)
 def test_technical_tokens_in_english(token, said):
     assert say_word_en(token) == said
 
@@ -46,8 +61,12 @@ def test_english_text_is_one_english_run():
 def test_chinese_text_alternates_voices_with_pauses():
     r = runs("训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起")
     assert [(x.lang, x.text) for x in r] == [
-        ("zh", "训练集群紧急预警，机架"), ("en", "eh 0 3"), ("zh", "节点"), ("en", "G P U worker 0 8"),
-        ("zh", "触发通信死锁，全环算力挂起")]
+        ("zh", "训练集群紧急预警，机架"),
+        ("en", "eh 0 3"),
+        ("zh", "节点"),
+        ("en", "G P U worker 0 8"),
+        ("zh", "触发通信死锁，全环算力挂起"),
+    ]
     assert r[0].pause_s == 0 and all(0 < x.pause_s < 0.5 for x in r[1:])
 
 

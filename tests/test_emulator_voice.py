@@ -14,8 +14,10 @@ from emulator import reading
 from emulator import voice as voice_mod
 from emulator.voice import Voice, espeak_phonemes, language_of
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("sox") is None,
-                                reason="espeak-ng and sox are installed by tools/install-system-deps.sh")
+pytestmark = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None or shutil.which("sox") is None,
+    reason="espeak-ng and sox are installed by tools/install-system-deps.sh",
+)
 
 
 def sox_stat(path):
@@ -88,8 +90,11 @@ def test_interrupt_cuts_at_once(tmp_path):
     done = Done()
     v = Voice(mode="wav", wav_dir=str(tmp_path), on_done=done, log=lambda m: None).start()
     try:
-        v.say(7, "This is a long warning about optical module errors on the spine switch, read slowly and "
-                 "completely so that there is plenty of time to cut it short.")
+        v.say(
+            7,
+            "This is a long warning about optical module errors on the spine switch, read slowly and "
+            "completely so that there is plenty of time to cut it short.",
+        )
         time.sleep(0.5)  # synthesized (a few ms) and now "playing"
         assert v.busy
         t0 = time.monotonic()
@@ -239,16 +244,18 @@ def test_exit_after_speaking_prints_no_teardown_traceback(tmp_path):
     import os
     import sys
 
-    code = ("from emulator.voice import Voice\n"
-            "v = Voice(mode='wav', wav_dir=%r, log=lambda m: None).start()\n"
-            "v.say(1, '机架 A03 节点 gpu-worker-08 已恢复正常'); v.wait_idle(60)\n"
-            "assert v.spoken[-1].completed, v.spoken[-1].as_dict()\n"
-            "import atexit, emulator.voice as vm\n"
-            "s = vm._SHARED['synth']\n"
-            "s.close()\n"
-            "assert s.engine.proxy is None\n"
-            "import gc, pyttsx3.driver as d\n"
-            "assert not [o for o in gc.get_objects() if type(o) is d.DriverProxy]\n" % str(tmp_path))
+    code = (
+        "from emulator.voice import Voice\n"
+        "v = Voice(mode='wav', wav_dir=%r, log=lambda m: None).start()\n"
+        "v.say(1, '机架 A03 节点 gpu-worker-08 已恢复正常'); v.wait_idle(60)\n"
+        "assert v.spoken[-1].completed, v.spoken[-1].as_dict()\n"
+        "import atexit, emulator.voice as vm\n"
+        "s = vm._SHARED['synth']\n"
+        "s.close()\n"
+        "assert s.engine.proxy is None\n"
+        "import gc, pyttsx3.driver as d\n"
+        "assert not [o for o in gc.get_objects() if type(o) is d.DriverProxy]\n" % str(tmp_path)
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert r.returncode == 0, r.stderr

@@ -6,6 +6,7 @@
 - the board has one module-dropping helper (app.forget): startup had a copy of its own;
 - a table looked up by an alarm level is keyed by the level's constant, not by its position in a tuple.
 """
+
 import ast
 import os
 
@@ -34,8 +35,11 @@ def test_no_board_module_uses_another_objects_private_members():
                 if not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")):
                     bad.append("%s:%d: %s" % (name, n.lineno, ast.unparse(n)))
             elif isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("sentinel"):
-                bad += ["%s:%d: from %s import %s" % (name, n.lineno, n.module, a.name) for a in n.names
-                        if a.name.startswith("_")]
+                bad += [
+                    "%s:%d: from %s import %s" % (name, n.lineno, n.module, a.name)
+                    for a in n.names
+                    if a.name.startswith("_")
+                ]
     assert not bad, bad
 
 
@@ -83,6 +87,7 @@ def test_tables_looked_up_by_a_level_are_keyed_by_it():
 
 def test_the_level_tables_answer_for_each_level():
     import sys
+
     sys.path.insert(0, LIB)
     try:
         from sentinel_core import alarm, glyphs, validate

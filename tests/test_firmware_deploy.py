@@ -1,5 +1,6 @@
 """firmware/deploy.py without a board: the exact file set, the exact mpremote/esptool invocations in order, the
 dry run, --help, and the errors a user meets (no board, several boards, bad config, failing step)."""
+
 import importlib.util
 import json
 import os
@@ -68,17 +69,31 @@ class Recorder:
 
 def _run(deploy, args, tmp_path, runner=None, ports=(("/dev/ttyUSB0", "CP210x"),)):
     lines = []
-    rc = deploy.main(args + ["--build-dir", deploy.BUILD_FOR_TESTS], runner=runner or Recorder(),
-                     ports=list(ports), log=lines.append)
+    rc = deploy.main(
+        args + ["--build-dir", deploy.BUILD_FOR_TESTS], runner=runner or Recorder(), ports=list(ports), log=lines.append
+    )
     return rc, "\n".join(lines)
 
 
 def test_help_is_clear():
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "firmware", "deploy.py"), "--help"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "firmware", "deploy.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0
-    for word in ("mpy-cross", "mpremote", "--port", "--config", "--dry-run", "--flash", "--reset-state",
-                 "/config.json", "ESP32"):
+    for word in (
+        "mpy-cross",
+        "mpremote",
+        "--port",
+        "--config",
+        "--dry-run",
+        "--flash",
+        "--reset-state",
+        "/config.json",
+        "ESP32",
+    ):
         assert word in r.stdout, word
 
 
@@ -89,7 +104,7 @@ def test_file_set_is_every_board_file_compiled(compiled):
         with open(local, "rb") as f:
             head = f.read(2)
         if dst.endswith(".mpy"):
-            assert head == b"M\x06", (dst, head)   # .mpy format 6: MicroPython >= 1.23
+            assert head == b"M\x06", (dst, head)  # .mpy format 6: MicroPython >= 1.23
         else:
             assert local.endswith(".py")
 
@@ -140,8 +155,9 @@ def test_no_board_is_a_clear_error(deploy, cfg, tmp_path, monkeypatch):
 
 
 def test_several_boards_need_a_choice(deploy, cfg, tmp_path):
-    rc, out = _run(deploy, ["--config", cfg], tmp_path,
-                   ports=(("/dev/ttyUSB0", "CP210x"), ("/dev/ttyACM0", "Espressif USB")))
+    rc, out = _run(
+        deploy, ["--config", cfg], tmp_path, ports=(("/dev/ttyUSB0", "CP210x"), ("/dev/ttyACM0", "Espressif USB"))
+    )
     assert rc == 2 and "several boards" in out and "/dev/ttyACM0" in out
 
 
@@ -230,8 +246,12 @@ def test_frozen_image_copies_only_the_top_files(tmp_path, monkeypatch):
     monkeypatch.setattr(mod.time, "sleep", lambda s: None)
     rec = Recorder()
     lines = []
-    rc = mod.main(["--frozen", "--no-config", "--port", "/dev/ttyUSB0", "--build-dir", str(tmp_path / "b")],
-                  runner=rec, ports=[], log=lines.append)
+    rc = mod.main(
+        ["--frozen", "--no-config", "--port", "/dev/ttyUSB0", "--build-dir", str(tmp_path / "b")],
+        runner=rec,
+        ports=[],
+        log=lines.append,
+    )
     assert rc == 0, lines
     copies = [c for c in rec.calls if "cp" in c]
     assert [c[-1] for c in copies] == [":boot.py", ":main.py"]

@@ -1,5 +1,6 @@
 """The hardware docs and the firmware agree: the pinout table, the wiring table and drawing, the example config
 and the config defaults name the same GPIOs; the power budget uses the firmware's defaults."""
+
 import json
 import os
 import re
@@ -54,8 +55,14 @@ def test_wiring_table_and_drawing_use_the_esp32_defaults():
 def test_bench_checklist_names_the_default_pins():
     text = _read("hardware", "BENCH_CHECKLIST.md")
     d = pins.DEFAULTS["esp32"]
-    for key, label in (("pixels", "data"), ("tts_tx", "TTS TX"), ("tts_rx", "RX"), ("tts_busy", "BUSY"),
-                       ("button", "button"), ("button_led", "lamp")):
+    for key, label in (
+        ("pixels", "data"),
+        ("tts_tx", "TTS TX"),
+        ("tts_rx", "RX"),
+        ("tts_busy", "BUSY"),
+        ("button", "button"),
+        ("button_led", "lamp"),
+    ):
         assert "%s GPIO%d" % (label, d[key]) in text, (key, label)
 
 
@@ -95,6 +102,17 @@ def test_power_budget_uses_the_firmware_defaults():
 
 def test_bom_has_the_parts_the_wiring_needs():
     bom = _read("hardware", "BOM.md")
-    for part in ("74AHCT125", "1000 uF", "330 ohm", "SYN6288", "XFS5152CE", "WS2812B", "ESP32-S3", "5 V 4 A",
-                 "S8050", "PAM8403", "enclosure"):
+    for part in (
+        "74AHCT125",
+        "1000 uF",
+        "330 ohm",
+        "SYN6288",
+        "XFS5152CE",
+        "WS2812B",
+        "ESP32-S3",
+        "5 V 4 A",
+        "S8050",
+        "PAM8403",
+        "enclosure",
+    ):
         assert part in bom, part

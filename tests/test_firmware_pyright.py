@@ -2,6 +2,7 @@
 network...; micropython-stdlib-stubs as the typeshed, so `time.ticks_ms` exists and CPython-only names do not).
 The settings are firmware/pyrightconfig.json; the typeshed path is the venv's site-packages, given on the command
 line because its location depends on the Python version."""
+
 import json
 import os
 import shutil
@@ -39,8 +40,10 @@ def diagnostics():
 
 
 def _show(ds):
-    return "\n".join("%s:%d: %s" % (os.path.relpath(d["file"], ROOT), d["range"]["start"]["line"] + 1,
-                                    d["message"].split("\n")[0]) for d in ds)
+    return "\n".join(
+        "%s:%d: %s" % (os.path.relpath(d["file"], ROOT), d["range"]["start"]["line"] + 1, d["message"].split("\n")[0])
+        for d in ds
+    )
 
 
 def _rel(d):

@@ -1,6 +1,7 @@
 """The firmware's own tests (tests/firmware/*.py) under real MicroPython (the WebAssembly runner with fakes of
 machine, neopixel, network and ntptime) and on CPython (same modules, same fakes, in a subprocess so the fake
 modules never shadow anything in this process)."""
+
 import os
 import subprocess
 import sys
@@ -15,8 +16,13 @@ def _node():
 
 def test_firmware_suite_under_micropython():
     runner = os.path.join(ROOT, "tests", "mpy", "run.mjs")
-    r = subprocess.run([_node(), "--single-threaded", runner, "--suite", "firmware"],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    r = subprocess.run(
+        [_node(), "--single-threaded", runner, "--suite", "firmware"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed, 0 failed" in r.stdout
 
@@ -25,8 +31,14 @@ def test_firmware_suite_on_cpython(tmp_path):
     # Its scratch files (tests/firmware/_fw.py scratch()) go under the temp dir: this test's own, so parallel
     # workers and other checkouts on the same machine never share /tmp/sentinel_fw_test_*.
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "firmware", "_cpython_driver.py")],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "firmware", "_cpython_driver.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed, 0 failed" in r.stdout
 
@@ -40,8 +52,8 @@ def test_memory_figures_stay_in_bounds():
     finally:
         sys.path.pop(0)
     m = bench_firmware.measure()
-    assert m["per_button"] == 0, m               # 100 Hz all day: allocation-free
-    assert m["per_frame"] <= 512, m              # 25 fps all day
+    assert m["per_button"] == 0, m  # 100 Hz all day: allocation-free
+    assert m["per_frame"] <= 512, m  # 25 fps all day
     assert m["per_speech"] <= 1024 and m["per_net"] <= 1024, m
     assert m["per_req"] <= 16 * 1024, m
     # The .mpy install is for a board with PSRAM (docs/FIRMWARE.md "Memory"): on a real heap a plain WROOM's ~110 KB
@@ -60,4 +72,4 @@ def test_memory_figures_stay_in_bounds():
         held.append((m2["running"], m2["dropped"]))
     running, dropped = min(held)
     assert running <= 136 * 1024, held
-    assert dropped >= 4 * 1024, held             # the boot-only modules really leave the heap
+    assert dropped >= 4 * 1024, held  # the boot-only modules really leave the heap

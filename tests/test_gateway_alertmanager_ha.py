@@ -83,16 +83,26 @@ class GatewayProc(_Proc):
         self.log = tmp / ("%s.log" % name)
         self.cfg.write_text(
             '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\ninstance = "%s"\nlog_format = "text"\n'
-            '[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\ntimeout_s = 2.0\n'
+            "[delivery]\nrate_interval_s = 0\nbackoff_initial_s = 0.05\nbackoff_max_s = 0.5\ntimeout_s = 2.0\n"
             '[terminals.emu]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "EMU_SECRET"\n'
-            % (self.port, self.state, name, h.url, h.cfg["key_id"]))
-        self.env = dict(os.environ, EMU_SECRET=h.cfg["secret"], PYTHONPATH=os.pathsep.join(
-            [ROOT, os.path.join(ROOT, "firmware", "lib")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            % (self.port, self.state, name, h.url, h.cfg["key_id"])
+        )
+        self.env = dict(
+            os.environ,
+            EMU_SECRET=h.cfg["secret"],
+            PYTHONPATH=os.pathsep.join(
+                [ROOT, os.path.join(ROOT, "firmware", "lib")] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+            ),
+        )
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "host_client.gateway.cli", "-c", str(self.cfg)],
-                                     env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "host_client.gateway.cli", "-c", str(self.cfg)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "ab"),
+        )
         wait_until(lambda: self._up(), 20, "gateway %s" % self.name)
         return self
 
@@ -121,15 +131,24 @@ class AlertmanagerProc(_Proc):
             "route:\n  receiver: sentinel\n  group_by: ['alertname']\n  group_wait: 1s\n  group_interval: 2s\n"
             "  repeat_interval: 1h\n"
             "receivers:\n  - name: sentinel\n    webhook_configs:\n      - url: %s/api/v1/alertmanager\n"
-            "        send_resolved: true\n" % webhook)
-        self.args = [AM, "--config.file=%s" % cfg, "--storage.path=%s" % (tmp / ("data-" + name)),
-                     "--web.listen-address=127.0.0.1:%d" % self.port,
-                     "--cluster.listen-address=127.0.0.1:%d" % cluster_port,
-                     "--cluster.advertise-address=127.0.0.1:%d" % cluster_port,
-                     "--cluster.peer=127.0.0.1:%d" % peer_port,
-                     "--cluster.peer-timeout=2s", "--cluster.settle-timeout=2s", "--cluster.gossip-interval=100ms",
-                     "--cluster.pushpull-interval=5s", "--cluster.probe-interval=500ms",
-                     "--cluster.reconnect-interval=1s", "--log.level=warn"]
+            "        send_resolved: true\n" % webhook
+        )
+        self.args = [
+            AM,
+            "--config.file=%s" % cfg,
+            "--storage.path=%s" % (tmp / ("data-" + name)),
+            "--web.listen-address=127.0.0.1:%d" % self.port,
+            "--cluster.listen-address=127.0.0.1:%d" % cluster_port,
+            "--cluster.advertise-address=127.0.0.1:%d" % cluster_port,
+            "--cluster.peer=127.0.0.1:%d" % peer_port,
+            "--cluster.peer-timeout=2s",
+            "--cluster.settle-timeout=2s",
+            "--cluster.gossip-interval=100ms",
+            "--cluster.pushpull-interval=5s",
+            "--cluster.probe-interval=500ms",
+            "--cluster.reconnect-interval=1s",
+            "--log.level=warn",
+        ]
         self.log = tmp / ("%s.log" % name)
         self.proc = None
 
@@ -159,8 +178,9 @@ class AlertmanagerProc(_Proc):
 
 def spoken(h, text):
     """Utterances of this text the emulator wrote as WAV files (one file per utterance, its log names the text)."""
-    return sum(1 for ln in list(h.logs) if isinstance(ln, str) and ln.startswith("voice: wrote ")
-               and ln.endswith("): " + text))
+    return sum(
+        1 for ln in list(h.logs) if isinstance(ln, str) and ln.startswith("voice: wrote ") and ln.endswith("): " + text)
+    )
 
 
 def text_of(h, key):
@@ -186,7 +206,7 @@ def test_alertmanager_ha_pair_two_gateways_one_emulator(tmp_path):
 
             def fire(name, text, targets, starts, ends=None):
                 labels = {"alertname": name, "severity": "warning", "rack": "A03", "Hostname": "gpu-worker-08"}
-                for am in targets:       # Prometheus sends every alert to every Alertmanager of the pair
+                for am in targets:  # Prometheus sends every alert to every Alertmanager of the pair
                     am.post(labels, {"summary": text}, starts, ends)
 
             def key_of(text):
@@ -200,13 +220,13 @@ def test_alertmanager_ha_pair_two_gateways_one_emulator(tmp_path):
             ka = key_of(ta)
             assert levels(h)[ka] == "P1"
             wait_until(lambda: spoken(h, ta) >= 1, 30, "alert A spoken")
-            time.sleep(6)      # both peers' waits and a group_interval: any second copy has arrived by now
+            time.sleep(6)  # both peers' waits and a group_interval: any second copy has arrived by now
             assert spoken(h, ta) == 1
             # its resolve turns it green, once
             fire("GPUThermalA", ta, ams, t0, ends=time.time() - 0.5)
             h.wait_for(lambda s: levels(h).get(ka) == "NORMAL", timeout=30)
             green_at = time.monotonic()
-            ra = text_of(h, ka)      # its recovery words (all clear, when nothing else is open)
+            ra = text_of(h, ka)  # its recovery words (all clear, when nothing else is open)
             wait_until(lambda: spoken(h, ra) >= 1, 30, "A's recovery spoken")
             said = spoken(h, ra)
 
@@ -219,7 +239,7 @@ def test_alertmanager_ha_pair_two_gateways_one_emulator(tmp_path):
             gw1.kill()
             fire("GPUNvlinkC", tc, ams, t1, ends=time.time() - 0.5)
             h.wait_for(lambda s: levels(h).get(kc) == "NORMAL", timeout=30)
-            rc = text_of(h, kc)      # its recovery words (all clear, when nothing else is open)
+            rc = text_of(h, kc)  # its recovery words (all clear, when nothing else is open)
             wait_until(lambda: spoken(h, rc) >= said + (rc == ra), 30, "C's recovery spoken")
             # the dead gateway comes back: its Alertmanager's retries are duplicates at the terminal
             gw1.start()
@@ -233,14 +253,15 @@ def test_alertmanager_ha_pair_two_gateways_one_emulator(tmp_path):
             wait_until(lambda: spoken(h, tb) >= 1, 30, "alert B spoken")
             fire("GPUPcieB", tb, [am2], t2, ends=time.time() - 0.5)
             h.wait_for(lambda s: levels(h).get(kb) == "NORMAL", timeout=30)
-            rb = text_of(h, kb)      # its recovery words (all clear, when nothing else is open)
+            rb = text_of(h, kb)  # its recovery words (all clear, when nothing else is open)
             wait_until(lambda: spoken(h, rb) >= 1 + (rb == ra) + (rb == rc), 30, "B's recovery spoken")
 
             # A stays green for 60 s after its resolve (the HA pair's stale firing would come within seconds)
             while time.monotonic() < green_at + 60:
                 # green for its NORMAL time, then gone from the terminal: never P1/P0 again
                 assert levels(h).get(ka) in ("NORMAL", None), "A went red again %.1f s after its resolve" % (
-                    time.monotonic() - green_at)
+                    time.monotonic() - green_at
+                )
                 time.sleep(0.5)
             time.sleep(1)
             want = {}

@@ -37,8 +37,9 @@ def post_alert(am_url, labels, annotations, ends_at=None):
     a = {"labels": labels, "annotations": annotations, "startsAt": iso(time.time() - 1)}
     if ends_at is not None:
         a["endsAt"] = iso(ends_at)
-    req = urllib.request.Request(am_url + "/api/v2/alerts", json.dumps([a]).encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        am_url + "/api/v2/alerts", json.dumps([a]).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 200
 
@@ -75,14 +76,29 @@ def test_real_alertmanager_firing_lights_resolved_turns_green(tmp_path):
             "  - name: sentinel\n"
             "    webhook_configs:\n"
             "      - url: %s/api/v1/alertmanager\n"
-            "        send_resolved: true\n" % g.url)
-        proc = subprocess.Popen([AM, "--config.file=%s" % cfg, "--storage.path=%s" % (tmp_path / "data"),
-                                 "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address=",
-                                 "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            "        send_resolved: true\n" % g.url
+        )
+        proc = subprocess.Popen(
+            [
+                AM,
+                "--config.file=%s" % cfg,
+                "--storage.path=%s" % (tmp_path / "data"),
+                "--web.listen-address=127.0.0.1:%d" % port,
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             wait_ready(am_url, proc)
-            labels = {"alertname": "GPUXidFatal", "severity": "critical", "rack": "A03",
-                      "Hostname": "gpu-worker-08", "gpu": "3"}
+            labels = {
+                "alertname": "GPUXidFatal",
+                "severity": "critical",
+                "rack": "A03",
+                "Hostname": "gpu-worker-08",
+                "gpu": "3",
+            }
             post_alert(am_url, labels, {"summary": "GPU 3 on gpu-worker-08 fell off the bus (XID 79)"})
             st = h.wait_for(lambda s: any(a["level"] == "P0" for a in s["active"]), timeout=20)
             a = [a for a in st["active"] if a["level"] == "P0"][0]
@@ -90,8 +106,12 @@ def test_real_alertmanager_firing_lights_resolved_turns_green(tmp_path):
             assert st["shown"]["pattern"] == "flash" and st["shown"]["color"] == "#FF0000"
             key = a["key"]
 
-            post_alert(am_url, labels, {"summary": "GPU 3 on gpu-worker-08 fell off the bus (XID 79)"},
-                       ends_at=time.time() - 0.5)
+            post_alert(
+                am_url,
+                labels,
+                {"summary": "GPU 3 on gpu-worker-08 fell off the bus (XID 79)"},
+                ends_at=time.time() - 0.5,
+            )
             st = h.wait_for(lambda s: {x["key"]: x["level"] for x in s["active"]}.get(key) == "NORMAL", timeout=20)
             assert st["shown"]["color"] == "#00FF00" and st["shown"]["pattern"] == "solid"
             m = urllib.request.urlopen(g.url + "/metrics", timeout=5).read().decode()

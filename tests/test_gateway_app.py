@@ -42,6 +42,7 @@ class FakeClient:
 
             class A:
                 duplicate = False
+
             return A()
 
     def heartbeat(self, interval=None):
@@ -49,11 +50,15 @@ class FakeClient:
 
 
 def cfg(**over):
-    d = {"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"},
-                       "office": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
-         "routes": [{"racks": ["B*"], "terminals": ["office"]}],
-         "routing": {"default": ["room"]},
-         "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.01, "backoff_max_s": 0.05}}
+    d = {
+        "terminals": {
+            "room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"},
+            "office": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"},
+        },
+        "routes": [{"racks": ["B*"], "terminals": ["office"]}],
+        "routing": {"default": ["room"]},
+        "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.01, "backoff_max_s": 0.05},
+    }
     for k, v in over.items():
         d.setdefault(k, {}).update(v)
     return Config.from_dict(d, env={"S": "secret"})
@@ -77,8 +82,13 @@ def wait(pred, timeout=5.0):
     raise AssertionError("timed out")
 
 
-EV = {"cluster_rack": "A03", "node_host": "gpu-worker-08-a1b2c3d4", "event_type": "NCCL_TIMEOUT", "gpu_index": 3,
-      "gpu_util": 0.0}
+EV = {
+    "cluster_rack": "A03",
+    "node_host": "gpu-worker-08-a1b2c3d4",
+    "event_type": "NCCL_TIMEOUT",
+    "gpu_index": 3,
+    "gpu_util": 0.0,
+}
 
 
 def test_rfc_event_becomes_the_rfc_alarm(gw):
@@ -89,8 +99,12 @@ def test_rfc_event_becomes_the_rfc_alarm(gw):
     a = clients["room"].sent[0]
     wire = a.to_wire()
     assert wire["text"] == "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起"
-    assert (wire["color"], wire["light_mode"], wire["audio_mode"], wire["repeat_times"]) == \
-        ("#FF0000", "flash", "cycle", 3)
+    assert (wire["color"], wire["light_mode"], wire["audio_mode"], wire["repeat_times"]) == (
+        "#FF0000",
+        "flash",
+        "cycle",
+        3,
+    )
     assert a.key == "A03:gpu-worker-08:NCCL_TIMEOUT" and a.id
     assert clients["office"].sent == []
     r = c.post("/api/v1/gpu_event", json=EV)
@@ -102,18 +116,26 @@ def test_p1_is_the_rfc_orange_breath(gw):
     c.post("/api/v1/gpu_event", json=dict(EV, event_type="NVLINK_ERROR", gpu_util=80.0, cluster_rack="B02"))
     wait(lambda: clients["office"].sent)
     w = clients["office"].sent[0].to_wire()
-    assert (w["color"], w["light_mode"], w["audio_mode"], w["repeat_times"], w["level"]) == \
-        ("#FFA500", "breath", "once", 1, "P1")
+    assert (w["color"], w["light_mode"], w["audio_mode"], w["repeat_times"], w["level"]) == (
+        "#FFA500",
+        "breath",
+        "once",
+        1,
+        "P1",
+    )
 
 
-@pytest.mark.parametrize("body,status,code", [
-    (b"{not json", 400, "bad_json"),
-    (b"\xff\xfe", 400, "bad_encoding"),
-    (json.dumps("x").encode(), 400, "bad_body"),
-    (b"[]", 400, "bad_batch"),
-    (json.dumps(dict(EV, gpu_util="x")).encode(), 422, "bad_field"),
-    (json.dumps({"node_host": "h"}).encode(), 422, "missing_field"),
-])
+@pytest.mark.parametrize(
+    "body,status,code",
+    [
+        (b"{not json", 400, "bad_json"),
+        (b"\xff\xfe", 400, "bad_encoding"),
+        (json.dumps("x").encode(), 400, "bad_body"),
+        (b"[]", 400, "bad_batch"),
+        (json.dumps(dict(EV, gpu_util="x")).encode(), 422, "bad_field"),
+        (json.dumps({"node_host": "h"}).encode(), 422, "missing_field"),
+    ],
+)
 def test_bad_requests(gw, body, status, code):
     c, g, clients = gw
     r = c.post("/api/v1/gpu_event", data=body, content_type="application/json")
@@ -158,8 +180,10 @@ def test_metrics_and_healthz(gw):
 def test_alertmanager_group_is_one_alarm_and_one_summary_not_a_burst():
     incs = parse_webhook(fixture("am_firing_group.json"), cfg())
     assert [(i.key, i.level, i.rack, i.host) for i in incs] == [
-        ("am:a1b2c3d4e5f60718", P0, "A03", "gpu-worker-08"), ("am:b1b2c3d4e5f60718", P0, "A03", "gpu-worker-09"),
-        ("am:c1b2c3d4e5f60718", P0, "A04", "gpu-worker-17")]
+        ("am:a1b2c3d4e5f60718", P0, "A03", "gpu-worker-08"),
+        ("am:b1b2c3d4e5f60718", P0, "A03", "gpu-worker-09"),
+        ("am:c1b2c3d4e5f60718", P0, "A04", "gpu-worker-17"),
+    ]
     assert incs[0].text == "GPU 3 on gpu-worker-08 reported XID 79 (fallen off the bus)"
     w = parse_webhook(fixture("am_warning_nvlink.json"), cfg())[0]
     assert (w.level, w.rack, w.host, w.text) == (P1, "B11", "10.2.11.4", "NVLink CRC errors rising on 10.2.11.4")
@@ -187,12 +211,15 @@ def test_alertmanager_end_to_end_in_process():
         gateway_of(app).stop()
 
 
-@pytest.mark.parametrize("body,code", [
-    ({"version": "3", "alerts": []}, "unsupported_version"),
-    ({"version": "4"}, "missing_field"),
-    ({"version": "4", "alerts": [{"status": "pending", "labels": {}}]}, "bad_field"),
-    ({"version": "4", "alerts": [{"status": "firing", "labels": {"a": 1}}]}, "bad_field"),
-])
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        ({"version": "3", "alerts": []}, "unsupported_version"),
+        ({"version": "4"}, "missing_field"),
+        ({"version": "4", "alerts": [{"status": "pending", "labels": {}}]}, "bad_field"),
+        ({"version": "4", "alerts": [{"status": "firing", "labels": {"a": 1}}]}, "bad_field"),
+    ],
+)
 def test_alertmanager_validation(gw, body, code):
     c, _, _ = gw
     r = c.post("/api/v1/alertmanager", json=body)
@@ -256,8 +283,10 @@ def test_english_templates_by_config():
     try:
         app.test_client().post("/api/v1/gpu_event", json=dict(EV, event_type="XID_FATAL"))
         wait(lambda: clients["room"].sent)
-        assert clients["room"].sent[0].text == \
-            "Fatal hardware fault: rack A03 node gpu-worker-08 GPU 3 reported a driver-level error"
+        assert (
+            clients["room"].sent[0].text
+            == "Fatal hardware fault: rack A03 node gpu-worker-08 GPU 3 reported a driver-level error"
+        )
     finally:
         gateway_of(app).stop()
 
@@ -280,6 +309,7 @@ def test_each_terminal_speaks_its_own_language():
 
 def test_secrets_never_in_logs(caplog):
     import logging
+
     caplog.set_level(logging.DEBUG, logger="sentinel.gateway")
     clients = {"room": FakeClient(fail=2), "office": FakeClient()}
     app = create_app(cfg(), clients=clients)
@@ -294,8 +324,7 @@ def test_secrets_never_in_logs(caplog):
 
 
 def _pcie(gpu, recovered=False, host="gpu-node-09"):
-    d = {"cluster_rack": "A09", "node_host": host, "event_type": "PCIE_DOWNGRADE", "gpu_index": gpu,
-         "gpu_util": 95.0}
+    d = {"cluster_rack": "A09", "node_host": host, "event_type": "PCIE_DOWNGRADE", "gpu_index": gpu, "gpu_util": 95.0}
     if recovered:
         d["state"] = "recovered"
     return d
@@ -316,13 +345,13 @@ def test_one_gpus_recovery_does_not_clear_another_gpus_fault(gw):
     r3 = c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True)).get_json()
     assert r3["result"] == "recovery" and r3["terminals"] == {"room": "recovery_pending"}
     time.sleep(0.2)
-    assert len(room.sent) == 1                        # no NORMAL: GPU 5 is still degraded
+    assert len(room.sent) == 1  # no NORMAL: GPU 5 is still degraded
 
     r5 = c.post("/api/v1/gpu_event", json=_pcie(5, recovered=True)).get_json()
     assert r5["result"] == "recovery" and r5["terminals"] == {"room": "recovery"}
     wait(lambda: len(room.sent) == 2)
     last = room.sent[1]
-    assert last.level == NORMAL and last.key == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"   # clears what was shown
+    assert last.level == NORMAL and last.key == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"  # clears what was shown
     m = g.metrics_text()
     assert 'sentinel_gateway_incidents_total{terminal="room",fate="attached"} 1' in m
     assert 'sentinel_gateway_debounce_suppressed_total{source="gpu_event",type="PCIE_DOWNGRADE"} 1' in m

@@ -29,21 +29,34 @@ OLD = "old-token-in-rotation-0123456789ab"
 AM = "/usr/bin/prometheus-alertmanager"
 
 EV = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
-AM_BODY = {"version": "4", "status": "firing", "receiver": "sentinel", "groupKey": "{}:{alertname=\"X\"}",
-           "alerts": [{"status": "firing", "labels": {"alertname": "GPUXidFatal", "severity": "critical",
-                                                      "rack": "A03", "Hostname": "gpu-worker-08"},
-                       "annotations": {"summary": "GPU 3 fell off the bus"}, "startsAt": "2026-12-01T10:00:00Z",
-                       "endsAt": "0001-01-01T00:00:00Z", "fingerprint": "a1b2c3d4e5f60718"}]}
+AM_BODY = {
+    "version": "4",
+    "status": "firing",
+    "receiver": "sentinel",
+    "groupKey": '{}:{alertname="X"}',
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "GPUXidFatal", "severity": "critical", "rack": "A03", "Hostname": "gpu-worker-08"},
+            "annotations": {"summary": "GPU 3 fell off the bus"},
+            "startsAt": "2026-12-01T10:00:00Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "fingerprint": "a1b2c3d4e5f60718",
+        }
+    ],
+}
 GRAFANA_BODY = dict(AM_BODY, version="1")
 ENDPOINTS = [("/api/v1/gpu_event", EV), ("/api/v1/alertmanager", AM_BODY), ("/api/v1/grafana", GRAFANA_BODY)]
 
 
 def config(tmp_path, **ingest):
     (tmp_path / "ingest.token").write_text(OLD + "\n")
-    d = {"gateway": {"state_dir": str(tmp_path / "state")},
-         "ingest": ingest or {"token_env": "SENTINEL_INGEST_TOKEN", "token_file": "ingest.token"},
-         "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
-         "delivery": {"rate_interval_s": 0}}
+    d = {
+        "gateway": {"state_dir": str(tmp_path / "state")},
+        "ingest": ingest or {"token_env": "SENTINEL_INGEST_TOKEN", "token_file": "ingest.token"},
+        "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+        "delivery": {"rate_interval_s": 0},
+    }
     return Config.from_dict(d, env={"S": "s", "SENTINEL_INGEST_TOKEN": TOKEN}, base_dir=str(tmp_path))
 
 
@@ -101,10 +114,17 @@ def call(url, body=None, auth=None, method=None):
 
 
 @pytest.mark.parametrize("path,body", ENDPOINTS)
-@pytest.mark.parametrize("auth,code", [
-    (None, "auth_required"), ("Basic " + TOKEN, "auth_scheme"), ("Bearer", "auth_scheme"),
-    ("Bearer wrong-token-0123456789abcdef", "auth_invalid"), ("Bearer " + TOKEN[:-1], "auth_invalid"),
-    ("Bearer " + TOKEN + "x", "auth_invalid")])
+@pytest.mark.parametrize(
+    "auth,code",
+    [
+        (None, "auth_required"),
+        ("Basic " + TOKEN, "auth_scheme"),
+        ("Bearer", "auth_scheme"),
+        ("Bearer wrong-token-0123456789abcdef", "auth_invalid"),
+        ("Bearer " + TOKEN[:-1], "auth_invalid"),
+        ("Bearer " + TOKEN + "x", "auth_invalid"),
+    ],
+)
 def test_refused_without_the_right_token(server, path, body, auth, code, caplog):
     caplog.set_level(logging.DEBUG, logger="sentinel.gateway")
     status, headers, raw = call(server.url + path, body, auth)
@@ -119,9 +139,16 @@ def test_refused_without_the_right_token(server, path, body, auth, code, caplog)
     assert not server.gw.events_in
     assert all(not lane.items for lane in server.gw.lanes.values())
     m = call(server.url + "/metrics")[2].decode()
-    assert 'sentinel_gateway_events_rejected_total{source="%s",code="%s"} 1' % (
-        {"/api/v1/gpu_event": "gpu_event", "/api/v1/alertmanager": "alertmanager",
-         "/api/v1/grafana": "grafana"}[path], code) in m
+    assert (
+        'sentinel_gateway_events_rejected_total{source="%s",code="%s"} 1'
+        % (
+            {"/api/v1/gpu_event": "gpu_event", "/api/v1/alertmanager": "alertmanager", "/api/v1/grafana": "grafana"}[
+                path
+            ],
+            code,
+        )
+        in m
+    )
 
 
 @pytest.mark.parametrize("path,body", ENDPOINTS)
@@ -152,8 +179,9 @@ def test_oversized_body_without_token_is_401_not_413(server):
 
 
 def test_open_when_not_configured(tmp_path):
-    cfg = Config.from_dict({"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
-                           env={"S": "s"})
+    cfg = Config.from_dict(
+        {"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}}, env={"S": "s"}
+    )
     assert cfg.ingest_tokens == []
     s = EpollFront(cfg, clients={"room": Fake()})
     try:
@@ -163,15 +191,18 @@ def test_open_when_not_configured(tmp_path):
         s.close()
 
 
-@pytest.mark.parametrize("ingest,env,files,msg", [
-    ({"token_env": "NOPE"}, {}, {}, "environment variable NOPE is not set"),
-    ({"token_env": "T"}, {"T": "short"}, {}, "at least 16"),
-    ({"token_env": "T"}, {"T": "has space in the token 123"}, {}, "at least 16"),
-    ({"token_file": "missing.token"}, {}, {}, "cannot read"),
-    ({"token_file": "empty.token"}, {}, {"empty.token": "\n"}, "is empty"),
-    ({"token_env": 3}, {}, {}, "ingest.token_env must be"),
-    ({"token": "x"}, {}, {}, "unknown key ingest.token"),
-])
+@pytest.mark.parametrize(
+    "ingest,env,files,msg",
+    [
+        ({"token_env": "NOPE"}, {}, {}, "environment variable NOPE is not set"),
+        ({"token_env": "T"}, {"T": "short"}, {}, "at least 16"),
+        ({"token_env": "T"}, {"T": "has space in the token 123"}, {}, "at least 16"),
+        ({"token_file": "missing.token"}, {}, {}, "cannot read"),
+        ({"token_file": "empty.token"}, {}, {"empty.token": "\n"}, "is empty"),
+        ({"token_env": 3}, {}, {}, "ingest.token_env must be"),
+        ({"token": "x"}, {}, {}, "unknown key ingest.token"),
+    ],
+)
 def test_config_errors_name_the_source_never_the_token(tmp_path, ingest, env, files, msg):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
@@ -186,15 +217,23 @@ def test_check_config_says_whether_ingest_auth_is_on(tmp_path):
     (tmp_path / "ingest.token").write_text(TOKEN + "\n")
     toml = tmp_path / "gateway.toml"
     toml.write_text('[ingest]\ntoken_file = "ingest.token"\n')
-    p = subprocess.run([sys.executable, "-m", "host_client.gateway.cli", "--check-config", "-c", str(toml)],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "host_client.gateway.cli", "--check-config", "-c", str(toml)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["ingest_auth"].startswith("bearer token required (1 token(s): file ")
     assert TOKEN not in p.stdout + p.stderr
     toml.write_text("")
-    p = subprocess.run([sys.executable, "-m", "host_client.gateway.cli", "--check-config", "-c", str(toml)],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "host_client.gateway.cli", "--check-config", "-c", str(toml)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0 and json.loads(p.stdout)["ingest_auth"].startswith("off")
 
 
@@ -207,8 +246,9 @@ def test_probe_sender_sends_the_token(tmp_path):
     try:
         tf = tmp_path / "probe.token"
         tf.write_text(TOKEN + "\n")
-        cfg = pcfg.build({"node": {"rack": "A03", "host": "gpu-worker-08", "gateway": s.url},
-                          "sender": {"token_file": str(tf)}})
+        cfg = pcfg.build(
+            {"node": {"rack": "A03", "host": "gpu-worker-08", "gateway": s.url}, "sender": {"token_file": str(tf)}}
+        )
         assert pcfg.ingest_token(cfg) == TOKEN
         good = Sender(s.url + "/api/v1/gpu_event", token=pcfg.ingest_token(cfg), backoff_min_s=0.05)
         bad = Sender(s.url + "/api/v1/gpu_event", backoff_min_s=0.05)
@@ -229,8 +269,9 @@ def test_probe_sender_sends_the_token(tmp_path):
     finally:
         s.close()
     with pytest.raises(ConfigError, match="SENTINEL_PROBE_TOKEN is not set"):
-        pcfg.ingest_token(pcfg.build({"node": {"rack": "A03", "host": "h"},
-                                      "sender": {"token_env": "SENTINEL_PROBE_TOKEN"}}), env={})
+        pcfg.ingest_token(
+            pcfg.build({"node": {"rack": "A03", "host": "h"}, "sender": {"token_env": "SENTINEL_PROBE_TOKEN"}}), env={}
+        )
     toml = tmp_path / "probe.toml"
     toml.write_text('[node]\nrack = "A03"\ngateway = "http://127.0.0.1:9"\n[sender]\ntoken_env = "SENTINEL_PT"\n')
     base = {k: v for k, v in os.environ.items() if not k.startswith("SENTINEL_")}
@@ -272,17 +313,45 @@ def test_real_alertmanager_with_http_config_authorization(tmp_path):
         "            credentials_file: %s\n"
         "  - name: noauth\n"
         "    webhook_configs:\n"
-        "      - url: %s/api/v1/alertmanager\n" % (s.url, tmp_path / "am.token", s.url))
-    proc = subprocess.Popen([AM, "--config.file=%s" % cfg, "--storage.path=%s" % (tmp_path / "data"),
-                             "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address=",
-                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        "      - url: %s/api/v1/alertmanager\n" % (s.url, tmp_path / "am.token", s.url)
+    )
+    proc = subprocess.Popen(
+        [
+            AM,
+            "--config.file=%s" % cfg,
+            "--storage.path=%s" % (tmp_path / "data"),
+            "--web.listen-address=127.0.0.1:%d" % port,
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_ready(am_url, proc)
-        post_alert(am_url, {"alertname": "GPUXidFatal", "severity": "critical", "rack": "A03",
-                            "Hostname": "gpu-worker-08", "gpu": "3"}, {"summary": "GPU 3 fell off the bus"})
-        post_alert(am_url, {"alertname": "GPUXidFatal", "severity": "critical", "rack": "A04",
-                            "Hostname": "gpu-worker-09", "gpu": "1", "via": "noauth"},
-                   {"summary": "GPU 1 fell off the bus"})
+        post_alert(
+            am_url,
+            {
+                "alertname": "GPUXidFatal",
+                "severity": "critical",
+                "rack": "A03",
+                "Hostname": "gpu-worker-08",
+                "gpu": "3",
+            },
+            {"summary": "GPU 3 fell off the bus"},
+        )
+        post_alert(
+            am_url,
+            {
+                "alertname": "GPUXidFatal",
+                "severity": "critical",
+                "rack": "A04",
+                "Hostname": "gpu-worker-09",
+                "gpu": "1",
+                "via": "noauth",
+            },
+            {"summary": "GPU 1 fell off the bus"},
+        )
         end = time.monotonic() + 30
         while time.monotonic() < end and not (fake.sent and s.gw.rejected.get(("alertmanager", "auth_required"))):
             time.sleep(0.1)

@@ -42,26 +42,29 @@ def test_native_send_is_on_unless_turned_off():
     assert Config.from_dict({"gateway": {"native_send": False}}).native_send is False
 
 
-@pytest.mark.parametrize("d,msg", [
-    ({"gatway": {}}, "unknown section [gatway]"),
-    ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
-    ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
-    ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
-    ({"gateway": {"native_send": "yes"}}, "gateway.native_send must be true or false"),
-    ({"gateway": {"native_send": 1}}, "gateway.native_send must be true or false"),
-    ({"debounce": {"window_s": -1}}, "debounce.window_s must be >= 0"),
-    ({"delivery": {"deadline_s": {"P3": 1}}}, "P0, P1, NORMAL"),
-    ({"delivery": {"backoff_initial_s": 5, "backoff_max_s": 1}}, "backoff_max_s must be >="),
-    (base(secret="inline!"), "never in the configuration"),
-    (base(secret_file="x"), "exactly one of secret_env or secret_file"),
-    (base(secret_env="NOPE"), "environment variable NOPE is not set"),
-    (base(url="ftp://x"), "url must be an http"),
-    (base(key_id=""), "key_id is required"),
-    (dict(base(), routes=[{"racks": ["A*"], "terminals": ["ghost"]}]), "terminal 'ghost'"),
-    (dict(base(), routes=[{"racks": ["A*"]}]), "must name at least one terminal"),
-    ({"templates": {"en": {"THERMAL": "%s %s"}}}, "templates.en.THERMAL"),
-    ({"alertmanager": {"levels": {"critical": "P9"}}}, "alertmanager.levels.critical"),
-])
+@pytest.mark.parametrize(
+    "d,msg",
+    [
+        ({"gatway": {}}, "unknown section [gatway]"),
+        ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
+        ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
+        ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
+        ({"gateway": {"native_send": "yes"}}, "gateway.native_send must be true or false"),
+        ({"gateway": {"native_send": 1}}, "gateway.native_send must be true or false"),
+        ({"debounce": {"window_s": -1}}, "debounce.window_s must be >= 0"),
+        ({"delivery": {"deadline_s": {"P3": 1}}}, "P0, P1, NORMAL"),
+        ({"delivery": {"backoff_initial_s": 5, "backoff_max_s": 1}}, "backoff_max_s must be >="),
+        (base(secret="inline!"), "never in the configuration"),
+        (base(secret_file="x"), "exactly one of secret_env or secret_file"),
+        (base(secret_env="NOPE"), "environment variable NOPE is not set"),
+        (base(url="ftp://x"), "url must be an http"),
+        (base(key_id=""), "key_id is required"),
+        (dict(base(), routes=[{"racks": ["A*"], "terminals": ["ghost"]}]), "terminal 'ghost'"),
+        (dict(base(), routes=[{"racks": ["A*"]}]), "must name at least one terminal"),
+        ({"templates": {"en": {"THERMAL": "%s %s"}}}, "templates.en.THERMAL"),
+        ({"alertmanager": {"levels": {"critical": "P9"}}}, "alertmanager.levels.critical"),
+    ],
+)
 def test_errors_name_the_key(d, msg):
     with pytest.raises(ConfigError) as e:
         Config.from_dict(d, env={"S": "sekrit-value"})
@@ -91,6 +94,12 @@ def test_check_config_cli(capsys, monkeypatch):
 
 def test_console_script_runs_as_module():
     env = dict(os.environ, **ENV)
-    r = subprocess.run([sys.executable, "-m", "host_client.gateway.cli", "-c", EXAMPLE, "--check-config"],
-                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", EXAMPLE, "--check-config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr

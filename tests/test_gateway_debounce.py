@@ -11,9 +11,9 @@ from host_client.gateway.debounce import Debouncer
 def test_window_edges():
     d = Debouncer(120)
     assert d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1000.0)
-    assert not d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1000.0)          # same instant
-    assert not d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1119.999)        # just inside
-    assert d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1120.0)              # exactly the window: the RFC's `<` fires
+    assert not d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1000.0)  # same instant
+    assert not d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1119.999)  # just inside
+    assert d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1120.0)  # exactly the window: the RFC's `<` fires
     assert not d.fire("A03:gpu-worker-08:NCCL_TIMEOUT", 1120.001)
     assert d.suppressed == 3
 
@@ -41,8 +41,10 @@ def test_forget_lets_a_recovered_fault_alarm_again():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(min_value=0, max_value=50)), max_size=60),
-       st.floats(min_value=0.5, max_value=20))
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), st.floats(min_value=0, max_value=50)), max_size=60),
+    st.floats(min_value=0.5, max_value=20),
+)
 def test_matches_a_naive_model(events, window):
     d = Debouncer(window)
     last = {}
@@ -64,7 +66,7 @@ def test_memory_is_pruned_and_returns_near_baseline():
         d.fire("R%03d:gpu-node-%05d:NCCL_TIMEOUT" % (i % 125, i), i / 100_000)
     peak = tracemalloc.get_traced_memory()[0]
     assert len(d) == 100_000
-    d.fire("late", 500.0)                       # any later event prunes what aged out
+    d.fire("late", 500.0)  # any later event prunes what aged out
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     assert len(d) == 1
@@ -78,5 +80,5 @@ def test_hard_cap_evicts_oldest_and_counts():
     for k in "abcd":
         assert d.fire(k, 0.0)
     assert len(d) == 3 and d.evicted == 1
-    assert d.fire("a", 1.0)                     # evicted early: alarms again (counted in metrics)
+    assert d.fire("a", 1.0)  # evicted early: alarms again (counted in metrics)
     assert not d.fire("d", 1.0)

@@ -49,8 +49,10 @@ class GatewayServer:
 
 
 def gw_config(h, tmp_path=None, **over):
-    d = {"terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
-         "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2, "timeout_s": 2.0}}
+    d = {
+        "terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
+        "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2, "timeout_s": 2.0},
+    }
     if tmp_path is not None:
         d["gateway"] = {"state_dir": str(tmp_path / "state")}
     for k, v in over.items():
@@ -98,8 +100,10 @@ def test_each_event_type_reaches_the_emulator(tmp_path):
             got = {a["key"]: a["level"] for a in st["active"]}
             assert {k: got[k] for k in want} == want
             texts = {a["key"]: a["text"] for a in st["active"]}
-            assert texts["A01:gpu-node-01:NCCL_TIMEOUT"] == \
-                "训练集群紧急预警，机架 A01 节点 gpu-node-01 触发通信死锁，全环算力挂起"
+            assert (
+                texts["A01:gpu-node-01:NCCL_TIMEOUT"]
+                == "训练集群紧急预警，机架 A01 节点 gpu-node-01 触发通信死锁，全环算力挂起"
+            )
             assert st["shown"]["pattern"] == "flash"
             # the recovery turns exactly that incident green (NORMAL for its key)
             code, a = g.post("/api/v1/gpu_event", ev("A01", "gpu-node-01", "RECOVERED", recovers="NCCL_TIMEOUT"))
@@ -107,6 +111,7 @@ def test_each_event_type_reaches_the_emulator(tmp_path):
 
             def levels(s):
                 return {x["key"]: x["level"] for x in s["active"]}
+
             st = h.wait_for(lambda s: levels(s).get("A01:gpu-node-01:NCCL_TIMEOUT", "NORMAL") == "NORMAL")
             assert levels(st).get("A02:gpu-node-02:XID_FATAL:gpu5") == "P0"
         finally:
@@ -131,7 +136,7 @@ def test_outage_every_p0_incident_arrives_once_in_order(tmp_path):
                 g.post("/api/v1/gpu_event", ev(rack, "n0", "NCCL_TIMEOUT"))
                 p0_sent.append("%s:n0:NCCL_TIMEOUT" % rack)
             wait(lambda: len(delivered) == 2)
-            h.server.stop()                                   # the terminal stops answering
+            h.server.stop()  # the terminal stops answering
             for i in range(1, 6):
                 for rack in ("A01", "A02", "A03"):
                     g.post("/api/v1/gpu_event", ev(rack, "n%d" % i, "NCCL_TIMEOUT"))
@@ -140,22 +145,22 @@ def test_outage_every_p0_incident_arrives_once_in_order(tmp_path):
                 p0_sent.append("B%d:x%d:XID_FATAL:gpu%d" % (i, i, i))
                 g.post("/api/v1/gpu_event", ev("C%d" % i, "t%d" % i, "THERMAL", gpu=i))
                 time.sleep(0.05)
-            time.sleep(0.5)                                   # retries keep failing meanwhile
+            time.sleep(0.5)  # retries keep failing meanwhile
             lane = g.gw.lanes["emu"]
             assert lane.up is False and lane.stats.alarms.retries >= 1
-            h.server = Server(emulator_app(h.cfg, h.engine), "127.0.0.1", port).start()   # back
+            h.server = Server(emulator_app(h.cfg, h.engine), "127.0.0.1", port).start()  # back
             wait(lambda: lane.depth() == 0, 15)
             with lock:
                 got = list(delivered)
             p0_items = [d for d in got if d[1] == P0]
             carried = [k for d in p0_items for k in d[3]]
-            assert sorted(carried) == sorted(p0_sent)         # every P0 incident, none twice
+            assert sorted(carried) == sorted(p0_sent)  # every P0 incident, none twice
             assert len(carried) == len(set(carried))
             seqs = [d[0] for d in p0_items]
-            assert seqs == sorted(seqs)                       # queue order kept across the outage
-            assert len(got) < 20                              # folded, not a burst
+            assert seqs == sorted(seqs)  # queue order kept across the outage
+            assert len(got) < 20  # folded, not a burst
             st = h.status()
-            assert st["counters"]["alarms"] == sum(1 for d in got if not d[4])   # the terminal acted once each
+            assert st["counters"]["alarms"] == sum(1 for d in got if not d[4])  # the terminal acted once each
         finally:
             g.close()
 
@@ -163,7 +168,7 @@ def test_outage_every_p0_incident_arrives_once_in_order(tmp_path):
 def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
     with Harness(str(tmp_path)) as h:
         port = h.server.port
-        h.server.stop()                                       # terminal down from the start
+        h.server.stop()  # terminal down from the start
         cfg = gw_config(h, tmp_path)
         g = GatewayServer(cfg)
         keys = []
@@ -172,7 +177,7 @@ def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
             assert g.post("/api/v1/gpu_event", ev(rack, "n%d" % i, "NCCL_TIMEOUT"))[0] == 200
             keys.append("%s:n%d:NCCL_TIMEOUT" % (rack, i))
         g.post("/api/v1/gpu_event", ev("Z", "z", "THERMAL", gpu=0))
-        g.close(crash=True)                                   # no orderly save
+        g.close(crash=True)  # no orderly save
         saved = json.loads((tmp_path / "state" / "pending-emu.json").read_text())
         assert sum(x["n"] for x in saved["items"] if x["level"] == "P0") == 12
 
@@ -185,8 +190,8 @@ def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
             assert sum(it.ncarried for it in p0) == 12
             st = h.status()
             active = {a["key"] for a in st["active"]}
-            assert "A00:n0:NCCL_TIMEOUT" in active            # the first incident, alone
-            assert any(a["level"] == "P0" and "#" in a["key"] for a in st["active"])   # and the summary
+            assert "A00:n0:NCCL_TIMEOUT" in active  # the first incident, alone
+            assert any(a["level"] == "P0" and "#" in a["key"] for a in st["active"])  # and the summary
             assert all(it.level != NORMAL for it in delivered)
         finally:
             g2.close()
@@ -195,9 +200,11 @@ def test_gateway_restart_loses_no_undelivered_p0(tmp_path):
 def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
     """Issue 6/7 seam: incidents are per GPU. GPU 5's fault is debounced (same rack:host:PCIE_DOWNGRADE within
     120 s), yet GPU 3's recovery must not turn the box green while GPU 5 is still degraded."""
+
     def pcie(gpu, *, recovered=False):
-        return ev("A09", "gpu-node-09", "PCIE_DOWNGRADE", gpu=gpu, util=95.0,
-                  **({"state": "recovered"} if recovered else {}))
+        return ev(
+            "A09", "gpu-node-09", "PCIE_DOWNGRADE", gpu=gpu, util=95.0, **({"state": "recovered"} if recovered else {})
+        )
 
     key = "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"
     with Harness(str(tmp_path)) as h:
@@ -207,7 +214,7 @@ def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
             assert g.post("/api/v1/gpu_event", pcie(5))[1]["result"] == "suppressed"
             h.wait_for(lambda s: any(a["key"] == key and a["level"] == "P1" for a in s["active"]))
             assert g.post("/api/v1/gpu_event", pcie(3, recovered=True))[1]["terminals"] == {"emu": "recovery_pending"}
-            time.sleep(0.5)         # give a wrong NORMAL time to arrive
+            time.sleep(0.5)  # give a wrong NORMAL time to arrive
             st = h.status()
             assert {a["key"]: a["level"] for a in st["active"]}.get(key) == "P1"
             assert st["shown"]["level"] == "P1"

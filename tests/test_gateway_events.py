@@ -31,19 +31,22 @@ def go_clean(raw):
     return b[:25].decode() if len(b) > 25 else clean
 
 
-@pytest.mark.parametrize("raw,want", [
-    ("gpu-worker-08", "gpu-worker-08"),
-    ("gpu-worker-08-a1b2c3d4", "gpu-worker-08"),            # 8 hex
-    ("gpu-worker-08-a1b2c3d4e5", "gpu-worker-08"),          # 10 hex
-    ("gpu-worker-08-a1b2c3d", "gpu-worker-08-a1b2c3d"),     # 7 hex: kept
-    ("gpu-worker-0008-a1b2c3d4e5f", "gpu-worker-0008-a1b2c3d4e"),  # 11 hex: no match, then cut to 25
-    ("gpu-worker-08-A1B2C3D4", "gpu-worker-08-A1B2C3D4"),   # upper case is not the hash alphabet
-    ("node-abcdefgh", "node-abcdefgh"),                     # not hex
-    ("a-very-long-training-node-name-0042", "a-very-long-training-node"),
-    ("a-very-long-training-node-name-0042-deadbeef", "a-very-long-training-node"),
-    ("gpu-01-deadbeef-cafebabe", "gpu-01-deadbeef"),        # only one trailing hash goes
-    ("gpu-worker-08-a1b2c3d4\n", "gpu-worker-08-a1b2c3d4\n"),  # RE2 `$` does not match before a newline
-])
+@pytest.mark.parametrize(
+    "raw,want",
+    [
+        ("gpu-worker-08", "gpu-worker-08"),
+        ("gpu-worker-08-a1b2c3d4", "gpu-worker-08"),  # 8 hex
+        ("gpu-worker-08-a1b2c3d4e5", "gpu-worker-08"),  # 10 hex
+        ("gpu-worker-08-a1b2c3d", "gpu-worker-08-a1b2c3d"),  # 7 hex: kept
+        ("gpu-worker-0008-a1b2c3d4e5f", "gpu-worker-0008-a1b2c3d4e"),  # 11 hex: no match, then cut to 25
+        ("gpu-worker-08-A1B2C3D4", "gpu-worker-08-A1B2C3D4"),  # upper case is not the hash alphabet
+        ("node-abcdefgh", "node-abcdefgh"),  # not hex
+        ("a-very-long-training-node-name-0042", "a-very-long-training-node"),
+        ("a-very-long-training-node-name-0042-deadbeef", "a-very-long-training-node"),
+        ("gpu-01-deadbeef-cafebabe", "gpu-01-deadbeef"),  # only one trailing hash goes
+        ("gpu-worker-08-a1b2c3d4\n", "gpu-worker-08-a1b2c3d4\n"),  # RE2 `$` does not match before a newline
+    ],
+)
 def test_clean_host_examples(raw, want):
     assert clean_host(raw) == want
     assert go_clean(raw) == want
@@ -59,8 +62,13 @@ def test_clean_host_matches_the_go_code_on_ascii(raw):
 
 
 def body(**kw):
-    d = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT", "gpu_index": 3,
-         "gpu_util": 0.0}
+    d = {
+        "cluster_rack": "A03",
+        "node_host": "gpu-worker-08",
+        "event_type": "NCCL_TIMEOUT",
+        "gpu_index": 3,
+        "gpu_util": 0.0,
+    }
     d.update(kw)
     return {k: v for k, v in d.items() if v is not None}
 
@@ -77,8 +85,9 @@ def test_rfc_speech_xid_exact():
     assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 第 5 号卡发生驱动级报错"
 
 
-@pytest.mark.parametrize("util,spoken", [(3.4, "3"), (2.5, "2"), (3.5, "4"), (0.0, "0"), (97.6, "98"),
-                                         (100, "100"), (0.5, "0"), (1.5, "2")])
+@pytest.mark.parametrize(
+    "util,spoken", [(3.4, "3"), (2.5, "2"), (3.5, "4"), (0.0, "0"), (97.6, "98"), (100, "100"), (0.5, "0"), (1.5, "2")]
+)
 def test_rfc_speech_util_exact_with_go_rounding(util, spoken):
     # Go's %.0f rounds the exact binary value half to even, as Python's % does.
     ev = parse_event(body(event_type="GPU_UTIL_DROP", gpu_util=util))
@@ -105,7 +114,7 @@ def test_gpu_faults_are_incidents_per_gpu_under_the_rfc_debounce_key():
     a = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=3, gpu_util=90.0))
     b = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=5, gpu_util=90.0))
     assert (a.key, b.key) == ("A03:gpu-worker-08:PCIE_DOWNGRADE:gpu3", "A03:gpu-worker-08:PCIE_DOWNGRADE:gpu5")
-    assert a.debounce_key == b.debounce_key == "A03:gpu-worker-08:PCIE_DOWNGRADE"      # the RFC's, unchanged
+    assert a.debounce_key == b.debounce_key == "A03:gpu-worker-08:PCIE_DOWNGRADE"  # the RFC's, unchanged
     ra = parse_event(body(event_type="RECOVERED", recovers="PCIE_DOWNGRADE", gpu_index=3))
     rb = parse_event(body(event_type="PCIE_DOWNGRADE", gpu_index=5, state="recovered"))
     assert ra.key == a.key and rb.key == b.key and ra.debounce_key != rb.debounce_key
@@ -114,26 +123,48 @@ def test_gpu_faults_are_incidents_per_gpu_under_the_rfc_debounce_key():
     assert parse_event(body(event_type="XID_FATAL", gpu_index=-1)).key == "A03:gpu-worker-08:XID_FATAL"
 
 
-@pytest.mark.parametrize("etype,util,want", [
-    ("NCCL_TIMEOUT", 99.0, P0), ("XID_FATAL", 99.0, P0), ("XID_FATAL", None, P0),
-    ("GPU_UTIL_DROP", 4.99, P0), ("GPU_UTIL_DROP", 5.0, P1), ("GPU_UTIL_DROP", 0.0, P0),
-    ("NVLINK_ERROR", 50.0, P1), ("NVLINK_ERROR", 1.0, P1), ("NVLINK_ERROR", None, P1),
-    ("PCIE_DOWNGRADE", 90.0, P1), ("THERMAL", 90.0, P1), ("XID_WARNING", 90.0, P1),
-    # an idle GPU does not turn a warning into a P0: the utilisation rule is the hang rule (issue 11)
-    ("XID_WARNING", 0.0, P1), ("THERMAL", 2.0, P1), ("PCIE_DOWNGRADE", 0.0, P1), ("NCCL_NET_ERROR", 0.0, P1),
-    ("GPU_LOST", None, P0), ("GPU_LOST", 100.0, P0), ("PROGRESS_STALL", None, P0), ("PROGRESS_STALL", 0.0, P0),
-])
+@pytest.mark.parametrize(
+    "etype,util,want",
+    [
+        ("NCCL_TIMEOUT", 99.0, P0),
+        ("XID_FATAL", 99.0, P0),
+        ("XID_FATAL", None, P0),
+        ("GPU_UTIL_DROP", 4.99, P0),
+        ("GPU_UTIL_DROP", 5.0, P1),
+        ("GPU_UTIL_DROP", 0.0, P0),
+        ("NVLINK_ERROR", 50.0, P1),
+        ("NVLINK_ERROR", 1.0, P1),
+        ("NVLINK_ERROR", None, P1),
+        ("PCIE_DOWNGRADE", 90.0, P1),
+        ("THERMAL", 90.0, P1),
+        ("XID_WARNING", 90.0, P1),
+        # an idle GPU does not turn a warning into a P0: the utilisation rule is the hang rule (issue 11)
+        ("XID_WARNING", 0.0, P1),
+        ("THERMAL", 2.0, P1),
+        ("PCIE_DOWNGRADE", 0.0, P1),
+        ("NCCL_NET_ERROR", 0.0, P1),
+        ("GPU_LOST", None, P0),
+        ("GPU_LOST", 100.0, P0),
+        ("PROGRESS_STALL", None, P0),
+        ("PROGRESS_STALL", 0.0, P0),
+    ],
+)
 def test_severity_rule(etype, util, want):
     assert severity(parse_event(body(event_type=etype, gpu_util=util))) == want
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(t for t in EVENT_TYPES if t != "RECOVERED")),
-       st.floats(min_value=0, max_value=100, allow_nan=False))
+@given(
+    st.sampled_from(sorted(t for t in EVENT_TYPES if t != "RECOVERED")),
+    st.floats(min_value=0, max_value=100, allow_nan=False),
+)
 def test_severity_property(etype, util):
     ev = parse_event(body(event_type=etype, gpu_util=util))
-    want_p0 = etype in ("NCCL_TIMEOUT", "XID_FATAL") or (util < 5.0 and etype in HANG_TYPES) \
+    want_p0 = (
+        etype in ("NCCL_TIMEOUT", "XID_FATAL")
+        or (util < 5.0 and etype in HANG_TYPES)
         or EVENT_TYPES[etype]["level"] == P0
+    )
     assert (severity(ev) == P0) == want_p0
 
 
@@ -152,31 +183,34 @@ def test_recovered_forms():
     assert severity(ev) == NORMAL
     assert speech(ev) == "机架 A03 节点 gpu-worker-08 已恢复正常"
     ev2 = parse_event(body(event_type="THERMAL", state="recovered"))
-    assert ev2.key == "A03:gpu-worker-08:THERMAL:gpu3" and severity(ev2) == NORMAL   # clears that GPU only
+    assert ev2.key == "A03:gpu-worker-08:THERMAL:gpu3" and severity(ev2) == NORMAL  # clears that GPU only
     assert ev.debounce_key != ev.key
 
 
-@pytest.mark.parametrize("b,code,field", [
-    ([], "bad_body", "object"),
-    (body(cluster_rack=None), "missing_field", "cluster_rack"),
-    (body(node_host=""), "bad_field", "node_host"),
-    (body(node_host=5), "bad_field", "node_host"),
-    (body(event_type="nccl timeout"), "bad_field", "event_type"),
-    (body(event_type="XID_FATAL", gpu_index=None), "missing_field", "gpu_index"),
-    (body(gpu_index=True), "bad_field", "gpu_index"),
-    (body(gpu_index=1.0), "bad_field", "gpu_index"),
-    (body(gpu_index=5000), "bad_field", "gpu_index"),
-    (body(gpu_util="3"), "bad_field", "gpu_util"),
-    (body(gpu_util=101), "bad_field", "gpu_util"),
-    (body(gpu_util=-1), "bad_field", "gpu_util"),
-    (body(event_type="GPU_UTIL_DROP", gpu_util=None), "missing_field", "gpu_util"),
-    (body(event_type="RECOVERED"), "missing_field", "recovers"),
-    (body(event_type="RECOVERED", recovers="RECOVERED"), "bad_field", "recovers"),
-    (body(state="gone"), "bad_field", "state"),
-    (body(node_host="gpu\x00x"), "bad_field", "control"),
-    (body(node_host="-deadbeef"), "bad_field", "hash suffix"),
-    (body(xid=-3), "bad_field", "xid"),
-])
+@pytest.mark.parametrize(
+    "b,code,field",
+    [
+        ([], "bad_body", "object"),
+        (body(cluster_rack=None), "missing_field", "cluster_rack"),
+        (body(node_host=""), "bad_field", "node_host"),
+        (body(node_host=5), "bad_field", "node_host"),
+        (body(event_type="nccl timeout"), "bad_field", "event_type"),
+        (body(event_type="XID_FATAL", gpu_index=None), "missing_field", "gpu_index"),
+        (body(gpu_index=True), "bad_field", "gpu_index"),
+        (body(gpu_index=1.0), "bad_field", "gpu_index"),
+        (body(gpu_index=5000), "bad_field", "gpu_index"),
+        (body(gpu_util="3"), "bad_field", "gpu_util"),
+        (body(gpu_util=101), "bad_field", "gpu_util"),
+        (body(gpu_util=-1), "bad_field", "gpu_util"),
+        (body(event_type="GPU_UTIL_DROP", gpu_util=None), "missing_field", "gpu_util"),
+        (body(event_type="RECOVERED"), "missing_field", "recovers"),
+        (body(event_type="RECOVERED", recovers="RECOVERED"), "bad_field", "recovers"),
+        (body(state="gone"), "bad_field", "state"),
+        (body(node_host="gpu\x00x"), "bad_field", "control"),
+        (body(node_host="-deadbeef"), "bad_field", "hash suffix"),
+        (body(xid=-3), "bad_field", "xid"),
+    ],
+)
 def test_validation_errors_name_the_field(b, code, field):
     with pytest.raises(EventError) as e:
         parse_event(b)
@@ -201,8 +235,9 @@ GPU_TYPES = ["XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THER
 
 
 def test_unnumbered_fatal_xid_is_accepted_as_p0_with_node_wording():
-    ev = parse_event({"cluster_rack": "A03", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": -1,
-                      "gpu_util": None})
+    ev = parse_event(
+        {"cluster_rack": "A03", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": -1, "gpu_util": None}
+    )
     assert ev.level() == P0 and ev.gpu_index == -1
     assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-1 一张 GPU 卡发生驱动级报错"
     assert speech(ev, "en") == "Fatal hardware fault: rack A03 node gpu-1: a GPU reported a driver-level error"
@@ -210,8 +245,10 @@ def test_unnumbered_fatal_xid_is_accepted_as_p0_with_node_wording():
 
 def test_unnumbered_gpu_named_by_pci_address_in_english():
     ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, gpu_util=None, pci="PCI:0000:3b:00"))
-    assert speech(ev, "en") == \
-        "Fatal hardware fault: rack A03 node gpu-worker-08 GPU at PCI 0000:3b:00 reported a driver-level error"
+    assert (
+        speech(ev, "en")
+        == "Fatal hardware fault: rack A03 node gpu-worker-08 GPU at PCI 0000:3b:00 reported a driver-level error"
+    )
     assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
     # a malformed pci only loses the wording, never the alarm
     ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, pci="3b; rm -rf /"))
@@ -246,42 +283,117 @@ def test_every_known_event_type_matches_the_type_grammar():
 
 # ---- parse_event's fast path (the storm's five-field body, rack and host seen before) against the full path ----
 
+
 def _storm_body(i):
     """bench/bench_gateway_rfc.py's storm body for request i (its wrk script, transcribed)."""
     node, gpu = (i // 8) % 12500, i % 8
     k = node % 100
-    kind, util = (("NCCL_TIMEOUT", 100.0) if k < 70 else ("GPU_UTIL_DROP", (node % 4) * 1.0) if k < 95
-                  else ("XID_FATAL", 0.0) if k < 98 else ("THERMAL", 97.0))
+    kind, util = (
+        ("NCCL_TIMEOUT", 100.0)
+        if k < 70
+        else ("GPU_UTIL_DROP", (node % 4) * 1.0)
+        if k < 95
+        else ("XID_FATAL", 0.0)
+        if k < 98
+        else ("THERMAL", 97.0)
+    )
     host = "gpu-node-%05d-%08x" % (node, node * 2654435761 % 2**32)
-    return {"cluster_rack": "R%03d" % (node % 125), "node_host": host, "event_type": kind, "gpu_index": gpu,
-            "gpu_util": util}
+    return {
+        "cluster_rack": "R%03d" % (node % 125),
+        "node_host": host,
+        "event_type": kind,
+        "gpu_index": gpu,
+        "gpu_util": util,
+    }
 
 
 def _probe_body(**kw):
     """What host_client/probes/events.py sends: the five fields plus state, detail, key, event_id, ts."""
-    b = body(event_type="XID_FATAL", gpu_index=2, gpu_util=37.5, state="firing",
-             detail="NVRM: Xid (PCI:0000:3b:00): 79", xid=79, pci="PCI:0000:3b:00", key="gpu-worker-08:xid:79:2",
-             event_id="a1b2-7", ts=1764590000.25)
+    b = body(
+        event_type="XID_FATAL",
+        gpu_index=2,
+        gpu_util=37.5,
+        state="firing",
+        detail="NVRM: Xid (PCI:0000:3b:00): 79",
+        xid=79,
+        pci="PCI:0000:3b:00",
+        key="gpu-worker-08:xid:79:2",
+        event_id="a1b2-7",
+        ts=1764590000.25,
+    )
     b.update(kw)
     return b
 
 
 # Real bodies (the bench's, a probe's) and hostile ones one change away from the fast path's shape: every key of
 # the five missing or null, each value of a wrong type, out of range, or text _string refuses or words specially.
-_TEXTS = ["A03", "R001", "gpu-node-00042-a1b2c3d4", "-deadbeef", "", " ", "\t\n", "a\x00b", "a\x7fb", "a\x1fb",
-          "a\u00a0b", "a\u2028b", "机架七", "x" * 64, "x" * 65, "y" * 253, "y" * 254, "NCCL_TIMEOUT", "RECOVERED",
-          "nccl timeout", "FOO_BAR", "\ud800"]
-_VALUES = _TEXTS + [None, True, False, 0, 1, -1, -2, 1023, 1024, 3.0, -0.0, 0.0, 4.99, 5.0, 100.0, 100.5, -0.5,
-                    float("nan"), float("inf"), [], [1], {}, {"a": 1}]
+_TEXTS = [
+    "A03",
+    "R001",
+    "gpu-node-00042-a1b2c3d4",
+    "-deadbeef",
+    "",
+    " ",
+    "\t\n",
+    "a\x00b",
+    "a\x7fb",
+    "a\x1fb",
+    "a\u00a0b",
+    "a\u2028b",
+    "机架七",
+    "x" * 64,
+    "x" * 65,
+    "y" * 253,
+    "y" * 254,
+    "NCCL_TIMEOUT",
+    "RECOVERED",
+    "nccl timeout",
+    "FOO_BAR",
+    "\ud800",
+]
+_VALUES = _TEXTS + [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    -2,
+    1023,
+    1024,
+    3.0,
+    -0.0,
+    0.0,
+    4.99,
+    5.0,
+    100.0,
+    100.5,
+    -0.5,
+    float("nan"),
+    float("inf"),
+    [],
+    [1],
+    {},
+    {"a": 1},
+]
 _FIELDS = ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
 _EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "foo"]
-DIFF_BODIES = ([_storm_body(i) for i in (0, 1, 7, 8, 560, 561, 760, 785, 99999)] + [_probe_body(),
-               _probe_body(state="recovered"), _probe_body(event_type="RECOVERED", recovers="XID_FATAL"),
-               _probe_body(gpu_index=-1, pci="0000:3b:00.0"), [], "x", None]
-               + [dict(_storm_body(1), **{f: v}) for f in _FIELDS for v in _VALUES]
-               + [{k: v for k, v in _storm_body(1).items() if k != f} for f in _FIELDS]
-               + [dict(_storm_body(1), **{f: v}) for f in _EXTRA for v in (None, "recovered", "firing", 79, 1.5)]
-               + [dict(_storm_body(1), **{"gpu_index": 3, "gpu_util": 1}), dict(_storm_body(1), gpu_util=50)])
+DIFF_BODIES = (
+    [_storm_body(i) for i in (0, 1, 7, 8, 560, 561, 760, 785, 99999)]
+    + [
+        _probe_body(),
+        _probe_body(state="recovered"),
+        _probe_body(event_type="RECOVERED", recovers="XID_FATAL"),
+        _probe_body(gpu_index=-1, pci="0000:3b:00.0"),
+        [],
+        "x",
+        None,
+    ]
+    + [dict(_storm_body(1), **{f: v}) for f in _FIELDS for v in _VALUES]
+    + [{k: v for k, v in _storm_body(1).items() if k != f} for f in _FIELDS]
+    + [dict(_storm_body(1), **{f: v}) for f in _EXTRA for v in (None, "recovered", "firing", 79, 1.5)]
+    + [dict(_storm_body(1), **{"gpu_index": 3, "gpu_util": 1}), dict(_storm_body(1), gpu_util=50)]
+)
 
 
 def _outcome(fn, b, **kw):
@@ -335,14 +447,15 @@ def test_fast_path_is_taken_for_the_storm_body(monkeypatch):
     """Else the comparison above proves nothing: the bench's body, rack and host seen, never reaches _parse_full."""
     from host_client.gateway import events
 
-    parse_event(_storm_body(127 * 8))   # node 127: rack R002, seen
+    parse_event(_storm_body(127 * 8))  # node 127: rack R002, seen
     monkeypatch.setattr(events, "_parse_full", lambda *a: pytest.fail("took the full path"))
-    for i in range(16, 24):           # a new node: its first event checks the host inline, the rest hit the memo
+    for i in range(16, 24):  # a new node: its first event checks the host inline, the rest hit the memo
         assert parse_event(_storm_body(i)).key.startswith("R002:gpu-node-00002")
 
 
-_TEXT_OR_VALUE = st.one_of(st.sampled_from(_VALUES), st.text(max_size=12), st.integers(-3, 1030),
-                           st.floats(-2.0, 102.0), st.floats())
+_TEXT_OR_VALUE = st.one_of(
+    st.sampled_from(_VALUES), st.text(max_size=12), st.integers(-3, 1030), st.floats(-2.0, 102.0), st.floats()
+)
 
 
 @st.composite

@@ -42,15 +42,36 @@ def nest(n, opener="{"):
     return ("[" * n + "1" + "]" * n).encode()
 
 
-STORM = b'{"cluster_rack":"R001","node_host":"gpu-node-00001-9e3779b1","event_type":"NCCL_TIMEOUT","gpu_index":1,' \
-        b'"gpu_util":100.0}'
-BODIES = [STORM, STORM + b" ", b" " + STORM, b"[" + STORM + b"]", STORM.replace(b"R001", b"R{0[1"),
-          STORM.replace(b"R001", b"R\\u00e9"), STORM.replace(b"R001", b"R\\ud800"), STORM.replace(b"R001", b"R\\\\"),
-          STORM.replace(b"R001", b"R\\ud83d\\ude00"), STORM.replace(b"R001", "R机架".encode()),
-          STORM.replace(b'"R001"', b'{"\\udc00":1}'), b"{}", b"[]", b"{", b"", b"\xff{}", b'{"a":NaN}',
-          nest(MAX_DEPTH), nest(MAX_DEPTH + 1), nest(MAX_DEPTH, "["), nest(MAX_DEPTH + 1, "["),
-          b'{"a":[' + b"{" * 0 + b'"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"]}',
-          b"[" * 40 + b"]" * 40, b'{"x":"' + b"{" * 40 + b'"}']
+STORM = (
+    b'{"cluster_rack":"R001","node_host":"gpu-node-00001-9e3779b1","event_type":"NCCL_TIMEOUT","gpu_index":1,'
+    b'"gpu_util":100.0}'
+)
+BODIES = [
+    STORM,
+    STORM + b" ",
+    b" " + STORM,
+    b"[" + STORM + b"]",
+    STORM.replace(b"R001", b"R{0[1"),
+    STORM.replace(b"R001", b"R\\u00e9"),
+    STORM.replace(b"R001", b"R\\ud800"),
+    STORM.replace(b"R001", b"R\\\\"),
+    STORM.replace(b"R001", b"R\\ud83d\\ude00"),
+    STORM.replace(b"R001", "R机架".encode()),
+    STORM.replace(b'"R001"', b'{"\\udc00":1}'),
+    b"{}",
+    b"[]",
+    b"{",
+    b"",
+    b"\xff{}",
+    b'{"a":NaN}',
+    nest(MAX_DEPTH),
+    nest(MAX_DEPTH + 1),
+    nest(MAX_DEPTH, "["),
+    nest(MAX_DEPTH + 1, "["),
+    b'{"a":[' + b"{" * 0 + b'"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"]}',
+    b"[" * 40 + b"]" * 40,
+    b'{"x":"' + b"{" * 40 + b'"}',
+]
 
 
 @pytest.mark.parametrize("raw", BODIES)
@@ -58,9 +79,11 @@ def test_decode_body_gives_what_the_plain_rules_give(raw):
     assert got(raw) == plain(raw)
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet="a{[\\\"\ud800é", max_size=6),
-                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
-                     max_leaves=60)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='a{[\\"\ud800é', max_size=6),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
+    max_leaves=60,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,9 +18,18 @@ from sentinel_core.validate import parse_alarm
 
 def inc(rack, host, kind="NCCL_TIMEOUT", level=P0, recovery=False):
     key = "%s:%s:%s" % (rack, host, kind)
-    return Incident(key, level, rack=rack, host=host, kind=kind, text="text %s" % key,
-                    labels={"rack": rack, "event_type": kind}, recovery=recovery, phrase_zh=phrase(kind, "zh"),
-                    phrase_en=phrase(kind, "en"))
+    return Incident(
+        key,
+        level,
+        rack=rack,
+        host=host,
+        kind=kind,
+        text="text %s" % key,
+        labels={"rack": rack, "event_type": kind},
+        recovery=recovery,
+        phrase_zh=phrase(kind, "zh"),
+        phrase_en=phrase(kind, "en"),
+    )
 
 
 def drain(lane, now):
@@ -48,10 +57,10 @@ def test_first_alone_then_one_summary_per_rack():
 
 def test_cluster_wide_past_the_threshold_absorbs_unsent_rack_summaries():
     lane = Lane("t", language="en", cluster_threshold=3)
-    lane.submit(inc("A01", "n1"), 0.0)                  # alone
-    lane.submit(inc("A01", "n2"), 0.0)                  # A01 summary (unsent)
-    lane.submit(inc("A02", "n1"), 0.0)                  # alone (2nd rack)
-    lane.submit(inc("A03", "n1"), 0.0)                  # 3rd rack: cluster-wide
+    lane.submit(inc("A01", "n1"), 0.0)  # alone
+    lane.submit(inc("A01", "n2"), 0.0)  # A01 summary (unsent)
+    lane.submit(inc("A02", "n1"), 0.0)  # alone (2nd rack)
+    lane.submit(inc("A03", "n1"), 0.0)  # 3rd rack: cluster-wide
     for r in range(4, 40):
         for h in range(12):
             lane.submit(inc("A%02d" % r, "n%d" % h), 0.5)
@@ -81,20 +90,21 @@ def test_newest_summary_replaces_the_unsent_one_and_sent_ones_start_afresh():
     first_id = [x for x in lane.items if x.kind == "summary"][0].id
     lane.submit(inc("A03", "n3"), 0.0)
     summ = [x for x in lane.items if x.kind == "summary"]
-    assert len(summ) == 1 and summ[0].id != first_id and summ[0].carried == ["A03:n2:NCCL_TIMEOUT",
-                                                                          "A03:n3:NCCL_TIMEOUT"]
+    assert (
+        len(summ) == 1 and summ[0].id != first_id and summ[0].carried == ["A03:n2:NCCL_TIMEOUT", "A03:n3:NCCL_TIMEOUT"]
+    )
     drain(lane, 1.0)
-    lane.submit(inc("A03", "n4"), 2.0)                  # same window: a new summary with only the new incident
+    lane.submit(inc("A03", "n4"), 2.0)  # same window: a new summary with only the new incident
     items = drain(lane, 3.0)
     assert len(items) == 1 and items[0].carried == ["A03:n4:NCCL_TIMEOUT"]
-    assert items[0].text == "Rack A03, 4 nodes: communication deadlock"   # counts the whole group
+    assert items[0].text == "Rack A03, 4 nodes: communication deadlock"  # counts the whole group
 
 
 def test_group_closes_after_a_quiet_window():
     lane = Lane("t", window=60)
     assert lane.submit(inc("A03", "n1"), 0.0) == "alone"
     assert lane.submit(inc("A03", "n2"), 59.9) == "folded"
-    assert lane.submit(inc("A03", "n3"), 119.8) == "folded"      # window runs from the last incident
+    assert lane.submit(inc("A03", "n3"), 119.8) == "folded"  # window runs from the last incident
     assert lane.submit(inc("A03", "n4"), 179.8) == "alone"
 
 
@@ -128,8 +138,8 @@ def test_full_queue_drops_lowest_level_first_and_says_so():
     lane.submit(inc("A", "1", "THERMAL", P1), 0.0)
     lane.submit(inc("A", "2", "THERMAL", P1), 0.0)
     lane.submit(inc("A", "3", "NCCL_TIMEOUT", P0), 0.0)
-    assert lane.submit(inc("A", "4", "NCCL_TIMEOUT", P0), 0.0) == "alone"     # evicts the newest P1
-    assert lane.submit(inc("A", "5", "THERMAL", P1), 0.0) == "dropped"        # lowest itself: refused
+    assert lane.submit(inc("A", "4", "NCCL_TIMEOUT", P0), 0.0) == "alone"  # evicts the newest P1
+    assert lane.submit(inc("A", "5", "THERMAL", P1), 0.0) == "dropped"  # lowest itself: refused
     assert lane.stats.alarms.dropped_full == 2
     assert [e for e, _ in logs] == ["alarm_dropped", "alarm_dropped"]
     assert "queue full" in logs[0][1]["reason"]
@@ -172,7 +182,7 @@ def test_tracked_incidents_age_out_and_memory_is_released():
     assert len(lane.carrier_of) == 3000 and lane.open
     lane.submit(inc("Z", "late", "THERMAL", P1), 200.0)
     assert len(lane.carrier_of) == 1 and set(lane.open) == {"Z:late:THERMAL"}
-    assert len(lane.groups) == 1                # closed groups and their host sets are gone too
+    assert len(lane.groups) == 1  # closed groups and their host sets are gone too
 
 
 def test_rate_limit_token_bucket():
@@ -199,7 +209,7 @@ def test_persistence_round_trip(tmp_path):
     b = [(x.id, x.level, x.text, x.carried) for x in drain(lane2, 1.0)]
     assert a == b
     lane2.submit(inc("C", "n1"), 2.0)
-    assert lane2.items[0].seq > 3            # ids never collide with restored ones
+    assert lane2.items[0].seq > 3  # ids never collide with restored ones
 
 
 def test_corrupt_store_is_moved_aside(tmp_path):
@@ -222,17 +232,26 @@ def test_wire_form_is_accepted_by_the_terminal_schema():
     assert a.level == P0 and len(a.key.encode()) <= 64 and len(a.text.encode()) <= 400
     assert wire_key(ev.key) == wire_key(ev.key) and wire_key("short") == "short"
     it.text, it.key = "bell\x07 and\ttab", "k\x01"
-    a = parse_alarm(to_alarm(it).to_wire())          # sanitised: the terminal would refuse control characters
+    a = parse_alarm(to_alarm(it).to_wire())  # sanitised: the terminal would refuse control characters
     assert a.text == "bell  and tab" and a.key == "k?"
     it.text = " \n "
     assert parse_alarm(to_alarm(it).to_wire()).text == "alarm"
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 30), st.sampled_from(["NCCL_TIMEOUT", "XID_FATAL",
-                                                                                 "THERMAL"]),
-                          st.booleans()), min_size=1, max_size=120),
-       st.integers(0, 2**31))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 6),
+            st.integers(0, 30),
+            st.sampled_from(["NCCL_TIMEOUT", "XID_FATAL", "THERMAL"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    st.integers(0, 2**31),
+)
 def test_every_incident_is_carried_exactly_once(events, seed):
     """Whatever the interleaving of arrivals and sends, each incident is in exactly one delivered alarm (the queue
     is big enough not to drop), the stats count each once (alone or folded), and the snapshot stays JSON. (No order
@@ -264,9 +283,18 @@ def test_every_incident_is_carried_exactly_once(events, seed):
 
 def gpu_inc(rack, host, gpu, kind="PCIE_DOWNGRADE", recovery=False, attach=False):
     scope = "%s:%s:%s" % (rack, host, kind)
-    i = Incident("%s:gpu%d" % (scope, gpu), NORMAL if recovery else P1, rack=rack, host=host, kind=kind,
-                 text="text", labels={"rack": rack, "event_type": kind}, recovery=recovery,
-                 phrase_zh=phrase(kind, "zh"), phrase_en=phrase(kind, "en"))
+    i = Incident(
+        "%s:gpu%d" % (scope, gpu),
+        NORMAL if recovery else P1,
+        rack=rack,
+        host=host,
+        kind=kind,
+        text="text",
+        labels={"rack": rack, "event_type": kind},
+        recovery=recovery,
+        phrase_zh=phrase(kind, "zh"),
+        phrase_en=phrase(kind, "en"),
+    )
     i.scope = scope
     i.attach = attach
     return i
@@ -288,9 +316,9 @@ def test_attached_gpu_keeps_the_alarm_open_until_every_gpu_recovered():
 def test_attached_gpu_follows_its_node_into_a_summary_and_a_cluster_fold():
     lane = Lane("t", language="en", cluster_threshold=2)
     lane.submit(gpu_inc("A01", "n0", 0), 0.0)
-    lane.submit(gpu_inc("A01", "n1", 0), 0.0)                       # folded into rack A01's summary
+    lane.submit(gpu_inc("A01", "n1", 0), 0.0)  # folded into rack A01's summary
     assert lane.submit(gpu_inc("A01", "n1", 6, attach=True), 0.0) == "attached"
-    lane.submit(gpu_inc("A02", "n2", 0), 0.0)                       # second rack: cluster-wide, absorbs A01's
+    lane.submit(gpu_inc("A02", "n2", 0), 0.0)  # second rack: cluster-wide, absorbs A01's
     summary = lane.carrier_of["A01:n1:PCIE_DOWNGRADE:gpu0"][0]
     assert lane.carrier_of["A01:n1:PCIE_DOWNGRADE:gpu6"][0] == summary and "*:*:" in summary
     drain(lane, 0.0)
@@ -313,21 +341,36 @@ def test_attach_without_a_standing_alarm_is_sent():
     assert lane2.stats.incidents.attached == 0 and lane2.depth() == 1
 
 
-@pytest.mark.parametrize("rack,host,labels,ph_zh,ph_en,scope,attach,ident,recovery", [
-    ("R001", "gpu-node-00001", {"rack": "R001"}, "通信死锁", "communication deadlock", None, False, "k@1", False),
-    ("A03", "n1", {"rack": "A03"}, "温度过高", "overheating", "A03:n1:THERMAL", True, None, False),
-    ("", None, {}, None, "", None, False, None, True),         # every falsy value Incident() replaces
-])
-def test_gpu_incident_builds_what_the_constructor_builds(rack, host, labels, ph_zh, ph_en, scope, attach, ident,
-                                                          recovery):
+@pytest.mark.parametrize(
+    "rack,host,labels,ph_zh,ph_en,scope,attach,ident,recovery",
+    [
+        ("R001", "gpu-node-00001", {"rack": "R001"}, "通信死锁", "communication deadlock", None, False, "k@1", False),
+        ("A03", "n1", {"rack": "A03"}, "温度过高", "overheating", "A03:n1:THERMAL", True, None, False),
+        ("", None, {}, None, "", None, False, None, True),  # every falsy value Incident() replaces
+    ],
+)
+def test_gpu_incident_builds_what_the_constructor_builds(
+    rack, host, labels, ph_zh, ph_en, scope, attach, ident, recovery
+):
     """service.py builds GPU incidents with gpu_incident (no class call): it must set every slot as Incident() does."""
     from host_client.gateway.incident import gpu_incident
 
     def text():
         return "words"
 
-    want = Incident("k", P1, rack=rack, host=host, kind="THERMAL", text=text, labels=labels, source="gpu_event",
-                    recovery=recovery, phrase_zh=ph_zh, phrase_en=ph_en)
+    want = Incident(
+        "k",
+        P1,
+        rack=rack,
+        host=host,
+        kind="THERMAL",
+        text=text,
+        labels=labels,
+        source="gpu_event",
+        recovery=recovery,
+        phrase_zh=ph_zh,
+        phrase_en=ph_en,
+    )
     want.scope, want.attach, want.ident = scope, attach, ident
     got = gpu_incident("k", P1, rack, host, "THERMAL", text, labels, recovery, ph_zh, ph_en, scope, attach, ident)
     for name in Incident.__slots__:

@@ -63,13 +63,13 @@ def test_answers_arrive_in_order_and_the_close_comes_after_the_last():
             s.send(fd, p, 7)
         s.close(fd)
         s.flush()
-        assert read_all(b) == b"".join(parts)          # every byte, in order, then EOF: closed after the last
+        assert read_all(b) == b"".join(parts)  # every byte, in order, then EOF: closed after the last
         assert s.returned() == []
         deadline = time.monotonic() + 5
         while s.queued and time.monotonic() < deadline:
             time.sleep(0.01)
         assert (s.queued, s.sent, s.held, s.failed) == (0, 200, 0, 0)
-        assert s.enqueued == s.done == 201                # 200 sends and the close, numbered in order, all done
+        assert s.enqueued == s.done == 201  # 200 sends and the close, numbered in order, all done
     finally:
         s.stop()
         b.close()
@@ -83,13 +83,13 @@ def test_what_a_full_socket_does_not_take_comes_back_in_order_before_its_fence()
     s = Sender()
     fd = a.fileno()
     try:
-        chunks = [bytes([65 + i]) * 50_000 for i in range(3)]     # far more than the two buffers hold
+        chunks = [bytes([65 + i]) * 50_000 for i in range(3)]  # far more than the two buffers hold
         for c in chunks:
             s.send(fd, c, 42)
         s.fence(fd, 42)
         s.flush()
         back = wait_returned(s, 4)
-        assert [r[:3] for r in back] == [(fd, 42, 0)] * 3 + [(fd, 42, -1)]   # three hand-backs, then the fence
+        assert [r[:3] for r in back] == [(fd, 42, 0)] * 3 + [(fd, 42, -1)]  # three hand-backs, then the fence
         assert back[-1][3] == b""
         got = b""
         b.settimeout(0.5)
@@ -132,7 +132,7 @@ def test_a_send_to_a_peer_that_went_away_drops_what_follows_and_says_why():
         s.flush()
         back = wait_returned(s, 2)
         assert back[0][:3] == (fd, 9, errno.EPIPE) and back[0][3] == b""
-        assert back[1][:3] == (fd, 9, -1)                 # "second" was dropped, not handed back or sent
+        assert back[1][:3] == (fd, 9, -1)  # "second" was dropped, not handed back or sent
         assert s.failed == 1
     finally:
         s.stop()
@@ -144,17 +144,17 @@ def test_stop_sends_what_is_queued_first_and_refuses_more():
     a, b = socket.socketpair()
     s = Sender()
     fd = a.detach()
-    for i in range(100):                               # (fewer than fill a socket pair's buffer unread)
+    for i in range(100):  # (fewer than fill a socket pair's buffer unread)
         s.send(fd, b"%04d" % i, 1)
     s.close(fd)
-    s.stop()                                           # no flush: stop wakes the thread and waits for the queue
+    s.stop()  # no flush: stop wakes the thread and waits for the queue
     assert read_all(b) == b"".join(b"%04d" % i for i in range(100))
     assert s.returned() == [] and s.sent == 100
     with pytest.raises(ValueError, match="stopped"):
         s.send(0, b"x", 1)
     with pytest.raises(ValueError, match="stopped"):
         s.close(0)
-    s.stop()                                           # twice is fine
+    s.stop()  # twice is fine
     b.close()
 
 
@@ -186,7 +186,7 @@ def test_a_memoryview_is_copied_at_hand_over():
     try:
         data = bytearray(b"before")
         s.send(a.fileno(), memoryview(data), 1)
-        data[:] = b"AFTER!"                            # the caller may reuse its buffer at once
+        data[:] = b"AFTER!"  # the caller may reuse its buffer at once
         s.close(a.detach())
         s.flush()
         assert read_all(b) == b"before"
@@ -203,5 +203,5 @@ def test_many_senders_come_and_go_without_leaking_descriptors():
         s.stop()
         del s
     for _ in range(50):
-        Sender()                                       # dropped unstopped: its thread is ended when it is freed
+        Sender()  # dropped unstopped: its thread is ended when it is freed
     assert len(os.listdir("/proc/self/fd")) <= before + 2

@@ -19,8 +19,10 @@ PlainTracker = _no_memory(RecoveryTracker, "_head_since")
 
 KEYS = st.sampled_from(["a", "b", "c", "d", "e", "f"])
 # forward and back by about a window, sometimes NaN: the state must agree whatever the clock does
-STEP = st.one_of(st.sampled_from([0.0, 1.0, 3.0, 6.0, 11.0, 70.0, 130.0, -2.0, -4.0, -7.0, -65.0, float("nan")]),
-                 st.floats(-150.0, 150.0))
+STEP = st.one_of(
+    st.sampled_from([0.0, 1.0, 3.0, 6.0, 11.0, 70.0, 130.0, -2.0, -4.0, -7.0, -65.0, float("nan")]),
+    st.floats(-150.0, 150.0),
+)
 
 
 def _state(x):
@@ -28,8 +30,11 @@ def _state(x):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 6), st.sampled_from([0.0, 5.0, 120.0]),
-       st.lists(st.tuples(st.sampled_from(["fire", "forget", "prune"]), KEYS, STEP), max_size=40))
+@given(
+    st.integers(1, 6),
+    st.sampled_from([0.0, 5.0, 120.0]),
+    st.lists(st.tuples(st.sampled_from(["fire", "forget", "prune"]), KEYS, STEP), max_size=40),
+)
 # the oldest forgotten, the next one older still (the clock went back): it must be pruned
 @example(6, 5.0, [("fire", "a", 0.0), ("fire", "b", -4.0), ("forget", "a", 0.0), ("fire", "c", 7.0)])
 def test_debouncer_with_and_without_the_remembered_time(max_keys, window, ops):
@@ -49,11 +54,24 @@ def test_debouncer_with_and_without_the_remembered_time(max_keys, window, ops):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 6), st.sampled_from([5.0, 60.0]),
-       st.lists(st.tuples(st.sampled_from(["track", "attach", "recovered", "untrack", "prune"]), KEYS,
-                          st.sampled_from(["X", "Y", "Z"]), STEP), max_size=40))
-@example(6, 5.0, [("track", "a", "X", 0.0), ("track", "b", "Y", -30.0), ("recovered", "a", "X", 0.0),
-                  ("prune", "a", "X", 6.0)])
+@given(
+    st.integers(1, 6),
+    st.sampled_from([5.0, 60.0]),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["track", "attach", "recovered", "untrack", "prune"]),
+            KEYS,
+            st.sampled_from(["X", "Y", "Z"]),
+            STEP,
+        ),
+        max_size=40,
+    ),
+)
+@example(
+    6,
+    5.0,
+    [("track", "a", "X", 0.0), ("track", "b", "Y", -30.0), ("recovered", "a", "X", 0.0), ("prune", "a", "X", 6.0)],
+)
 def test_tracker_with_and_without_the_remembered_time(max_tracked, track_s, ops):
     fast = RecoveryTracker(max_tracked=max_tracked, track_s=track_s)
     plain = PlainTracker(max_tracked=max_tracked, track_s=track_s)

@@ -30,6 +30,7 @@ class Fake:
 
         class A:
             duplicate = False
+
         return A()
 
     def heartbeat(self, interval=None):
@@ -38,14 +39,23 @@ class Fake:
 
 @pytest.fixture(params=["native", "loop"])
 def front(tmp_path, request):
-    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "max_body": 4096,
-                                        "native_send": request.param == "native"},
-                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
-                            "delivery": {"rate_interval_s": 0}}, env={"S": "s"})
+    cfg = Config.from_dict(
+        {
+            "gateway": {
+                "state_dir": str(tmp_path / "state"),
+                "max_body": 4096,
+                "native_send": request.param == "native",
+            },
+            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+            "delivery": {"rate_interval_s": 0},
+        },
+        env={"S": "s"},
+    )
     fake = Fake()
     with serving(cfg, fake) as (f, gw):
-        assert f.native_send is (request.param == "native"), \
+        assert f.native_send is (request.param == "native"), (
             "host_client/gateway/_nativesend.c is not built here: run make setup (or pip install -e .)"
+        )
         yield f, gw, fake, tmp_path
 
 
@@ -73,8 +83,9 @@ def request(path, body=None, method=None, headers=None):
     body = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
     h = {"Host": "x", "Content-Length": str(len(body)), "Content-Type": "application/json"}
     h.update(headers or {})
-    return ("%s %s HTTP/1.1\r\n" % (method, path) + "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode() \
-        + body
+    return (
+        "%s %s HTTP/1.1\r\n" % (method, path) + "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
+    ).encode() + body
 
 
 def read_answers(sock, n, timeout=10):
@@ -85,12 +96,13 @@ def read_answers(sock, n, timeout=10):
         end = buf.find(b"\r\n\r\n")
         if end >= 0:
             head = buf[:end].decode()
-            length = int([ln.split(":", 1)[1] for ln in head.split("\r\n") if ln.lower().startswith(
-                "content-length:")][0])
+            length = int(
+                [ln.split(":", 1)[1] for ln in head.split("\r\n") if ln.lower().startswith("content-length:")][0]
+            )
             if len(buf) >= end + 4 + length:
                 status = int(head.split(" ")[1])
-                out.append((status, head, buf[end + 4:end + 4 + length]))
-                buf = buf[end + 4 + length:]
+                out.append((status, head, buf[end + 4 : end + 4 + length]))
+                buf = buf[end + 4 + length :]
                 continue
         chunk = sock.recv(65536)
         if not chunk:
@@ -105,8 +117,9 @@ EV = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_T
 def test_keep_alive_pipelining_in_order(front):
     f, gw, fake, _ = front
     s = socket.create_connection(("127.0.0.1", f.port))
-    s.sendall(request("/api/v1/gpu_event", EV) + request("/api/v1/gpu_event", EV) + request("/healthz")
-              + request("/metrics"))
+    s.sendall(
+        request("/api/v1/gpu_event", EV) + request("/api/v1/gpu_event", EV) + request("/healthz") + request("/metrics")
+    )
     (a, b, c, d) = read_answers(s, 4)
     assert (a[0], json.loads(a[2])["result"], json.loads(a[2])["terminals"]) == (200, "alarm", {"room": "alone"})
     assert (b[0], json.loads(b[2])["result"]) == (200, "suppressed")
@@ -123,7 +136,7 @@ def test_answer_only_once_the_alarm_is_on_disk(front):
     assert a[0] == 200
     with open(os.path.join(str(tmp / "state"), "pending-room.json"), encoding="utf-8") as fh:
         on_disk = fh.read()
-    assert "B01:gpu-worker-08:NCCL_TIMEOUT" in on_disk or fake.sent      # on disk, or already delivered
+    assert "B01:gpu-worker-08:NCCL_TIMEOUT" in on_disk or fake.sent  # on disk, or already delivered
     s.close()
 
 
@@ -145,17 +158,23 @@ def test_save_failure_is_503(front):
     s.close()
 
 
-@pytest.mark.parametrize("raw,status", [
-    (request("/api/v1/gpu_event", b"x" * 5000), 413),
-    (b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411),
-    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
-    (b"garbage\r\n\r\n", 400),
-    (request("/nope"), 404),
-    (request("/api/v1/gpu_event", method="GET"), 405),
-    (request("/metrics", b"{}"), 405),
-    (request("/api/v1/gpu_event", b'{"a": NaN}'), 400),
-    (request("/api/v1/gpu_event", b'{"node_host": "\\ud800"}'), 422),
-])
+@pytest.mark.parametrize(
+    "raw,status",
+    [
+        (request("/api/v1/gpu_event", b"x" * 5000), 413),
+        (
+            b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            411,
+        ),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
+        (b"garbage\r\n\r\n", 400),
+        (request("/nope"), 404),
+        (request("/api/v1/gpu_event", method="GET"), 405),
+        (request("/metrics", b"{}"), 405),
+        (request("/api/v1/gpu_event", b'{"a": NaN}'), 400),
+        (request("/api/v1/gpu_event", b'{"node_host": "\\ud800"}'), 422),
+    ],
+)
 def test_limits_and_errors(front, raw, status):
     f, gw, fake, _ = front
     s = socket.create_connection(("127.0.0.1", f.port))
@@ -170,15 +189,19 @@ def test_expect_100_continue_and_connection_close(front):
     f, gw, fake, _ = front
     s = socket.create_connection(("127.0.0.1", f.port))
     body = json.dumps(dict(EV, cluster_rack="D01")).encode()
-    s.sendall(("POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n"
-               "Connection: close\r\n\r\n" % len(body)).encode())
+    s.sendall(
+        (
+            "POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n"
+            "Connection: close\r\n\r\n" % len(body)
+        ).encode()
+    )
     s.settimeout(5)
     assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")
     s.sendall(body)
     (a,) = read_answers(s, 1)
     assert a[0] == 200 and "Connection: close" in a[1]
     time.sleep(0.1)
-    assert s.recv(10) == b""          # closed after the answer
+    assert s.recv(10) == b""  # closed after the answer
     s.close()
 
 
@@ -188,8 +211,19 @@ def test_answer_encoder_is_json_dumps():
     from host_client.gateway.lane import Outcome
     from host_client.gateway.server import _ENCODE
 
-    for obj in [{"ok": True, "key": 'A03:"gpu"\\\n\u00e9\ud800', "level": "P0", "n": 1.5, "x": None,
-                 "terminals": {"room": Outcome.ATTACHED}, "results": [1, -2, 10 ** 30, 0.1, [], {}]}, [], "s"]:
+    for obj in [
+        {
+            "ok": True,
+            "key": 'A03:"gpu"\\\n\u00e9\ud800',
+            "level": "P0",
+            "n": 1.5,
+            "x": None,
+            "terminals": {"room": Outcome.ATTACHED},
+            "results": [1, -2, 10**30, 0.1, [], {}],
+        },
+        [],
+        "s",
+    ]:
         assert _ENCODE(obj) == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     with pytest.raises(TypeError):
         _ENCODE({"x": object()})
@@ -202,23 +236,48 @@ def test_the_answer_template_writes_what_the_encoder_does():
     from host_client.gateway.server import _encode_answer
 
     odd = 'A03:"gpu"\\\n\u00e9\ud800\u2028/</'
-    shapes = [{"ok": True, "key": k, "level": lv, "result": r} for k in ("R000:gpu-node-00000:NCCL_TIMEOUT", odd, "")
-              for lv in ("P0", "P1", "NORMAL") for r in ("alarm", "suppressed", "recovery")]
+    shapes = [
+        {"ok": True, "key": k, "level": lv, "result": r}
+        for k in ("R000:gpu-node-00000:NCCL_TIMEOUT", odd, "")
+        for lv in ("P0", "P1", "NORMAL")
+        for r in ("alarm", "suppressed", "recovery")
+    ]
     shapes += [dict(a, terminals={t: o}) for a in shapes[:6] for t in ("room", odd) for o in Outcome]
-    shapes += [dict(shapes[0], terminals={"room": "alone", "office": "folded"}), dict(shapes[0], terminals={}),
-               dict(shapes[0], ok=False), dict(shapes[0], ok=1), dict(shapes[0], level=2), {"key": "x", "ok": True},
-               dict(shapes[0], extra=None), dict(shapes[0], terminals={"room": None}), {"ok": True, "results": []},
-               dict(shapes[0], terminals={1: "alone"})]
+    shapes += [
+        dict(shapes[0], terminals={"room": "alone", "office": "folded"}),
+        dict(shapes[0], terminals={}),
+        dict(shapes[0], ok=False),
+        dict(shapes[0], ok=1),
+        dict(shapes[0], level=2),
+        {"key": "x", "ok": True},
+        dict(shapes[0], extra=None),
+        dict(shapes[0], terminals={"room": None}),
+        {"ok": True, "results": []},
+        dict(shapes[0], terminals={1: "alone"}),
+    ]
     for a in shapes:
         assert _encode_answer(a) == json.dumps(a, ensure_ascii=False, separators=(",", ":")), a
 
 
-@pytest.mark.parametrize("raw,expect", [
-    (b'{"a":1}', {"a": 1}), (b' {"a":1}\n', {"a": 1}), (b"[1,2]", [1, 2]), (b"null", None), (b'"x"', "x"),
-    (b'{"a":1} x', "bad_json"), (b'{"a":1}}', "bad_json"), (b'{"a":', "bad_json"), (b"[NaN]", "bad_json"),
-    (b'{"a":-Infinity}', "bad_json"), (b"[" * 40 + b"]" * 40, "too_deep"), (b"[" * 30000, "too_deep"),
-    (b'{"a":"\\ud800"}', "bad_text"), (b"\xff{}", "bad_encoding"),
-])
+@pytest.mark.parametrize(
+    "raw,expect",
+    [
+        (b'{"a":1}', {"a": 1}),
+        (b' {"a":1}\n', {"a": 1}),
+        (b"[1,2]", [1, 2]),
+        (b"null", None),
+        (b'"x"', "x"),
+        (b'{"a":1} x', "bad_json"),
+        (b'{"a":1}}', "bad_json"),
+        (b'{"a":', "bad_json"),
+        (b"[NaN]", "bad_json"),
+        (b'{"a":-Infinity}', "bad_json"),
+        (b"[" * 40 + b"]" * 40, "too_deep"),
+        (b"[" * 30000, "too_deep"),
+        (b'{"a":"\\ud800"}', "bad_text"),
+        (b"\xff{}", "bad_encoding"),
+    ],
+)
 def test_decode_body_fast_path_keeps_every_rule(raw, expect):
     from host_client.gateway.ingest import BodyError, decode_body
 
@@ -243,10 +302,18 @@ def test_content_length_must_be_ascii_digits(front):
 def test_every_ingest_endpoint_after_the_dispatch_change(front):
     f, gw, fake, _ = front
     s = socket.create_connection(("127.0.0.1", f.port))
-    am = {"version": "4", "status": "firing", "alerts": [{"status": "firing", "labels": {"alertname": "X"},
-                                                          "fingerprint": "f1", "startsAt": "2026-01-01T00:00:00Z"}]}
-    s.sendall(request("/api/v1/alertmanager", am) + request("/api/v1/grafana", dict(am, version="1"))
-              + request("/api/v1/gpu_event", [dict(EV, cluster_rack="E01")]))
+    am = {
+        "version": "4",
+        "status": "firing",
+        "alerts": [
+            {"status": "firing", "labels": {"alertname": "X"}, "fingerprint": "f1", "startsAt": "2026-01-01T00:00:00Z"}
+        ],
+    }
+    s.sendall(
+        request("/api/v1/alertmanager", am)
+        + request("/api/v1/grafana", dict(am, version="1"))
+        + request("/api/v1/gpu_event", [dict(EV, cluster_rack="E01")])
+    )
     a, g, b = read_answers(s, 3)
     assert (a[0], json.loads(a[2])["alerts"]) == (200, 1)
     assert g[0] == 200
@@ -270,10 +337,10 @@ def test_a_large_answer_the_socket_cannot_take_at_once_arrives_whole_and_in_orde
     (conn,) = [c for home in f.loops for c in home.conns.values()]
     server_side = socket.socket(fileno=os.dup(conn.fd))
     server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    server_side.close()                # the duplicate only; the gateway keeps its own descriptor
+    server_side.close()  # the duplicate only; the gateway keeps its own descriptor
     batch = [dict(EV, cluster_rack="L%03d" % i, node_host="gpu-large-answer-%04d" % i) for i in range(1000)]
     s.sendall(request("/api/v1/gpu_event", batch) + request("/api/v1/gpu_event", dict(EV, cluster_rack="M01")))
-    time.sleep(0.5)                       # the first answer (~100 KB) fills the socket; the second waits behind it
+    time.sleep(0.5)  # the first answer (~100 KB) fills the socket; the second waits behind it
     a, b = read_answers(s, 2)
     results = json.loads(a[2])["results"]
     assert a[0] == 200 and len(a[2]) > 50_000 and len(results) == 1000
@@ -313,10 +380,15 @@ def test_a_repeated_head_is_parsed_once_and_every_variant_on_its_own(front):
 def test_the_token_is_checked_on_every_request_of_a_connection(tmp_path):
     """A keep-alive connection whose first request had the right token: its next request, identical but for a
     wrong token, is refused (the memory of heads keys on the whole head, token included)."""
-    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state")},
-                            "ingest": {"token_env": "TOK"},
-                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
-                            "delivery": {"rate_interval_s": 0}}, env={"S": "s", "TOK": "t" * 32})
+    cfg = Config.from_dict(
+        {
+            "gateway": {"state_dir": str(tmp_path / "state")},
+            "ingest": {"token_env": "TOK"},
+            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+            "delivery": {"rate_interval_s": 0},
+        },
+        env={"S": "s", "TOK": "t" * 32},
+    )
     with serving(cfg, Fake()) as (f, _gw):
         s = socket.create_connection(("127.0.0.1", f.port))
         good = request("/api/v1/gpu_event", EV, headers={"Authorization": "Bearer " + "t" * 32})
@@ -339,7 +411,7 @@ def test_a_thousand_idle_connections_and_resets_do_not_stop_an_event(front):
             r = socket.create_connection(("127.0.0.1", f.port))
             r.sendall(request("/api/v1/gpu_event", EV)[:40])
             r.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            r.close()                                   # RST with half a head sent
+            r.close()  # RST with half a head sent
         s = socket.create_connection(("127.0.0.1", f.port))
         s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="I01")) + request("/healthz"))
         a, h = read_answers(s, 2)
@@ -353,20 +425,24 @@ def test_a_thousand_idle_connections_and_resets_do_not_stop_an_event(front):
 
 
 def test_stop_closes_every_connection_and_returns(tmp_path):
-    cfg = Config.from_dict({"gateway": {"state_dir": str(tmp_path / "state"), "io_loops": 2},
-                            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
-                           env={"S": "s"})
+    cfg = Config.from_dict(
+        {
+            "gateway": {"state_dir": str(tmp_path / "state"), "io_loops": 2},
+            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+        },
+        env={"S": "s"},
+    )
     with serving(cfg, Fake(), start=False) as (f, _gw):
         assert len(f.loops) == 2
         conns = [socket.create_connection(("127.0.0.1", f.port)) for _ in range(10)]
-        time.sleep(0.2)                                  # accepted
+        time.sleep(0.2)  # accepted
         f.stop()
         for home in f.loops:
             home.thread.join(5)
             assert not home.thread.is_alive()
         for c in conns:
             c.settimeout(5)
-            assert c.recv(10) == b""                    # the gateway closed its end
+            assert c.recv(10) == b""  # the gateway closed its end
             c.close()
         # a persister reporting a write after the end: dropped, not written into the closed wake-up pipe
         f.loops[0].call_soon_threadsafe(lambda: None)
@@ -379,18 +455,18 @@ def test_a_client_that_sends_and_never_reads_is_held_to_one_request(front):
     greedy = socket.socket()
     greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     greedy.connect(("127.0.0.1", f.port))
-    one = request("/metrics")                         # a few KB of answer each
+    one = request("/metrics")  # a few KB of answer each
     sent = 0
     greedy.settimeout(1)
     try:
         while sent < 64 << 20:
             sent += greedy.send(one * 64)
     except TimeoutError:
-        pass                                           # the kernel buffers are full: the client must wait
+        pass  # the kernel buffers are full: the client must wait
     assert sent < 64 << 20
     (conn,) = [c for home in f.loops for c in home.conns.values()]
     deadline = time.monotonic() + 5
-    while not conn.paused and time.monotonic() < deadline:    # (the loop may still be taking the sender's report)
+    while not conn.paused and time.monotonic() < deadline:  # (the loop may still be taking the sender's report)
         time.sleep(0.05)
     assert conn.paused and len(conn.buf) <= f.max_body + 16388 + 65536
     # and what it holds of answers for that client is bounded too: the native sender is handed at most 64 KB
@@ -435,13 +511,13 @@ def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog)
     held.sendall(request("/healthz"))
     read_answers(held, 1)
     fakes = []
-    for home in f.loops:                                          # whichever loop the kernel hands it to
+    for home in f.loops:  # whichever loop the kernel hands it to
         home.sock = _NoDescriptors(home.sock, fail=5)
         fakes.append(home.sock)
     caplog.set_level("WARNING", logger="sentinel.gateway")
-    waiting = socket.create_connection(("127.0.0.1", f.port))     # in the kernel's queue, not yet accepted
+    waiting = socket.create_connection(("127.0.0.1", f.port))  # in the kernel's queue, not yet accepted
     time.sleep(0.25)
-    assert 1 <= sum(x.calls for x in fakes) <= 5                  # 100 ms apart, not a spin
+    assert 1 <= sum(x.calls for x in fakes) <= 5  # 100 ms apart, not a spin
     held.sendall(request("/healthz"))
     (h,) = read_answers(held, 1)
     health = json.loads(h[2])
@@ -450,7 +526,7 @@ def test_out_of_descriptors_pauses_accepting_says_so_and_recovers(front, caplog)
     (m,) = read_answers(held, 1)
     assert b"sentinel_gateway_accept_paused_total 1\n" in m[2]
     waiting.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="K01")))
-    (a,) = read_answers(waiting, 1)                               # accepted once descriptors are back
+    (a,) = read_answers(waiting, 1)  # accepted once descriptors are back
     assert a[0] == 200
     assert sum(x.calls for x in fakes) >= 6
     held.sendall(request("/healthz"))
@@ -485,8 +561,12 @@ def test_a_client_that_resets_with_answers_queued_leaves_the_rest_served(front):
         r.close()
     s = socket.create_connection(("127.0.0.1", f.port))
     # another fault type, so that it is not folded into the summary of the reset clients' timeouts
-    s.sendall(request("/api/v1/gpu_event", {"cluster_rack": "K01", "node_host": "gpu-k01", "event_type": "XID_FATAL",
-                                            "gpu_index": 3, "gpu_util": 0.0}))
+    s.sendall(
+        request(
+            "/api/v1/gpu_event",
+            {"cluster_rack": "K01", "node_host": "gpu-k01", "event_type": "XID_FATAL", "gpu_index": 3, "gpu_util": 0.0},
+        )
+    )
     (a,) = read_answers(s, 1)
     assert a[0] == 200 and json.loads(a[2])["result"] == "alarm"
     s.close()
@@ -533,7 +613,7 @@ def test_an_answer_that_cannot_be_queued_ends_its_connection_only(front):
     home.sender = _NoMemorySender(home.sender, tag=conn.tag)
     victim.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="N01")))
     victim.settimeout(5)
-    assert victim.recv(100) == b""                      # the connection ends: the client sees it and retries
+    assert victim.recv(100) == b""  # the connection ends: the client sees it and retries
     victim.close()
     s = socket.create_connection(("127.0.0.1", f.port))
     s.sendall(request("/api/v1/gpu_event", dict(EV, cluster_rack="N02")) + request("/healthz"))
@@ -552,7 +632,7 @@ def test_a_close_that_cannot_be_queued_is_retried_on_the_next_turn(front):
     c.sendall(request("/healthz", headers={"Connection": "close"}))
     (a,) = read_answers(c, 1)
     c.settimeout(5)
-    assert a[0] == 200 and c.recv(10) == b""          # answered, then closed all the same
+    assert a[0] == 200 and c.recv(10) == b""  # answered, then closed all the same
     assert flaky.refused == 1 and home._closes == []
     c.close()
 
@@ -572,7 +652,7 @@ def _shrink_server_sndbuf(f, client):
                         dup.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
                         return
                 except OSError:
-                    pass                                         # a client that reset meanwhile
+                    pass  # a client that reset meanwhile
                 finally:
                     dup.close()
         time.sleep(0.01)
@@ -602,16 +682,20 @@ def test_many_clients_each_get_their_own_answers_in_order(front):
             _shrink_server_sndbuf(f, s)
         n = rnd.randint(20, 60)
         racks = ["C%02d%03d" % (i, k) for k in range(n)]
-        reqs = [request("/api/v1/gpu_event", dict(EV, cluster_rack=r, node_host="gpu-many-%02d" % i))
-                if k % 7 else request("/metrics") for k, r in enumerate(racks)]
-        if i % 10 == 9:                                          # resets half-way, answers unread
+        reqs = [
+            request("/api/v1/gpu_event", dict(EV, cluster_rack=r, node_host="gpu-many-%02d" % i))
+            if k % 7
+            else request("/metrics")
+            for k, r in enumerate(racks)
+        ]
+        if i % 10 == 9:  # resets half-way, answers unread
             s.sendall(b"".join(reqs[: n // 2]))
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             s.close()
             return
         s.sendall(b"".join(reqs))
         if slow:
-            time.sleep(0.3)                                      # the answers pile up in the kernel first
+            time.sleep(0.3)  # the answers pile up in the kernel first
         got = read_answers(s, n, timeout=20)
         s.close()
         results[i] = (racks, got)
@@ -622,7 +706,7 @@ def test_many_clients_each_get_their_own_answers_in_order(front):
     for t in threads:
         t.join(60)
     assert len(results) == 36
-    if f.native_send:                                            # the slow readers' /metrics did not fit: handed back
+    if f.native_send:  # the slow readers' /metrics did not fit: handed back
         assert sum(h.sender.held for h in f.loops) > 0
     for i, (racks, got) in results.items():
         assert len(got) == len(racks), i
@@ -630,9 +714,9 @@ def test_many_clients_each_get_their_own_answers_in_order(front):
             assert status == 200, (i, k, body[:200])
             if k % 7:
                 a = json.loads(body)
-                assert a["key"].startswith(racks[k] + ":"), (i, k, a["key"])   # this request's own answer
+                assert a["key"].startswith(racks[k] + ":"), (i, k, a["key"])  # this request's own answer
             else:
-                assert b"sentinel_gateway_events_total" in body                 # the /metrics it asked for
+                assert b"sentinel_gateway_events_total" in body  # the /metrics it asked for
     s = socket.create_connection(("127.0.0.1", f.port))
     s.sendall(request("/healthz"))
     (h,) = read_answers(s, 1)
@@ -653,12 +737,19 @@ def test_without_the_extension_the_gateway_says_so_and_serves_from_the_loop(tmp_
     p = port.getsockname()[1]
     port.close()
     cfg = tmp_path / "gw.toml"
-    cfg.write_text('[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\n[terminals.room]\n'
-                   'url = "http://127.0.0.1:9"\nkey_id = "k"\nsecret_env = "S"\n' % (p, tmp_path / "state"))
-    code = ("import sys; sys.modules['host_client.gateway._nativesend'] = None\n"
-            "from host_client.gateway.cli import main; sys.exit(main(sys.argv[1:]))")
-    gw = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg), "--log-level", "warning"],
-                          env=dict(os.environ, S="s"), stderr=subprocess.PIPE)
+    cfg.write_text(
+        '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\n[terminals.room]\n'
+        'url = "http://127.0.0.1:9"\nkey_id = "k"\nsecret_env = "S"\n' % (p, tmp_path / "state")
+    )
+    code = (
+        "import sys; sys.modules['host_client.gateway._nativesend'] = None\n"
+        "from host_client.gateway.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    gw = subprocess.Popen(
+        [sys.executable, "-c", code, "-c", str(cfg), "--log-level", "warning"],
+        env=dict(os.environ, S="s"),
+        stderr=subprocess.PIPE,
+    )
     try:
         status, text = wait_http("http://127.0.0.1:%d/healthz" % p, gw)
         health = json.loads(text)

@@ -1,6 +1,7 @@
 """The hostile corpus (tests/vectors/hostile.json) over real TCP: the same status and error code from the emulator,
 from the board's own server on CPython (microdot + the firmware + the fakes) and on the MicroPython Unix port; no
 3xx and no 5xx for any of it."""
+
 import os
 import sys
 
@@ -17,9 +18,22 @@ CASES = hostile.load()
 
 def test_corpus_covers_the_issue():
     names = {c["name"] for c in CASES}
-    for must in ("rfc_p0", "rfc_p0_on_ack", "rfc_p0_on_heartbeat", "ts_superscript_byte", "ts_arabic_indic",
-                 "ctype_nbsp_byte", "ctype_nbsp_utf8", "post_status", "double_slash_inside", "unknown_coding",
-                 "text_c1_nel", "text_only_zwsp", "text_bidi_override", "json_duplicate_key"):
+    for must in (
+        "rfc_p0",
+        "rfc_p0_on_ack",
+        "rfc_p0_on_heartbeat",
+        "ts_superscript_byte",
+        "ts_arabic_indic",
+        "ctype_nbsp_byte",
+        "ctype_nbsp_utf8",
+        "post_status",
+        "double_slash_inside",
+        "unknown_coding",
+        "text_c1_nel",
+        "text_only_zwsp",
+        "text_bidi_override",
+        "json_duplicate_key",
+    ):
         assert must in names, must
     for c in CASES:
         assert set(c) <= {"name", "why", "head", "body", "expect", "sign_for", "sign_body", "ts_offset"}, c["name"]

@@ -2,6 +2,7 @@
 and of the hostile corpus) never get a 3xx or 5xx, and a request that is refused leaves the terminal's state as it
 was (its status snapshot, compared before and after). A refused request is any answer but 200; a mutation that
 still verifies is a new, legitimately accepted request, and only then may the state change."""
+
 import json
 import os
 import sys
@@ -16,8 +17,11 @@ sys.path.insert(0, HERE)
 import hostile  # noqa: E402
 
 CASES = hostile.load()
-SETTINGS = settings(max_examples=int(os.environ.get("SENTINEL_FUZZ_EXAMPLES", "150")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("SENTINEL_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 # What changes by itself while nothing happens: the clock, the frame counter, the local time, ages and countdowns.
 _VOLATILE = ("now", "emulator", "local_time", "last_age_s", "remaining_s", "age_s", "expires_in_s")
 
@@ -37,6 +41,7 @@ def _state(emu):
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v
+
     return strip(emu.status())
 
 
@@ -106,7 +111,7 @@ def mutated(draw):
         elif op == "insert":
             data[i:i] = draw(st.binary(min_size=1, max_size=8))
         elif op == "delete":
-            del data[i:i + draw(st.integers(1, 16))]
+            del data[i : i + draw(st.integers(1, 16))]
         else:
             j = min(len(data), i + draw(st.integers(1, 64)))
             data[i:i] = data[i:j]
@@ -123,8 +128,7 @@ def test_random_bytes(emu, data):
 
 
 @SETTINGS
-@given(line=st.binary(max_size=80), headers=st.lists(st.binary(max_size=60), max_size=6),
-       body=st.binary(max_size=200))
+@given(line=st.binary(max_size=80), headers=st.lists(st.binary(max_size=60), max_size=6), body=st.binary(max_size=200))
 def test_random_heads(emu, line, headers, body):
     _check(emu, line + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body)
 
@@ -136,17 +140,22 @@ def test_mutated_requests(emu, data):
 
 
 @SETTINGS
-@given(body=st.one_of(st.binary(max_size=300), st.sampled_from([c["body"] for c in CASES]).map(
-    lambda b: b.encode("latin-1"))), path=st.sampled_from(["/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat",
-                                                          "/api/v1/unmute"]))
+@given(
+    body=st.one_of(
+        st.binary(max_size=300), st.sampled_from([c["body"] for c in CASES]).map(lambda b: b.encode("latin-1"))
+    ),
+    path=st.sampled_from(["/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat", "/api/v1/unmute"]),
+)
 def test_signed_bodies(emu, body, path):
     # Correctly signed: these reach the JSON grammar, the encoding check and the schema.
     from sentinel_core.signing import scope, sign
 
     ts = str(int(time.time()))
-    head = ("POST %s HTTP/1.1\r\nContent-Type: application/json\r\nX-API-Key: %s\r\nX-Timestamp: %s\r\n"
-            "X-Signature: %s\r\nContent-Length: %d\r\n\r\n"
-            % (path, _KEY[0], ts, sign(_KEY[1], ts, body, scope("POST", path)), len(body)))
+    head = (
+        "POST %s HTTP/1.1\r\nContent-Type: application/json\r\nX-API-Key: %s\r\nX-Timestamp: %s\r\n"
+        "X-Signature: %s\r\nContent-Length: %d\r\n\r\n"
+        % (path, _KEY[0], ts, sign(_KEY[1], ts, body, scope("POST", path)), len(body))
+    )
     _check(emu, head.encode() + body)
 
 

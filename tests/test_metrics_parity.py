@@ -7,6 +7,7 @@ Both shells write their page with sentinel_core.metrics (the one writer). Broken
 back on its own writer (main before the glue, sentinel_fw/metrics.py) fails it on `sentinel_health` vs
 `sentinel_health_ok`, `flash_writes_total` vs `state_writes_total`, the missing refusals_total, accepted_total,
 display_info, utterances_total families and the requests' `duplicate` outcome."""
+
 import json
 import time
 
@@ -18,15 +19,21 @@ from emulator.harness import Harness
 from sentinel_core.signing import scope, sign
 
 KEY_ID, SECRET = unixport.KEY_ID, unixport.SECRET
-OK = {"text": "XID 79 on gpu-3", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle",
-      "repeat_times": 3}
+OK = {"text": "XID 79 on gpu-3", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3}
 # What one shell alone can measure (on CPython the board has no gc.mem_free(), so no heap_free_bytes there).
 BOX_ONLY = {"sentinel_watchdog_feeds_total", "sentinel_heap_free_bytes"}
 EMULATOR_ONLY = {"sentinel_frame_overruns_total", "sentinel_request_handle_seconds", "sentinel_engine_up"}
 # Counted by the terminal or the glue from the requests alone: the same numbers on every shell.
-SAME_VALUES = ("sentinel_requests_total", "sentinel_refusals_total", "sentinel_accepted_total",
-               "sentinel_alarms_total", "sentinel_button_presses_total", "sentinel_active_alarms",
-               "sentinel_shown_level", "sentinel_speech_dropped_total")
+SAME_VALUES = (
+    "sentinel_requests_total",
+    "sentinel_refusals_total",
+    "sentinel_accepted_total",
+    "sentinel_alarms_total",
+    "sentinel_button_presses_total",
+    "sentinel_active_alarms",
+    "sentinel_shown_level",
+    "sentinel_speech_dropped_total",
+)
 
 
 def requests():
@@ -35,19 +42,32 @@ def requests():
     def signed(path, obj, secret=SECRET, key_id=KEY_ID, ts=None):
         body = json.dumps(obj).encode()
         ts = str(now) if ts is None else ts
-        return ("POST", path, {"X-API-Key": key_id, "X-Timestamp": ts, "Content-Type": "application/json",
-                               "X-Signature": sign(secret.encode(), ts, body, scope("POST", path))}, body)
+        return (
+            "POST",
+            path,
+            {
+                "X-API-Key": key_id,
+                "X-Timestamp": ts,
+                "Content-Type": "application/json",
+                "X-Signature": sign(secret.encode(), ts, body, scope("POST", path)),
+            },
+            body,
+        )
+
     p0 = signed("/api/v1/send_msg", dict(OK, key="A03:gpu-worker-08", id="parity-1"))
-    return [p0, p0,                                                                   # accepted, then a duplicate
-            signed("/api/v1/send_msg", dict(OK, key="A03:gpu-worker-09", id="parity-2", color="#FFA500")),
-            signed("/api/v1/ack", {"key": "A03:gpu-worker-08", "id": "parity-ack"}),
-            signed("/api/v1/heartbeat", {"interval": 60, "id": "parity-hb"}),
-            signed("/api/v1/unmute", {"id": "parity-unmute"}),
-            signed("/api/v1/send_msg", OK, secret="not-the-secret-at-all-0000"),       # bad_signature
-            signed("/api/v1/send_msg", OK, key_id="who"),                              # unknown key
-            signed("/api/v1/send_msg", OK, ts=str(now - 3600)),                        # stale_timestamp
-            signed("/api/v1/send_msg", dict(OK, text="x" * 2940)),                     # too large
-            signed("/api/v1/send_msg", dict(OK, color="red"))]                         # invalid
+    return [
+        p0,
+        p0,  # accepted, then a duplicate
+        signed("/api/v1/send_msg", dict(OK, key="A03:gpu-worker-09", id="parity-2", color="#FFA500")),
+        signed("/api/v1/ack", {"key": "A03:gpu-worker-08", "id": "parity-ack"}),
+        signed("/api/v1/heartbeat", {"interval": 60, "id": "parity-hb"}),
+        signed("/api/v1/unmute", {"id": "parity-unmute"}),
+        signed("/api/v1/send_msg", OK, secret="not-the-secret-at-all-0000"),  # bad_signature
+        signed("/api/v1/send_msg", OK, key_id="who"),  # unknown key
+        signed("/api/v1/send_msg", OK, ts=str(now - 3600)),  # stale_timestamp
+        signed("/api/v1/send_msg", dict(OK, text="x" * 2940)),  # too large
+        signed("/api/v1/send_msg", dict(OK, color="red")),
+    ]  # invalid
 
 
 def parse(text):
@@ -67,12 +87,12 @@ def parse(text):
             continue
         key, value = line.rsplit(" ", 1)
         name = key.split("{")[0]
-        fam = name if name in out else name.rsplit("_", 1)[0]   # a summary's _sum and _count
+        fam = name if name in out else name.rsplit("_", 1)[0]  # a summary's _sum and _count
         assert fam in out, line
         labels = ()
         if "{" in key:
             assert key.endswith("}"), line
-            labels = tuple(sorted(kv.split("=")[0] for kv in key[key.index("{") + 1:-1].split(",")))
+            labels = tuple(sorted(kv.split("=")[0] for kv in key[key.index("{") + 1 : -1].split(",")))
         out[fam][1].add(labels)
         out[fam][2][key] = float(value)
     return out
@@ -125,11 +145,16 @@ def test_the_inputs_are_counted_as_sent(tmp_path):
     with Harness(str(tmp_path / "emu"), key_id=KEY_ID, secret=SECRET) as emu:
         page = scrape(emu.server.port, requests())
     req = page["sentinel_requests_total"][2]
-    assert req == {'sentinel_requests_total{outcome="accepted"}': 5.0,
-                   'sentinel_requests_total{outcome="duplicate"}': 1.0,
-                   'sentinel_requests_total{outcome="refused"}': 5.0}, req
+    assert req == {
+        'sentinel_requests_total{outcome="accepted"}': 5.0,
+        'sentinel_requests_total{outcome="duplicate"}': 1.0,
+        'sentinel_requests_total{outcome="refused"}': 5.0,
+    }, req
     ref = page["sentinel_refusals_total"][2]
-    assert set(ref) == {'sentinel_refusals_total{code="%s"}' % c for c in
-                        ("bad_signature", "unknown_key", "stale_timestamp", "too_large", "invalid_field")}, ref
-    assert page["sentinel_accepted_total"][2] == {'sentinel_accepted_total{kind="%s"}' % k: 1.0 + (k == "alarm")
-                                                  for k in ("alarm", "ack", "heartbeat", "unmute")}
+    assert set(ref) == {
+        'sentinel_refusals_total{code="%s"}' % c
+        for c in ("bad_signature", "unknown_key", "stale_timestamp", "too_large", "invalid_field")
+    }, ref
+    assert page["sentinel_accepted_total"][2] == {
+        'sentinel_accepted_total{kind="%s"}' % k: 1.0 + (k == "alarm") for k in ("alarm", "ack", "heartbeat", "unmute")
+    }

@@ -10,6 +10,7 @@
 The wheel is built once per run (the slow step); the resolutions then read only package metadata (from pip's
 cache or PyPI).
 """
+
 import ast
 import json
 import os
@@ -43,8 +44,10 @@ SERVERS = {"flask", "waitress", "werkzeug"}
 
 # part -> (its source files, the extra that carries its needs; None: the plain install)
 PARTS = {
-    "client": (list((ROOT / "host_client").glob("*.py")) + list((ROOT / "firmware/lib/sentinel_core").glob("*.py")),
-               None),
+    "client": (
+        list((ROOT / "host_client").glob("*.py")) + list((ROOT / "firmware/lib/sentinel_core").glob("*.py")),
+        None,
+    ),
     "gateway": (list((ROOT / "host_client/gateway").rglob("*.py")), "gateway"),
     "probes": (list((ROOT / "host_client/probes").rglob("*.py")), "probes"),
     "emulator": (list((ROOT / "emulator").rglob("*.py")), "emulator"),
@@ -58,7 +61,8 @@ def _norm(name):
 def _requirements(extra):
     """Distribution names an install with this extra (None: none) asks for, self-references expanded."""
     reqs = PYPROJECT["project"]["dependencies"] + (
-        PYPROJECT["project"]["optional-dependencies"][extra] if extra else [])
+        PYPROJECT["project"]["optional-dependencies"][extra] if extra else []
+    )
     names = set()
     for line in reqs:
         r = Requirement(line)
@@ -99,9 +103,15 @@ def test_each_parts_imports_are_in_its_extra(part):
         # distribution's name.
         provided = {_norm(d) for d in dists.get(module, [module])}
         if not provided & wanted:
-            missing.append("%s (imported by %s, from %s) is not in %s"
-                           % (module, where, "/".join(sorted(provided)), "[%s]" % extra if extra else "the plain "
-                              "install's dependencies"))
+            missing.append(
+                "%s (imported by %s, from %s) is not in %s"
+                % (
+                    module,
+                    where,
+                    "/".join(sorted(provided)),
+                    "[%s]" % extra if extra else "the plain install's dependencies",
+                )
+            )
     assert not missing, "pyproject.toml's extras do not match the imports: " + "; ".join(missing)
 
 
@@ -118,9 +128,12 @@ def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     # With the dev venv's setuptools (the [dev] extra has it): an isolated build env would cost a setuptools
     # install per run. The wheel's metadata is the same either way.
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = out.glob("*.whl")
     return whl
@@ -128,8 +141,23 @@ def wheel(tmp_path_factory):
 
 def _resolve(spec, tmp_path):
     report = tmp_path / "report.json"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-                        "--report", str(report), spec], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "-q",
+            "--report",
+            str(report),
+            spec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return {_norm(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"]}
 
@@ -157,23 +185,51 @@ def test_client_runs_in_a_fresh_venv_with_nothing_else(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     py = env_dir / "bin" / "python"
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                        str(wheel)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
-           "PYTHONNOUSERSITE": "1"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "PYTHONNOUSERSITE": "1",
+    }
     # The fresh venv holds the wheel and nothing else (no system site-packages): no server, no pygame.
-    probe = ("import importlib.util, sys; import host_client, host_client.cli, host_client.beat, sentinel_core; "
-             "print(','.join(m for m in ('flask', 'waitress', 'pygame') if importlib.util.find_spec(m)))")
+    probe = (
+        "import importlib.util, sys; import host_client, host_client.cli, host_client.beat, sentinel_core; "
+        "print(','.join(m for m in ('flask', 'waitress', 'pygame') if importlib.util.find_spec(m)))"
+    )
     r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ""
     secret = tmp_path / "secret"
     secret.write_text("a-long-enough-secret-for-tests\n")
     bindir = Path(sysconfig.get_path("scripts", vars={"base": str(env_dir), "platbase": str(env_dir)}))
-    r = subprocess.run([str(bindir / "sentinel-send"), "--url", "http://127.0.0.1:9", "--key-id", "ops",
-                        "--secret-file", str(secret), "--preset", "p1", "--text", "test", "--dry-run"],
-                       capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            str(bindir / "sentinel-send"),
+            "--url",
+            "http://127.0.0.1:9",
+            "--key-id",
+            "ops",
+            "--secret-file",
+            str(secret),
+            "--preset",
+            "p1",
+            "--text",
+            "test",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("curl ") and "X-Signature" in r.stdout
     room = '[terminals.room]\nurl = "http://127.0.0.1:9"\nkey_id = "k"\nsecret_env = "S"\n'
@@ -184,15 +240,25 @@ def test_client_runs_in_a_fresh_venv_with_nothing_else(wheel, tmp_path):
     run_env = dict(env, S="a-long-enough-secret-for-tests")
     # The gateway's default HTTP front (epoll, host_client/gateway/server.py) is the standard library's: in the
     # bare venv its configuration checks out and it serves. The WSGI front it can be switched to needs the extra.
-    r = subprocess.run([str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--check-config"],
-                       capture_output=True, text=True, env=run_env, timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        [str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--check-config"],
+        capture_output=True,
+        text=True,
+        env=run_env,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, (r.stdout, r.stderr)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    gw = subprocess.Popen([str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--host", "127.0.0.1", "--port",
-                           str(port)], env=run_env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    gw = subprocess.Popen(
+        [str(bindir / "sentinel-gateway"), "-c", str(fast_cfg), "--host", "127.0.0.1", "--port", str(port)],
+        env=run_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
     try:
         health = None
         for _ in range(200):
@@ -209,12 +275,13 @@ def test_client_runs_in_a_fresh_venv_with_nothing_else(wheel, tmp_path):
         gw.terminate()
         err = gw.communicate(timeout=20)[1].decode()
     assert gw.returncode == 0 and "Traceback" not in err, err
-    for argv, extra in ((["sentinel-emulator", "--headless", "--no-voice", "--no-persist", "--run-for", "0.1"],
-                         "emulator"),
-                        (["sentinel-gateway", "-c", str(wsgi_cfg), "--host", "127.0.0.1", "--port", "0"],
-                         "gateway")):
-        r = subprocess.run([str(bindir / argv[0])] + argv[1:], capture_output=True, text=True,
-                           env=run_env, timeout=60, cwd=tmp_path)
+    for argv, extra in (
+        (["sentinel-emulator", "--headless", "--no-voice", "--no-persist", "--run-for", "0.1"], "emulator"),
+        (["sentinel-gateway", "-c", str(wsgi_cfg), "--host", "127.0.0.1", "--port", "0"], "gateway"),
+    ):
+        r = subprocess.run(
+            [str(bindir / argv[0])] + argv[1:], capture_output=True, text=True, env=run_env, timeout=60, cwd=tmp_path
+        )
         assert r.returncode == 2, (argv, r.stdout, r.stderr)
         assert "pip install '%s[%s]'" % (NAME, extra) in r.stderr, r.stderr
         assert "Traceback" not in r.stderr

@@ -39,8 +39,13 @@ def findings(entry):
 
 def describe(f, code):
     gpu = f.extra.get("pci") if f.event_type != events.GPU_LOST else f.extra.get("bus_id")
-    return {"type": f.event_type, "code": code, "severity": events.LEVELS[f.event_type], "gpu": gpu,
-            "rank": f.extra.get("rank")}
+    return {
+        "type": f.event_type,
+        "code": code,
+        "severity": events.LEVELS[f.event_type],
+        "gpu": gpu,
+        "rank": f.extra.get("rank"),
+    }
 
 
 def test_corpus_is_big_varied_and_sourced():
@@ -72,8 +77,9 @@ def test_kernel_lines_fed_one_by_one_give_the_same_events():
         kl = xid.KernelLog()
         got = [x for x in (kl.feed(part) for part in e["line"].split("\n")) if x is not None]
         want = [e["expect"]] if e["expect"] else []
-        assert [{"code": x.xid, "gpu": xid.pci_text(x.pci)} for x in got] == \
-            [{"code": w["code"], "gpu": w["gpu"]} for w in want], e["line"][:120]
+        assert [{"code": x.xid, "gpu": xid.pci_text(x.pci)} for x in got] == [
+            {"code": w["code"], "gpu": w["gpu"]} for w in want
+        ], e["line"][:120]
 
 
 def test_probe_and_gateway_type_tables_agree():
@@ -81,6 +87,7 @@ def test_probe_and_gateway_type_tables_agree():
         assert EVENT_TYPES[t]["level"] == LEVEL[level], t
     assert set(events.EVENT_TYPES) <= set(EVENT_TYPES)
     from host_client.gateway.events import HANG_TYPES
+
     assert HANG_TYPES == events.HANG_TYPES
 
 
@@ -88,6 +95,6 @@ def test_ncc_dedup_key_separates_jobs_and_ranks_but_joins_one_ranks_lines():
     lines = [e["line"] for e in ENTRIES if "lf7396" in e["source"] or "LlamaFactory/issues/7396" in e["source"]]
     log = nccl.NcclLog()
     keys_a = [nccl.key(log.feed(ln, "jobA.log"), "jobA.log") for ln in lines]
-    assert len(set(keys_a)) == 1          # rank 0's watchdog line and its PG status line: one incident
+    assert len(set(keys_a)) == 1  # rank 0's watchdog line and its PG status line: one incident
     keys_b = [nccl.key(log.feed(ln, "jobB.log"), "jobB.log") for ln in lines]
     assert set(keys_a).isdisjoint(keys_b)  # a second job timing out at the same SeqNum is its own incident

@@ -28,7 +28,7 @@ class Sink:
 
     def __init__(self, status=200):
         self.events = []
-        self.requests = []      # events per request: the sender batches what is queued together
+        self.requests = []  # events per request: the sender batches what is queued together
         self.status = status
         self.cv = threading.Condition()
         sink = self
@@ -65,8 +65,9 @@ class Sink:
                     return hit[0]
                 left = end - time.monotonic()
                 if left <= 0:
-                    raise AssertionError("no matching event in %.1fs; got %r" % (
-                        timeout, [e[1]["event_type"] for e in self.events]))
+                    raise AssertionError(
+                        "no matching event in %.1fs; got %r" % (timeout, [e[1]["event_type"] for e in self.events])
+                    )
                 self.cv.wait(left)
 
     def types(self):
@@ -124,13 +125,19 @@ def test_daemon_end_to_end(tmp_path, sink):
         # an XID line appended to the followed kernel log
         with open(tmp_path / "kern.log", "a") as f:
             t0 = time.monotonic()
-            f.write("Nov 29 20:41:07 gpu-worker-08 kernel: NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', "
-                    "name=<unknown>, GPU has fallen off the bus.\n")
+            f.write(
+                "Nov 29 20:41:07 gpu-worker-08 kernel: NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', "
+                "name=<unknown>, GPU has fallen off the bus.\n"
+            )
             f.write("NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.\n")  # same incident: no second event
         t, ev = sink.wait(lambda e: e["event_type"] == "XID_FATAL", 2)
         assert t - t0 < 1.0
-        assert (ev["cluster_rack"], ev["node_host"], ev["gpu_index"], ev["xid"]) == \
-            ("A03", "gpu-worker-08-5c9e38f4a1", 3, 79)
+        assert (ev["cluster_rack"], ev["node_host"], ev["gpu_index"], ev["xid"]) == (
+            "A03",
+            "gpu-worker-08-5c9e38f4a1",
+            3,
+            79,
+        )
 
         # NCCL watchdog lines through a FIFO: one event per (log, rank, SeqNum, op): two ranks = two events, and
         # rank 0's PG status line about the same collective is the same event as its watchdog line
@@ -155,11 +162,20 @@ def test_daemon_end_to_end(tmp_path, sink):
         b.end()
 
         time.sleep(0.3)
-        assert sorted(sink.types()) == sorted([
-            ("PCIE_DOWNGRADE", 3, None), ("NVLINK_ERROR", 2, None), ("THERMAL", 1, None),
-            ("RECOVERED", 1, "THERMAL"), ("RECOVERED", 3, "PCIE_DOWNGRADE"), ("XID_FATAL", 3, None),
-            ("NCCL_TIMEOUT", -1, None), ("NCCL_TIMEOUT", -1, None), ("PROGRESS_STALL", 3, None),
-            ("RECOVERED", 3, "PROGRESS_STALL")])
+        assert sorted(sink.types()) == sorted(
+            [
+                ("PCIE_DOWNGRADE", 3, None),
+                ("NVLINK_ERROR", 2, None),
+                ("THERMAL", 1, None),
+                ("RECOVERED", 1, "THERMAL"),
+                ("RECOVERED", 3, "PCIE_DOWNGRADE"),
+                ("XID_FATAL", 3, None),
+                ("NCCL_TIMEOUT", -1, None),
+                ("NCCL_TIMEOUT", -1, None),
+                ("PROGRESS_STALL", 3, None),
+                ("RECOVERED", 3, "PROGRESS_STALL"),
+            ]
+        )
 
         # the status endpoint and the status command agree with what was sent
         host, port = d.status_address
@@ -171,6 +187,7 @@ def test_daemon_end_to_end(tmp_path, sink):
             sys.stdout = sys_stdout
         assert rc == 1 and "NVLINK_ERROR" in out.getvalue() and "sent 10" in out.getvalue()
         import urllib.request
+
         metrics = urllib.request.urlopen("http://%s:%d/metrics" % (host, port)).read().decode()
         assert 'sentinel_probe_events_total{type="XID_FATAL"} 1' in metrics
         assert 'sentinel_probe_active_conditions{type="NVLINK_ERROR"} 1' in metrics
@@ -213,7 +230,10 @@ def test_refused_event_is_dropped_not_retried():
     s.start()
     assert s.flush(2) and wait_for(lambda: s.sent == 1)
     assert [json.loads(d) if d.startswith(b"{") else len(json.loads(d)) for d in seen] == [
-        2, {"event_type": "THERMAL", "detail": "bad"}, {"event_type": "THERMAL", "detail": "good"}]
+        2,
+        {"event_type": "THERMAL", "detail": "bad"},
+        {"event_type": "THERMAL", "detail": "good"},
+    ]
     assert s.rejected == 1 and s.sent == 1
     # the next lone event is not held back by the fallback
     s.submit({"event_type": "THERMAL", "detail": "later"})
@@ -235,14 +255,16 @@ def test_full_queue_drops_oldest_non_critical_first():
 def test_daemon_against_real_unreachable_gateway_keeps_events(tmp_path):
     # nothing listens on the port: events wait in the queue, nothing is lost or repeated
     import socket
+
     sk = socket.socket()
     sk.bind(("127.0.0.1", 0))
     port = sk.getsockname()[1]
     sk.close()
     url = "http://127.0.0.1:%d" % port
     src = FakeSource(count=2)
-    cfg = make_cfg(tmp_path, url, xid={"source": "none"}, nccl={"logs": []}, progress={"enabled": False},
-                   status={"listen": ""})
+    cfg = make_cfg(
+        tmp_path, url, xid={"source": "none"}, nccl={"logs": []}, progress={"enabled": False}, status={"listen": ""}
+    )
     d = Daemon(cfg, gpu=src).start()
     try:
         src.set(1, width=8)
@@ -276,7 +298,8 @@ def test_file_follower_survives_rotation_and_truncation(tmp_path):
 def test_once_table_and_exit_code(tmp_path, capsys):
     (tmp_path / "kern.log").write_text(open(os.path.join(FIX, "kernel.log")).read())
     cfgfile = tmp_path / "probe.toml"
-    cfgfile.write_text("""
+    cfgfile.write_text(
+        """
 [node]
 rack = "A03"
 host = "gpu-worker-08"
@@ -287,14 +310,15 @@ source = "file"
 path = "%s"
 [nccl]
 logs = ["%s", "%s"]
-""" % (tmp_path / "kern.log", os.path.join(FIX, "nccl_torch1.log"), os.path.join(FIX, "nccl_torch2.log")))
+"""
+        % (tmp_path / "kern.log", os.path.join(FIX, "nccl_torch1.log"), os.path.join(FIX, "nccl_torch2.log"))
+    )
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\ncat %s\n" % os.path.join(FIX, "smi_full.csv"))
     smi.chmod(0o755)
     with open(cfgfile, "a") as f:
-        f.write('\n')
-    raw = cfgfile.read_text().replace("interval_s = 0.05", 'interval_s = 0.05\nsource = "smi"\nnvidia_smi = "%s"'
-                                      % smi)
+        f.write("\n")
+    raw = cfgfile.read_text().replace("interval_s = 0.05", 'interval_s = 0.05\nsource = "smi"\nnvidia_smi = "%s"' % smi)
     cfgfile.write_text(raw)
     rc = cli.main(["--once", "-c", str(cfgfile)])
     out = capsys.readouterr().out
@@ -304,17 +328,29 @@ logs = ["%s", "%s"]
     # GPU 0 idles at Gen1 (P8): OK. The kernel log's 79 (twice, bus 3b) is one finding, so is 94 (twice, bus 18 =
     # GPU 0 here); buses nvidia-smi does not list (3b, 65, b3, db) have no GPU index.
     # 94 is a warning (the catalogue: RESTART_APP); NCCL: one finding per (log, rank, SeqNum, op), 2 per log here
-    assert fails == sorted([("PCIE_DOWNGRADE", "3"), ("THERMAL", "4"), ("XID_FATAL", "-"), ("XID_WARNING", "-"),
-                            ("XID_FATAL", "-"), ("XID_WARNING", "0"), ("XID_WARNING", "-"),
-                            ("NCCL_TIMEOUT", "-"), ("NCCL_TIMEOUT", "-"), ("NCCL_TIMEOUT", "-"),
-                            ("NCCL_TIMEOUT", "-")])
+    assert fails == sorted(
+        [
+            ("PCIE_DOWNGRADE", "3"),
+            ("THERMAL", "4"),
+            ("XID_FATAL", "-"),
+            ("XID_WARNING", "-"),
+            ("XID_FATAL", "-"),
+            ("XID_WARNING", "0"),
+            ("XID_WARNING", "-"),
+            ("NCCL_TIMEOUT", "-"),
+            ("NCCL_TIMEOUT", "-"),
+            ("NCCL_TIMEOUT", "-"),
+            ("NCCL_TIMEOUT", "-"),
+        ]
+    )
     assert any(r[:3] == ["gpu", "0", "OK"] for r in rows)
 
 
 def test_once_healthy_replay_exits_zero(tmp_path, capsys):
-    healthy = {"devices": [{"index": 0, "bus_id": "00000000:18:00.0", "max_gen": 5, "max_width": 16,
-                            "temp_slowdown": 87}],
-               "frames": [[{"index": 0, "gen": 1, "width": 16, "pstate": 8, "temp": 31, "util": 0}]]}
+    healthy = {
+        "devices": [{"index": 0, "bus_id": "00000000:18:00.0", "max_gen": 5, "max_width": 16, "temp_slowdown": 87}],
+        "frames": [[{"index": 0, "gen": 1, "width": 16, "pstate": 8, "temp": 31, "util": 0}]],
+    }
     p = tmp_path / "r.json"
     p.write_text(json.dumps(healthy))
     cfgfile = tmp_path / "probe.toml"
@@ -359,8 +395,10 @@ def test_beat_without_daemon_never_raises(tmp_path):
 
 
 def test_beat_import_is_light():
-    code = ("import sys, host_client.beat as b; "
-            "assert 'torch' not in sys.modules and 'numpy' not in sys.modules; print(b.DEFAULT_SOCKET)")
+    code = (
+        "import sys, host_client.beat as b; "
+        "assert 'torch' not in sys.modules and 'numpy' not in sys.modules; print(b.DEFAULT_SOCKET)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
 
@@ -375,6 +413,7 @@ def test_events_have_gateway_shape():
 
 def test_kmsg_follower_reads_records_as_they_come(tmp_path):
     from host_client.probes.follow import KmsgFollower
+
     fifo = tmp_path / "kmsg"
     os.mkfifo(fifo)
     keep = os.open(fifo, os.O_RDWR)  # a writer for the life of the test, like the kernel
@@ -391,10 +430,16 @@ def test_kmsg_follower_reads_records_as_they_come(tmp_path):
 
 def test_command_follower_restarts_and_emits_lines():
     from host_client.probes.follow import CommandFollower
+
     got = []
     stop = threading.Event()
-    f = CommandFollower("journal", ["sh", "-c", "echo 'kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x'"],
-                        lambda n, line: got.append(line.strip()), stop, restart_s=0.05).start()
+    f = CommandFollower(
+        "journal",
+        ["sh", "-c", "echo 'kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x'"],
+        lambda n, line: got.append(line.strip()),
+        stop,
+        restart_s=0.05,
+    ).start()
     assert wait_for(lambda: len(got) >= 2, 3)  # the command exited and was started again
     stop.set()
     f.close()
@@ -405,9 +450,14 @@ def test_nccl_logs_by_glob_pick_up_new_job_logs(tmp_path, sink):
     logs = tmp_path / "jobs"
     logs.mkdir()
     (logs / "old.log").write_text(open(os.path.join(FIX, "nccl_torch1.log")).read())  # history: not re-sent
-    cfg = make_cfg(tmp_path, sink.url, xid={"source": "none"},
-                   nccl={"logs": [str(logs / "*.log")], "rescan_s": 0.05}, progress={"enabled": False},
-                   status={"listen": ""})
+    cfg = make_cfg(
+        tmp_path,
+        sink.url,
+        xid={"source": "none"},
+        nccl={"logs": [str(logs / "*.log")], "rescan_s": 0.05},
+        progress={"enabled": False},
+        status={"listen": ""},
+    )
     d = Daemon(cfg).start()
     try:
         time.sleep(0.2)
@@ -416,7 +466,7 @@ def test_nccl_logs_by_glob_pick_up_new_job_logs(tmp_path, sink):
         _, ev = sink.wait(lambda e: e["event_type"] == "NCCL_TIMEOUT", 3)
         assert ev["seq"] == 1580 and ev["log"] == str(logs / "job-42.log")
         time.sleep(0.3)
-        assert sink.types() == [("NCCL_TIMEOUT", -1, None)] * 2      # ranks 0 and 3 of the new job's log
+        assert sink.types() == [("NCCL_TIMEOUT", -1, None)] * 2  # ranks 0 and 3 of the new job's log
         os.unlink(logs / "job-42.log")
         assert wait_for(lambda: str(logs / "job-42.log") not in d.followers[0].active, 3)
     finally:
@@ -425,6 +475,7 @@ def test_nccl_logs_by_glob_pick_up_new_job_logs(tmp_path, sink):
 
 def test_second_daemon_on_the_same_socket_is_refused(tmp_path):
     from host_client.probes.progress import ProgressSocket
+
     a = ProgressSocket(str(tmp_path / "p.sock"))
     try:
         with pytest.raises(OSError, match="already listens"):
@@ -432,6 +483,7 @@ def test_second_daemon_on_the_same_socket_is_refused(tmp_path):
     finally:
         a.close()
     import socket
+
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     stale.bind(str(tmp_path / "q.sock"))
     stale.close()  # the file stays behind, nobody listens
@@ -462,13 +514,13 @@ def test_events_queued_together_go_as_one_array_in_order_and_a_lone_one_at_once(
     def post(url, data, timeout):
         seen.append(json.loads(data))
         if len(seen) == 1:
-            gate.wait(2)            # the gateway is slow with the first request: the next eight pile up
+            gate.wait(2)  # the gateway is slow with the first request: the next eight pile up
         return 200
 
     s = Sender("http://gw/x", post=post).start()
     s.submit({"event_type": "XID_FATAL", "n": 0})
     assert wait_for(lambda: len(seen) == 1)
-    assert seen[0] == {"event_type": "XID_FATAL", "n": 0}      # a lone event: a plain object, sent at once
+    assert seen[0] == {"event_type": "XID_FATAL", "n": 0}  # a lone event: a plain object, sent at once
     for i in range(1, 9):
         s.submit({"event_type": "THERMAL", "n": i})
     gate.set()
@@ -479,8 +531,7 @@ def test_events_queued_together_go_as_one_array_in_order_and_a_lone_one_at_once(
 
 def test_batches_respect_the_count_and_byte_caps():
     seen = []
-    s = Sender("http://gw/x", post=lambda u, d, t: seen.append(json.loads(d)) or 200, batch_max=3,
-               batch_bytes=200)
+    s = Sender("http://gw/x", post=lambda u, d, t: seen.append(json.loads(d)) or 200, batch_max=3, batch_bytes=200)
     for i in range(7):
         s.submit({"event_type": "THERMAL", "n": i, "pad": "x" * 40})
     s.start()
@@ -495,9 +546,15 @@ def test_batches_respect_the_count_and_byte_caps():
 
 
 def test_batch_answer_read_per_event_a_refused_one_is_loud_the_rest_delivered(caplog):
-    answer = {"ok": False, "rejected": 1, "results": [
-        {"ok": True, "key": "a"}, {"ok": False, "error": "bad_field", "message": "gpu_util must be a number"},
-        {"ok": True, "key": "c"}]}
+    answer = {
+        "ok": False,
+        "rejected": 1,
+        "results": [
+            {"ok": True, "key": "a"},
+            {"ok": False, "error": "bad_field", "message": "gpu_util must be a number"},
+            {"ok": True, "key": "c"},
+        ],
+    }
     s = Sender("http://gw/x", post=lambda u, d, t: (200, json.dumps(answer).encode()))
     delivered = []
     s.delivered_hook = lambda ev: delivered.append(ev["n"])
@@ -508,8 +565,10 @@ def test_batch_answer_read_per_event_a_refused_one_is_loud_the_rest_delivered(ca
         assert s.flush(2) and wait_for(lambda: s.sent == 2)
     s.close()
     assert delivered == [0, 2] and s.rejected_by_type == {"THERMAL": 1}
-    assert any("REFUSED" in r.getMessage() and "gpu_util must be a number" in r.getMessage() and "k1" in
-               r.getMessage() for r in caplog.records)
+    assert any(
+        "REFUSED" in r.getMessage() and "gpu_util must be a number" in r.getMessage() and "k1" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_gateway_outage_then_batch_retried_whole_in_order():

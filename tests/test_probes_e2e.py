@@ -22,9 +22,12 @@ class Gateway:
         from waitress_thread import WaitressThread
 
         cfg = Config.from_dict(
-            {"terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
-             "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}},
-            env={"EMU_SECRET": h.cfg["secret"]})
+            {
+                "terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
+                "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2},
+            },
+            env={"EMU_SECRET": h.cfg["secret"]},
+        )
         self.app = create_app(cfg)
         self.server = WaitressThread(self.app, threads=4)
         self.url = self.server.url
@@ -47,11 +50,13 @@ def chain(tmp_path):
 def probe(tmp_path, gw, rack, source=None, **over):
     kern = tmp_path / ("kern-%s.log" % rack)
     kern.write_text("")
-    raw = {"node": {"rack": rack, "host": "gpu-worker-08", "gateway": gw.url},
-           "gpu": {"util_drop": False},      # default 1 s sampling, confirm 2
-           "xid": {"source": "file", "path": str(kern)},
-           "progress": {"socket": str(tmp_path / ("p-%s.sock" % rack))},
-           "status": {"listen": ""}}
+    raw = {
+        "node": {"rack": rack, "host": "gpu-worker-08", "gateway": gw.url},
+        "gpu": {"util_drop": False},  # default 1 s sampling, confirm 2
+        "xid": {"source": "file", "path": str(kern)},
+        "progress": {"socket": str(tmp_path / ("p-%s.sock" % rack))},
+        "status": {"listen": ""},
+    }
     for k, v in over.items():
         raw[k].update(v)
     return Daemon(config.build(raw), gpu=source).start(), kern
@@ -78,8 +83,12 @@ def test_stalled_training_loop_is_p0_on_the_emulator_within_2s(tmp_path, chain):
         assert t - last < 2.0, "P0 shown %.2fs after the last beat" % (t - last)
         assert st["shown"]["pattern"] == "flash"
         b.beat(15)  # steps resume: the incident turns NORMAL (green)
-        h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]
-                                 if a["key"] == "A01:gpu-worker-08:PROGRESS_STALL"), 5)
+        h.wait_for(
+            lambda s: all(
+                a["level"] == "NORMAL" for a in s["active"] if a["key"] == "A01:gpu-worker-08:PROGRESS_STALL"
+            ),
+            5,
+        )
     finally:
         d.close()
 
@@ -123,10 +132,9 @@ def test_idle_gpu_at_gen1_never_reaches_the_emulator(tmp_path, chain):
     h, gw = chain
     src = FakeSource(count=3)
     src.idle(0, pstate=8, gen=1)
-    src.idle(1, gen=1)          # idle H100s sit in P0: Gen1 there is power saving too
-    src.idle(2, width=8)        # and so is a narrowed link on an idle GPU
-    d, _ = probe(tmp_path, gw, "A04", source=src, xid={"source": "none"},
-                 gpu={"interval_s": 0.05, "util_drop": False})
+    src.idle(1, gen=1)  # idle H100s sit in P0: Gen1 there is power saving too
+    src.idle(2, width=8)  # and so is a narrowed link on an idle GPU
+    d, _ = probe(tmp_path, gw, "A04", source=src, xid={"source": "none"}, gpu={"interval_s": 0.05, "util_drop": False})
     try:
         time.sleep(1.0)
         assert d.samples >= 10 and d.sender.sent == 0
@@ -143,8 +151,10 @@ def test_every_probe_event_passes_the_gateways_validation():
     findings = [
         xid.finding(xid.parse("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."), 2),
         xid.finding(xid.parse("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=x, Graphics Exception\x7f\x01"), 2),
-        nccl.finding(nccl.parse("[PG ID 0 PG GUID 0(default_pg) Rank 5]  failure detected by watchdog at work "
-                                "sequence id: 7"), "/x"),
+        nccl.finding(
+            nccl.parse("[PG ID 0 PG GUID 0(default_pg) Rank 5]  failure detected by watchdog at work sequence id: 7"),
+            "/x",
+        ),
         events.Finding(("pcie", 3), events.PCIE_DOWNGRADE, 3, "PCIe link Gen3 x4, expected Gen5 x16"),
         events.Finding(("thermal", 1), events.THERMAL, 1, "t"),
         events.Finding(("nvlink", 1), events.NVLINK_ERROR, 1, "n"),
@@ -191,15 +201,16 @@ def test_two_gpus_degrade_one_recovers_through_the_probe(tmp_path, chain):
 
     def shown(s):
         return {a["key"]: a["level"] for a in s["active"] if a["key"].startswith(key)}
+
     try:
         time.sleep(0.5)
         src.set(3, gen=3, width=4)
         src.set(5, gen=3, width=4)
         st = h.wait_for(lambda s: "P1" in shown(s).values(), 5, 0.02)
-        assert list(shown(st).values()) == ["P1"]          # one alarm; the other GPU was debounced and attached
+        assert list(shown(st).values()) == ["P1"]  # one alarm; the other GPU was debounced and attached
         assert wait_until(lambda: d.sender.sent == 2)
         src.set(3, gen=5, width=16)
-        assert wait_until(lambda: d.sender.sent == 3)         # GPU 3's RECOVERED reached the gateway
+        assert wait_until(lambda: d.sender.sent == 3)  # GPU 3's RECOVERED reached the gateway
         time.sleep(0.5)
         st = h.status()
         assert list(shown(st).values()) == ["P1"] and st["shown"]["level"] == "P1"
@@ -240,6 +251,7 @@ def _child(sock, job, beats, mode):
     import os
     import subprocess
     import sys
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.Popen([sys.executable, "-c", _CHILD % (root, sock, job, beats, mode)])
 
@@ -251,7 +263,7 @@ def test_hang_at_the_first_collective_before_any_beat_is_p0_within_the_first_ste
     try:
         b = Beat(path=d.cfg["progress"]["socket"], job="llama-405b", rank=0, local_rank=2)
         t0 = time.monotonic()
-        b.start()          # then NCCL init and the first all-reduce (SeqNum=1) hang: not one beat
+        b.start()  # then NCCL init and the first all-reduce (SeqNum=1) hang: not one beat
         t, st = first_seen(h, "A06:gpu-worker-08:PROGRESS_STALL", "P0", 6)
         print("e2e first-step hang shown %.3fs after start() (deadline 1.5 s)" % (t - t0))
         assert 1.5 <= t - t0 < 1.5 + 2.0
@@ -266,16 +278,25 @@ def test_hung_job_killed_with_sigkill_is_reported_then_clears(tmp_path, chain):
     d, _ = probe(tmp_path, gw, "A07", progress={"dead_clear_s": 1.0})
     p = _child(d.cfg["progress"]["socket"], "killed-job", 8, "hang")
     try:
-        first_seen(h, "A07:gpu-worker-08:PROGRESS_STALL", "P0", 20)   # 8 steps of 0.1 s: learned, 0.5 s floor
+        first_seen(h, "A07:gpu-worker-08:PROGRESS_STALL", "P0", 20)  # 8 steps of 0.1 s: learned, 0.5 s floor
         p.kill()
         p.wait()
-        assert wait_until(lambda: any("died while stalled" in e.get("detail", "") for e in d.recent
-                                      if e["event_type"] == "PROGRESS_STALL"), 5)
+        assert wait_until(
+            lambda: any(
+                "died while stalled" in e.get("detail", "") for e in d.recent if e["event_type"] == "PROGRESS_STALL"
+            ),
+            5,
+        )
         # the incident stays P0 while dead_clear_s runs, then RECOVERED clears it
-        h.wait_for(lambda s: all(a["level"] == "NORMAL" for a in s["active"]
-                                 if a["key"] == "A07:gpu-worker-08:PROGRESS_STALL"), 8)
-        assert [e["event_type"] for e in d.recent if e.get("job") == "killed-job" or
-                e.get("recovers") == "PROGRESS_STALL"][-1] == "RECOVERED"
+        h.wait_for(
+            lambda s: all(
+                a["level"] == "NORMAL" for a in s["active"] if a["key"] == "A07:gpu-worker-08:PROGRESS_STALL"
+            ),
+            8,
+        )
+        assert [
+            e["event_type"] for e in d.recent if e.get("job") == "killed-job" or e.get("recovers") == "PROGRESS_STALL"
+        ][-1] == "RECOVERED"
     finally:
         p.kill()
         p.wait()
@@ -288,7 +309,7 @@ def test_zombie_that_exited_without_end_raises_no_p0(tmp_path, chain):
     p = _child(d.cfg["progress"]["socket"], "crashed-job", 3, "exit")
     try:
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:          # exited, not reaped: a zombie that kill(pid, 0) still finds
+        while time.monotonic() < deadline:  # exited, not reaped: a zombie that kill(pid, 0) still finds
             try:
                 with open("/proc/%d/stat" % p.pid) as f:
                     if f.read().rsplit(")", 1)[1].split()[0] == "Z":
@@ -296,7 +317,7 @@ def test_zombie_that_exited_without_end_raises_no_p0(tmp_path, chain):
             except OSError:
                 break
             time.sleep(0.05)
-        time.sleep(2.5)                             # well past its limit (early floor 1 s)
+        time.sleep(2.5)  # well past its limit (early floor 1 s)
         assert not any(e["event_type"] == "PROGRESS_STALL" for e in d.recent)
         assert not any(a["key"].startswith("A08:") for a in h.status()["active"])
     finally:
@@ -309,6 +330,7 @@ def test_gpu_lost_at_start_is_p0_and_the_node_keeps_reporting_everything_else(tm
     from probe_fakes import FakeNvml
 
     from host_client.probes.gpu_source import NvmlSource
+
     h, gw = chain
     nvml = FakeNvml(count=8)
     nvml.fail("nvmlDeviceGetHandleByIndex", 5, pynvml.NVMLError_GpuIsLost)
@@ -319,13 +341,13 @@ def test_gpu_lost_at_start_is_p0_and_the_node_keeps_reporting_everything_else(tm
         (ev,) = [e for e in d.recent if e["event_type"] == "GPU_LOST"]
         assert ev["gpu_index"] == 5 and "NVMLError_GpuIsLost" in ev["detail"]
         time.sleep(0.3)
-        with open(kern, "a") as f:   # the kernel log is still followed
+        with open(kern, "a") as f:  # the kernel log is still followed
             f.write("NVRM: Xid (PCI:0000:38:00): 13, pid=1, name=python3, Graphics Exception: ESR 0x0\n")
         first_seen(h, "A09:gpu-worker-08:XID_WARNING:gpu2", "P1", 3)
-        nvml.gen[1], nvml.width[1] = 3, 4    # and the other GPUs are still checked
+        nvml.gen[1], nvml.width[1] = 3, 4  # and the other GPUs are still checked
         first_seen(h, "A09:gpu-worker-08:PCIE_DOWNGRADE:gpu1", "P1", 4)
         b = Beat(path=d.cfg["progress"]["socket"], job="on-a-sick-node", rank=0, local_rank=0)
-        for i in range(10):                  # and the progress socket is still read
+        for i in range(10):  # and the progress socket is still read
             b.beat(i)
             time.sleep(0.1)
         first_seen(h, "A09:gpu-worker-08:PROGRESS_STALL", "P0", 4)

@@ -32,9 +32,9 @@ def run(source, rules=None, samples=None, dt=1.0):
 def test_nvml_replay_exact_events():
     got, led = run(ReplaySource(os.path.join(FIX, "nvml_replay.json")), samples=14)
     assert got == [
-        (2, "PCIE_DOWNGRADE", 3, None),       # busy GPU at Gen3 x4, second sample
-        (5, "NVLINK_ERROR", 2, None),         # CRC flit counter increased
-        (7, "THERMAL", 1, None),              # own slowdown threshold 87 C, second sample
+        (2, "PCIE_DOWNGRADE", 3, None),  # busy GPU at Gen3 x4, second sample
+        (5, "NVLINK_ERROR", 2, None),  # CRC flit counter increased
+        (7, "THERMAL", 1, None),  # own slowdown threshold 87 C, second sample
         (9, "RECOVERED", 1, "THERMAL"),
         (9, "RECOVERED", 3, "PCIE_DOWNGRADE"),
     ]
@@ -64,11 +64,13 @@ def _smi(name, fields):
 
         def sample(self):
             return [dict(r) for r in readings]
+
     return Src()
 
 
 def test_smi_full_replay_events():
     from host_client.probes.gpu_source import SMI_FIELDS
+
     got, _ = run(_smi("smi_full.csv", SMI_FIELDS))
     # idle GPU 0 (P8, Gen1) and GPU 2 (Gen4 in a Gen4 system) are fine; 84 C > the seed's 82 C
     assert got == [(1, "PCIE_DOWNGRADE", 3, None), (1, "THERMAL", 4, None)]
@@ -82,9 +84,9 @@ def test_smi_seed_replay_events():
 
 def test_idle_is_not_a_fault_pcie_rules_judge_only_under_load():
     src = FakeSource(count=5)
-    src.idle(0, gen=1)                      # idle H100 in P0 at Gen1: power saving (they sit in P0)
-    src.idle(1, width=8)                    # idle in P0 at x8: "may be reduced when the GPU is not in use"
-    src.set(2, width=8)                     # busy (97 %, 560 W) at x8: a fault
+    src.idle(0, gen=1)  # idle H100 in P0 at Gen1: power saving (they sit in P0)
+    src.idle(1, width=8)  # idle in P0 at x8: "may be reduced when the GPU is not in use"
+    src.set(2, width=8)  # busy (97 %, 560 W) at x8: a fault
     src.set(3, gen=3, util=2, power_w=400.0)  # 2 % utilisation but 400 W of 700 (a memory-bound kernel): loaded
     src.set(4, gen=1, util=None, power_w=None, pstate=8)  # no load signal, not in P0: seed rule, gen not judged
     checker = GpuChecker(src.devices())
@@ -97,9 +99,9 @@ def test_load_needs_n_consecutive_loaded_samples():
     src = FakeSource(count=1)
     src.set(0, width=8)
     checker = GpuChecker(src.devices())
-    assert not checker.check(src.sample(), 0)   # one loaded sample at x8
+    assert not checker.check(src.sample(), 0)  # one loaded sample at x8
     src.idle(0, width=8)
-    assert not checker.check(src.sample(), 1)   # idle: restarts the count
+    assert not checker.check(src.sample(), 1)  # idle: restarts the count
     src.set(0, util=97, power_w=560.0, procs=1)
     assert not checker.check(src.sample(), 2)
     assert [f.event_type for f in checker.check(src.sample(), 3)] == ["PCIE_DOWNGRADE"]
@@ -107,8 +109,8 @@ def test_load_needs_n_consecutive_loaded_samples():
 
 def test_seed_columns_without_load_signals_keep_the_seed_rules():
     src = FakeSource(count=2)
-    src.set(0, util=None, power_w=None, pstate=None, width=8)   # the seed's five nvidia-smi columns: width judged
-    src.set(1, util=None, power_w=None, pstate=0, gen=3)        # P0 and no load signal: the seed's P0 rule
+    src.set(0, util=None, power_w=None, pstate=None, width=8)  # the seed's five nvidia-smi columns: width judged
+    src.set(1, util=None, power_w=None, pstate=0, gen=3)  # P0 and no load signal: the seed's P0 rule
     checker = GpuChecker(src.devices())
     for t in range(3):
         fs = checker.check(src.sample(), t)
@@ -126,7 +128,7 @@ def test_gen_downgrade_held_while_idle_until_seen_good():
     for t in range(2, 6):
         assert checker.check(src.sample(), t)
     src.set(0, pstate=0, gen=5)
-    assert checker.check(src.sample(), 6)        # one good sample is not enough
+    assert checker.check(src.sample(), 6)  # one good sample is not enough
     assert not checker.check(src.sample(), 7)
 
 
@@ -164,8 +166,8 @@ def test_util_drop_only_with_processes_attached():
     checker = GpuChecker(src.devices(), GpuRules(util_drop_s=5))
     for t in range(10):
         checker.check(src.sample(), t)
-    src.set(0, util=0)               # hung: process still attached
-    src.set(1, util=0, procs=0)      # job finished
+    src.set(0, util=0)  # hung: process still attached
+    src.set(1, util=0, procs=0)  # job finished
     seen = []
     for t in range(10, 20):
         seen.append([(f.event_type, f.gpu_index) for f in checker.check(src.sample(), t)])
@@ -193,9 +195,9 @@ def test_replay_rejects_bad_files(tmp_path):
 
 # --- progress ---------------------------------------------------------------------------------------------------
 
+
 def beat(tr, t, step=None, job="train", pid=100, kind="beat", rank=0, local_rank=0):
-    assert tr.message({"kind": kind, "job": job, "pid": pid, "step": step, "rank": rank, "local_rank": local_rank},
-                      t)
+    assert tr.message({"kind": kind, "job": job, "pid": pid, "step": step, "rank": rank, "local_rank": local_rank}, t)
 
 
 def test_200ms_loop_flagged_well_within_2s():
@@ -226,11 +228,11 @@ def test_warmup_uses_ceiling_and_pause_lifts_limit():
     tr = ProgressTracker(ProgressRules(ceiling_s=100), alive=lambda pid: True)
     beat(tr, 0.0, 0)
     beat(tr, 1.0, 1)
-    assert tr.evaluate(50) == []          # one interval: not learned yet
+    assert tr.evaluate(50) == []  # one interval: not learned yet
     for i in range(2, 6):
         beat(tr, float(i), i)
     beat(tr, 6.0, kind="pause")
-    assert tr.evaluate(60) == []          # checkpointing
+    assert tr.evaluate(60) == []  # checkpointing
     beat(tr, 61.0, kind="resume")
     assert tr.evaluate(64) == []
     (f,) = tr.evaluate(65.1)
@@ -258,9 +260,19 @@ def test_dead_process_is_forgotten_without_alarm():
     assert tr.evaluate(10.0) == [] and tr.snapshot(10.0) == []
 
 
-@pytest.mark.parametrize("msg", [None, [], {"job": "x"}, {"job": "", "pid": 1}, {"job": "x", "pid": "1"},
-                                 {"job": "x", "pid": 1, "kind": "explode"}, {"job": "x" * 200, "pid": 1},
-                                 {"job": "x", "pid": True}])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        None,
+        [],
+        {"job": "x"},
+        {"job": "", "pid": 1},
+        {"job": "x", "pid": "1"},
+        {"job": "x", "pid": 1, "kind": "explode"},
+        {"job": "x" * 200, "pid": 1},
+        {"job": "x", "pid": True},
+    ],
+)
 def test_bad_beat_messages_are_counted_not_applied(msg):
     tr = ProgressTracker()
     assert tr.message(msg, 0.0) is False
@@ -283,6 +295,7 @@ def test_stall_limit_is_clamped_multiple(step, n, k):
 
 # --- ledger, body, config ------------------------------------------------------------------------------------------
 
+
 def test_conditions_raise_once_clear_once():
     led = events.Conditions()
     f = events.Finding(("pcie", 3), events.PCIE_DOWNGRADE, 3, "x")
@@ -303,12 +316,24 @@ def test_oneshots_hold_and_prune():
 
 def test_event_body_rfc_fields_first():
     ident = events.Identity("A03", "gpu-worker-08")
-    f = events.Finding(("xid", 3, 79), events.XID_FATAL, 3, "XID 79 (fatal): GPU has fallen off the bus.", xid=79,
-                       severity="fatal", pci="0000:5d:00")
+    f = events.Finding(
+        ("xid", 3, 79),
+        events.XID_FATAL,
+        3,
+        "XID 79 (fatal): GPU has fallen off the bus.",
+        xid=79,
+        severity="fatal",
+        pci="0000:5d:00",
+    )
     ev = events.body(ident, f, 97.0, now=1000.0)
     assert list(ev)[:5] == ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
-    assert (ev["cluster_rack"], ev["node_host"], ev["event_type"], ev["gpu_index"], ev["gpu_util"]) == \
-        ("A03", "gpu-worker-08", "XID_FATAL", 3, 97.0)
+    assert (ev["cluster_rack"], ev["node_host"], ev["event_type"], ev["gpu_index"], ev["gpu_util"]) == (
+        "A03",
+        "gpu-worker-08",
+        "XID_FATAL",
+        3,
+        97.0,
+    )
     assert ev["xid"] == 79 and ev["state"] == "firing" and ev["key"] == "gpu-worker-08:xid:3:79"
     rec = events.body(ident, f, None, recovered=True)
     assert rec["event_type"] == "RECOVERED" and rec["recovers"] == "XID_FATAL" and rec["gpu_util"] is None
@@ -322,26 +347,29 @@ def test_finding_rejects_unknown_type():
         events.Identity("", "h")
 
 
-@pytest.mark.parametrize("raw,msg", [
-    ({"bogus": {}}, "unknown section [bogus]"),
-    ({"gpu": {"intervall_s": 1}}, "unknown key [gpu] intervall_s"),
-    ({"gpu": {"interval_s": "1"}}, "[gpu] interval_s must be a number"),
-    ({"gpu": {"interval_s": 0.001}}, "interval_s must be >= 0.05"),
-    ({"gpu": {"source": "cuda"}}, "[gpu] source must be one of"),
-    ({"gpu": {"source": "replay"}}, "needs [gpu] replay"),
-    ({"gpu": {"confirm": 0}}, "confirm must be >= 1"),
-    ({"xid": {"source": "file"}}, "needs [xid] path"),
-    ({"xid": {"ignore": ["13"]}}, "[xid] ignore[0] must be an XID number"),
-    ({"progress": {"k": 1.0}}, "progress k must be > 1"),
-    ({"progress": {"floor_s": 5.0, "ceiling_s": 1.0}}, "floor_s <= ceiling_s"),
-    ({"progress": {"enabled": 1}}, "[progress] enabled must be true or false"),
-    ({"nccl": {"logs": "/var/log/x"}}, "[nccl] logs must be a list"),
-    ({"status": {"listen": "9410"}}, "[status] listen must be host:port"),
-    ({"node": {"rack": ""}}, "[node] rack must not be empty"),
-    ({"sender": {"batch_max": 0}}, "[sender] batch_max must be 1..1000"),
-    ({"sender": {"batch_max": 5000}}, "[sender] batch_max must be 1..1000"),
-    ({"sender": {"batch_bytes": 10}}, "[sender] batch_bytes must be >= 1024"),
-])
+@pytest.mark.parametrize(
+    "raw,msg",
+    [
+        ({"bogus": {}}, "unknown section [bogus]"),
+        ({"gpu": {"intervall_s": 1}}, "unknown key [gpu] intervall_s"),
+        ({"gpu": {"interval_s": "1"}}, "[gpu] interval_s must be a number"),
+        ({"gpu": {"interval_s": 0.001}}, "interval_s must be >= 0.05"),
+        ({"gpu": {"source": "cuda"}}, "[gpu] source must be one of"),
+        ({"gpu": {"source": "replay"}}, "needs [gpu] replay"),
+        ({"gpu": {"confirm": 0}}, "confirm must be >= 1"),
+        ({"xid": {"source": "file"}}, "needs [xid] path"),
+        ({"xid": {"ignore": ["13"]}}, "[xid] ignore[0] must be an XID number"),
+        ({"progress": {"k": 1.0}}, "progress k must be > 1"),
+        ({"progress": {"floor_s": 5.0, "ceiling_s": 1.0}}, "floor_s <= ceiling_s"),
+        ({"progress": {"enabled": 1}}, "[progress] enabled must be true or false"),
+        ({"nccl": {"logs": "/var/log/x"}}, "[nccl] logs must be a list"),
+        ({"status": {"listen": "9410"}}, "[status] listen must be host:port"),
+        ({"node": {"rack": ""}}, "[node] rack must not be empty"),
+        ({"sender": {"batch_max": 0}}, "[sender] batch_max must be 1..1000"),
+        ({"sender": {"batch_max": 5000}}, "[sender] batch_max must be 1..1000"),
+        ({"sender": {"batch_bytes": 10}}, "[sender] batch_bytes must be >= 1024"),
+    ],
+)
 def test_config_errors_name_the_key(raw, msg):
     with pytest.raises(config.ConfigError) as e:
         config.build(raw)
@@ -384,6 +412,7 @@ class _FakePynvml:
     def nvmlDeviceGetPciInfo(self, h):
         class P:
             busId = b"00000000:%02X:00.0" % (0x18 + 0x42 * h)
+
         return P()
 
     def nvmlDeviceGetName(self, h):
@@ -409,6 +438,7 @@ class _FakePynvml:
     def nvmlDeviceGetUtilizationRates(self, h):
         class U:
             gpu, memory = 97, 40
+
         return U()
 
     def nvmlDeviceGetTemperature(self, h, sensor):
@@ -434,6 +464,7 @@ class _FakePynvml:
 
 def test_nvml_source_adapter():
     from host_client.probes.gpu_source import NvmlSource
+
     fake = _FakePynvml()
     src = NvmlSource(nvml=fake, nvlink_every=2)
     d = src.devices()
@@ -481,13 +512,14 @@ def test_resume_after_a_stall_in_pause_clears_it():
     for i in range(5):
         beat(tr, float(i), i)
     beat(tr, 5.0, kind="pause")
-    assert tr.evaluate(14.0) == [] and len(tr.evaluate(15.5)) == 1   # a checkpoint that never ends
+    assert tr.evaluate(14.0) == [] and len(tr.evaluate(15.5)) == 1  # a checkpoint that never ends
     beat(tr, 16.0, kind="resume")
     assert tr.dirty and tr.evaluate(16.0) == []
-    assert len(tr.evaluate(16.0 + 4.1)) == 1                          # timed again from the resume
+    assert len(tr.evaluate(16.0 + 4.1)) == 1  # timed again from the resume
 
 
 # --- issue 11: a lost GPU never crashes the probe --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("exc_name", ["NVMLError_GpuIsLost", "NVMLError_Unknown", "NVMLError_NotSupported"])
 def test_nvml_error_at_every_call_site_is_contained_to_that_gpu(exc_name, tmp_path):
@@ -495,6 +527,7 @@ def test_nvml_error_at_every_call_site_is_contained_to_that_gpu(exc_name, tmp_pa
     from probe_fakes import PER_GPU_CALLS, FakeNvml
 
     from host_client.probes.gpu_source import NvmlSource
+
     exc = getattr(pynvml, exc_name)
     for call in PER_GPU_CALLS:
         nvml = FakeNvml(count=4, nvlinks=2)
@@ -502,23 +535,35 @@ def test_nvml_error_at_every_call_site_is_contained_to_that_gpu(exc_name, tmp_pa
         # the driver's own GPU list names the bus of a GPU NVML cannot open
         for i in range(4):
             (tmp_path / ("0000:%02x:00.0" % (0x18 + 0x10 * i))).mkdir(exist_ok=True)
-        src = NvmlSource(nvml=nvml, nvlink_every=1, proc_root=str(tmp_path))   # must not raise, whatever fails
+        src = NvmlSource(nvml=nvml, nvlink_every=1, proc_root=str(tmp_path))  # must not raise, whatever fails
         checker = GpuChecker(src.devices())
         for t in range(3):
             readings = src.sample()
             fs = checker.check(readings, t)
         assert [r["index"] for r in readings] == [0, 1, 2, 3], call
         for r in readings:
-            if r["index"] != 2:                             # the other GPUs are read in full
+            if r["index"] != 2:  # the other GPUs are read in full
                 assert (r["util"], r["temp"], r["gen"], r["lost"]) == (97, 60, 5, False), (call, r)
         lost = [f for f in fs if f.event_type == events.GPU_LOST]
-        gone = call == "nvmlDeviceGetHandleByIndex" and exc_name != "NVMLError_NotSupported" or (
-            exc_name == "NVMLError_GpuIsLost" and call in (
-                "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature", "nvmlDeviceGetComputeRunningProcesses",
-                "nvmlDeviceGetPowerUsage", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
-                "nvmlDeviceGetPerformanceState"))
+        gone = (
+            call == "nvmlDeviceGetHandleByIndex"
+            and exc_name != "NVMLError_NotSupported"
+            or (
+                exc_name == "NVMLError_GpuIsLost"
+                and call
+                in (
+                    "nvmlDeviceGetUtilizationRates",
+                    "nvmlDeviceGetTemperature",
+                    "nvmlDeviceGetComputeRunningProcesses",
+                    "nvmlDeviceGetPowerUsage",
+                    "nvmlDeviceGetCurrPcieLinkGeneration",
+                    "nvmlDeviceGetCurrPcieLinkWidth",
+                    "nvmlDeviceGetPerformanceState",
+                )
+            )
+        )
         if call == "nvmlDeviceGetHandleByIndex" and exc_name == "NVMLError_NotSupported":
-            gone = True                                     # no handle at all: the GPU cannot be watched
+            gone = True  # no handle at all: the GPU cannot be watched
         assert bool(lost) == gone, (call, exc_name, fs)
         if lost:
             assert lost[0].gpu_index == 2 and lost[0].extra["pci"] == "0000:38:00", lost[0].extra
@@ -529,6 +574,7 @@ def test_lost_gpu_comes_back_after_a_reset_and_clears():
     from probe_fakes import FakeNvml
 
     from host_client.probes.gpu_source import NvmlSource
+
     nvml = FakeNvml(count=2)
     nvml.fail("nvmlDeviceGetHandleByIndex", 1, pynvml.NVMLError_GpuIsLost)
     src = NvmlSource(nvml=nvml, reopen_every=2)
@@ -552,9 +598,11 @@ def test_lost_gpu_comes_back_after_a_reset_and_clears():
 
 
 def test_smi_error_row_among_csv_rows_is_that_gpu_lost_the_others_parsed():
-    text = ("0, 00000000:18:00.0, 5, 16, 34, 97, P0, 5, 16\n"
-            "Unable to determine the device handle for GPU 0000:2A:00.0: Unknown Error\n"
-            "2, 00000000:3A:00.0, 5, 16, 63, 97, P0, 5, 16\n")
+    text = (
+        "0, 00000000:18:00.0, 5, 16, 34, 97, P0, 5, 16\n"
+        "Unable to determine the device handle for GPU 0000:2A:00.0: Unknown Error\n"
+        "2, 00000000:3A:00.0, 5, 16, 63, 97, P0, 5, 16\n"
+    )
     devices, readings = parse_smi_csv(text)
     assert [(d["index"], d["lost"]) for d in devices] == [(0, False), (1, True), (2, False)]
     assert readings[2]["temp"] == 63 and readings[1]["lost"] is True
@@ -573,9 +621,9 @@ def test_first_step_deadline_and_early_floor():
     assert tr.evaluate(29.9) == [] and tr.evaluate(30.1)[0].extra["revision"] == "stalled"
     tr = _tracker(first_step_s=30, early_floor_s=5)
     tr.message({"kind": "start", "job": "j", "pid": 10, "first_step_s": 100}, 0.0)
-    assert tr.evaluate(99) == []                       # start(first_step_s=) sets it for that process
+    assert tr.evaluate(99) == []  # start(first_step_s=) sets it for that process
     beat(tr, 100.0, pid=10, job="j")
-    beat(tr, 100.2, pid=10, job="j")                  # one 0.2 s interval: warm-up, the early floor applies
+    beat(tr, 100.2, pid=10, job="j")  # one 0.2 s interval: warm-up, the early floor applies
     assert tr.evaluate(105.0) == [] and tr.evaluate(105.3)
 
 
@@ -588,7 +636,7 @@ def test_stalled_process_that_dies_is_reported_then_cleared_three_ways():
             beat(tr, i * 0.1, pid=7)
         (f,) = tr.evaluate(3.0)
         assert f.extra["revision"] == "stalled"
-        dead.add(7)                                   # SIGKILL
+        dead.add(7)  # SIGKILL
         (f,) = tr.evaluate(4.5)
         assert f.extra["revision"] == "died" and "died while stalled" in f.detail
         if clear == "timeout":
@@ -597,16 +645,18 @@ def test_stalled_process_that_dies_is_reported_then_cleared_three_ways():
             tr.message({"kind": "end", "job": "train", "pid": 99}, 5.0)
             assert tr.evaluate(5.0) == []
         else:
-            beat(tr, 6.0, pid=8)                       # the job restarted under the same name
+            beat(tr, 6.0, pid=8)  # the job restarted under the same name
             assert tr.evaluate(6.0) == []
 
 
 def test_zombie_counts_as_dead(tmp_path):
     from host_client.probes.progress import _pid_alive
+
     proc = tmp_path / "proc"
     (proc / "4242").mkdir(parents=True)
     (proc / "4242" / "stat").write_text("4242 (python3 (x) y) Z 1 4242 4242 0 -1 4194564 0 0\n")
     import os
+
     assert _pid_alive(os.getpid()) is True
     # a pid that exists (ours) but whose stat says zombie
     (proc / str(os.getpid())).mkdir()
@@ -619,9 +669,9 @@ def test_announced_long_step_and_pause_raise_nothing():
     for i in range(10):
         beat(tr, i * 0.2, pid=3)
     tr.message({"kind": "beat", "job": "train", "pid": 3, "step": 10, "next_s": 30.0}, 2.0)
-    assert tr.evaluate(31.0) == []                    # the announced long step
+    assert tr.evaluate(31.0) == []  # the announced long step
     beat(tr, 31.5, pid=3)
-    assert tr.evaluate(32.4) and tr.snapshot(32.4)[0]["step_time_s"] == 0.2   # the long gap was not learned
+    assert tr.evaluate(32.4) and tr.snapshot(32.4)[0]["step_time_s"] == 0.2  # the long gap was not learned
 
 
 def test_fallback_fills_what_nvml_failed_on_from_nvidia_smi_per_capability():
@@ -629,34 +679,37 @@ def test_fallback_fills_what_nvml_failed_on_from_nvidia_smi_per_capability():
     from probe_fakes import FakeNvml
 
     from host_client.probes.gpu_source import FallbackSource, NvmlSource, SmiSource
+
     nvml = FakeNvml(count=2)
-    nvml.fail("nvmlDeviceGetCurrPcieLinkGeneration", 1, pynvml.NVMLError_Unknown)   # one capability of one GPU
-    smi_out = ("0, 00000000:18:00.0, 5, 16, 60, 97, P0, 5, 16, 550.00, 700.00\n"
-               "1, 00000000:28:00.0, 3, 16, 61, 96, P0, 5, 16, 540.00, 700.00\n")
+    nvml.fail("nvmlDeviceGetCurrPcieLinkGeneration", 1, pynvml.NVMLError_Unknown)  # one capability of one GPU
+    smi_out = (
+        "0, 00000000:18:00.0, 5, 16, 60, 97, P0, 5, 16, 550.00, 700.00\n"
+        "1, 00000000:28:00.0, 3, 16, 61, 96, P0, 5, 16, 540.00, 700.00\n"
+    )
     runs = []
     src = FallbackSource(NvmlSource(nvml=nvml), lambda: SmiSource(runner=lambda argv: runs.append(argv) or smi_out))
     r = src.sample()
-    assert (r[0]["gen"], r[1]["gen"]) == (5, 3)        # GPU 1's generation from nvidia-smi, the rest from NVML
+    assert (r[0]["gen"], r[1]["gen"]) == (5, 3)  # GPU 1's generation from nvidia-smi, the rest from NVML
     assert r[1]["util"] == 97 and src.filled == 1 and src.failures[(1, "nvmlDeviceGetCurrPcieLinkGeneration")]
     nvml.heal("nvmlDeviceGetCurrPcieLinkGeneration", 1)
     n = len(runs)
     src.sample()
-    assert len(runs) == n                               # nothing failing: nvidia-smi is not run
+    assert len(runs) == n  # nothing failing: nvidia-smi is not run
 
 
 def test_recurring_unannounced_long_step_is_learned_after_two_and_other_steps_keep_their_limit():
     tr = _tracker(early_floor_s=1)
     t = 0.0
     p0 = []
-    for _ck in range(4):                   # a 30 s checkpoint every 100 steps of 0.2 s, not in pause()
+    for _ck in range(4):  # a 30 s checkpoint every 100 steps of 0.2 s, not in pause()
         for _ in range(100):
             beat(tr, t, pid=3)
             t += 0.2
         t -= 0.2
-        f = tr.evaluate(t + 25.0)          # 25 s into the checkpoint
+        f = tr.evaluate(t + 25.0)  # 25 s into the checkpoint
         p0.append(bool(f))
         t += 30.0
-    assert p0 == [True, True, False, False]   # the first two raise (and clear at their next beat), then allowed
+    assert p0 == [True, True, False, False]  # the first two raise (and clear at their next beat), then allowed
     # a hang anywhere else is still seen at the normal limit
     for _ in range(10):
         beat(tr, t, pid=3)
@@ -692,5 +745,7 @@ def test_auto_falls_back_to_the_drivers_gpu_list_when_nvml_and_nvidia_smi_fail(m
     src = gpu_source.open_source("auto", smi_binary="/nonexistent/nvidia-smi", proc_root=str(tmp_path))
     assert src.name == "proc"
     assert [(d["index"], d["bus_id"], d["name"]) for d in src.devices()] == [
-        (0, "0000:18:00.0", "NVIDIA H100 80GB HBM3"), (1, "0000:b3:00.0", None)]   # PCI order, as NVML numbers
-    assert GpuChecker(src.devices()).check(src.sample(), 0) == []                  # nothing known, nothing raised
+        (0, "0000:18:00.0", "NVIDIA H100 80GB HBM3"),
+        (1, "0000:b3:00.0", None),
+    ]  # PCI order, as NVML numbers
+    assert GpuChecker(src.devices()).check(src.sample(), 0) == []  # nothing known, nothing raised

@@ -1,4 +1,5 @@
 """Hypothesis properties of the wire protocol on CPython, seeded from the same vector files MicroPython runs."""
+
 import hashlib
 import hmac
 import json
@@ -23,17 +24,22 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 # lone surrogates (not representable in UTF-8), and at least one character that shows: not a space, a format
 # character, an unassigned code point nor one of the fillers and selectors that render as nothing.
 _BIDI = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
-_FILLERS = ({0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0}
-            | set(range(0xFE00, 0xFE10)) | set(range(0xE0100, 0xE01F0)))
+_FILLERS = (
+    {0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0}
+    | set(range(0xFE00, 0xFE10))
+    | set(range(0xE0100, 0xE01F0))
+)
 
 
 def _shows(ch):
     return unicodedata.category(ch) not in ("Zs", "Cf", "Cn") and ord(ch) not in _FILLERS
 
 
-alarm_text = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters=[
-    chr(c) for c in _BIDI]), min_size=1, max_size=120).filter(
-    lambda s: any(_shows(ch) for ch in s) and len(s.encode()) <= 400)
+alarm_text = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"), blacklist_characters=[chr(c) for c in _BIDI]),
+    min_size=1,
+    max_size=120,
+).filter(lambda s: any(_shows(ch) for ch in s) and len(s.encode()) <= 400)
 secrets_ = st.binary(min_size=1, max_size=150)
 key_ids = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=64)
 
@@ -46,7 +52,7 @@ def _with_signing_examples(f):
 
 
 @SETTINGS
-@given(secret=secrets_, ts=st.integers(0, 10 ** 12).map(str), body=st.binary(max_size=600))
+@given(secret=secrets_, ts=st.integers(0, 10**12).map(str), body=st.binary(max_size=600))
 @_with_signing_examples
 def test_core_hmac_equals_stdlib(secret, ts, body):
     want = hmac.new(secret, ts.encode() + b"\n" + body, hashlib.sha256).hexdigest()
@@ -59,8 +65,12 @@ def _terminal(key_id, secret):
 
 @SETTINGS
 @given(text=alarm_text, key_id=key_ids, secret=secrets_, level=st.sampled_from(["p0", "p1", "normal"]))
-@example(text="训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起", key_id="gpu_cluster_sentinel",
-         secret=b"AI#TrainSecureHMACSecretKey2026", level="p0")
+@example(
+    text="训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起",
+    key_id="gpu_cluster_sentinel",
+    secret=b"AI#TrainSecureHMACSecretKey2026",
+    level="p0",
+)
 def test_client_signed_request_verifies_and_round_trips(text, key_id, secret, level):
     c = AlarmClient("http://t", key_id, secret, clock=lambda: NOW)
     req = c.sign("/api/v1/send_msg", preset(level, text).to_wire())
@@ -101,12 +111,21 @@ header_values = st.one_of(st.binary(max_size=80), st.text(max_size=80), st.none(
 
 
 @SETTINGS
-@given(method=st.sampled_from(["POST", "GET", "PUT", "", "post"]),
-       path=st.one_of(st.sampled_from(["/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat"]), st.text(max_size=30)),
-       headers=st.dictionaries(st.one_of(st.sampled_from(["Content-Type", "X-API-Key", "X-Timestamp", "X-Signature"]),
-                                         st.text(max_size=20), st.binary(max_size=20)), header_values, max_size=8),
-       body=st.one_of(st.binary(max_size=3000), st.text(max_size=500).map(str.encode)),
-       now=st.one_of(st.integers(-10 ** 12, 10 ** 12), st.floats(allow_nan=False, allow_infinity=False, width=32)))
+@given(
+    method=st.sampled_from(["POST", "GET", "PUT", "", "post"]),
+    path=st.one_of(st.sampled_from(["/api/v1/send_msg", "/api/v1/ack", "/api/v1/heartbeat"]), st.text(max_size=30)),
+    headers=st.dictionaries(
+        st.one_of(
+            st.sampled_from(["Content-Type", "X-API-Key", "X-Timestamp", "X-Signature"]),
+            st.text(max_size=20),
+            st.binary(max_size=20),
+        ),
+        header_values,
+        max_size=8,
+    ),
+    body=st.one_of(st.binary(max_size=3000), st.text(max_size=500).map(str.encode)),
+    now=st.one_of(st.integers(-(10**12), 10**12), st.floats(allow_nan=False, allow_infinity=False, width=32)),
+)
 def test_arbitrary_input_never_raises(method, path, headers, body, now):
     res = Receiver(KeyRing({"ops": b"k"})).handle(method, path, headers, body, now)
     assert isinstance(res.status, int) and res.answer["ok"] is (res.status == 200)
@@ -116,9 +135,14 @@ def test_arbitrary_input_never_raises(method, path, headers, body, now):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10 ** 20, 10 ** 20) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(blacklist_categories=("Cs",))),
-    lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=8), ch, max_size=4), max_leaves=12)
+    lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=8), ch, max_size=4),
+    max_leaves=12,
+)
 
 
 @SETTINGS

@@ -1,5 +1,6 @@
 """Properties of the LED renderer on CPython (hypothesis), seeded from tests/vectors/render.json, and the checks
 that the baked tables (font, icons, breath curve) match their documented sources."""
+
 import json
 import math
 import os
@@ -35,16 +36,24 @@ def _layout(d):
 
 channel = st.integers(0, 255)
 colors = st.tuples(channel, channel, channel)
-labels = st.one_of(st.none(), st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
-                   st.text(max_size=8))
-displays = st.builds(D, st.sampled_from(PATTERNS), colors, st.one_of(st.none(), st.integers(0, 2)), labels,
-                     st.booleans())
+labels = st.one_of(
+    st.none(), st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40), st.text(max_size=8)
+)
+displays = st.builds(
+    D, st.sampled_from(PATTERNS), colors, st.one_of(st.none(), st.integers(0, 2)), labels, st.booleans()
+)
 sizes = st.one_of(st.tuples(st.integers(1, 64), st.just(1)), st.tuples(st.integers(1, 24), st.integers(1, 24)))
-layouts = st.builds(lambda wh, s, r, o: Layout(wh[0], wh[1], s, r, o), sizes, st.booleans(),
-                    st.sampled_from((0, 90, 180, 270)), st.sampled_from(ORDERS))
+layouts = st.builds(
+    lambda wh, s, r, o: Layout(wh[0], wh[1], s, r, o),
+    sizes,
+    st.booleans(),
+    st.sampled_from((0, 90, 180, 270)),
+    st.sampled_from(ORDERS),
+)
 
 
 # -- the current limiter -------------------------------------------------------------------------------------
+
 
 def _vector_examples(fn):
     # Every frame vector's setup, replayed by the property with a tight budget of its own.
@@ -53,8 +62,9 @@ def _vector_examples(fn):
         d = last["display"]
         disp = D(d["pattern"], tuple(d["color"]), d.get("level"), d.get("text"), d.get("night", False))
         ren = dict(c["renderer"])
-        fn = example(_layout(c["layout"]), disp, ren.get("brightness", 128), ren.get("budget_ma", 730),
-                     55, last["t_ms"])(fn)
+        fn = example(
+            _layout(c["layout"]), disp, ren.get("brightness", 128), ren.get("budget_ma", 730), 55, last["t_ms"]
+        )(fn)
     return fn
 
 
@@ -62,8 +72,7 @@ def _vector_examples(fn):
 @example(Layout(16, 16), D("solid", (255, 255, 255)), 255, 1, 55, 0)
 @example(Layout(64, 64), D("flash", (255, 255, 255)), 255, 850, 60, 0)
 @example(Layout(1, 1), D("breath", (255, 255, 255), 1), 255, 0, 55, 1500)
-@given(layouts, displays, st.integers(0, 255), st.integers(0, 20000), st.integers(1, 120),
-       st.integers(0, 10 ** 7))
+@given(layouts, displays, st.integers(0, 255), st.integers(0, 20000), st.integers(1, 120), st.integers(0, 10**7))
 @settings(max_examples=300, deadline=None)
 def test_limiter_never_exceeds_budget(lay, disp, brightness, budget, ma, t):
     r = Renderer(lay, brightness=brightness, night_brightness=brightness // 4, budget_ma=budget, ma_per_led=ma)
@@ -87,6 +96,7 @@ def test_limiter_uses_the_budget_it_has(n, color, budget):
 
 
 # -- wiring ----------------------------------------------------------------------------------------------------
+
 
 @example(Layout(4, 3, True, 90))
 @example(Layout(16, 16, False, 270))
@@ -134,7 +144,8 @@ def test_pixel_reads_what_solid_wrote(lay, color):
 
 # -- frames are functions of (display, time) -------------------------------------------------------------------
 
-@given(st.sampled_from([(8, 8), (16, 16), (32, 8), (12, 8), (10, 1)]), displays, st.integers(0, 10 ** 6))
+
+@given(st.sampled_from([(8, 8), (16, 16), (32, 8), (12, 8), (10, 1)]), displays, st.integers(0, 10**6))
 @settings(max_examples=200, deadline=None)
 def test_a_frame_depends_only_on_display_and_time(wh, disp, t):
     # Renderers that saw different histories agree once the label has been on display for the same time.
@@ -147,7 +158,7 @@ def test_a_frame_depends_only_on_display_and_time(wh, disp, t):
     assert bytes(a.render(disp, t + 1234)) == bytes(b.render(disp, t + 1234))
 
 
-@given(displays, st.integers(0, 10 ** 6))
+@given(displays, st.integers(0, 10**6))
 @settings(max_examples=100, deadline=None)
 def test_bad_colour_leaves_state_intact(disp, t):
     r = Renderer(Layout(8, 8))
@@ -166,6 +177,7 @@ def test_bad_colour_leaves_state_intact(disp, t):
 
 # -- the baked tables match their sources -----------------------------------------------------------------------
 
+
 def _art_columns(rows, width):
     out = []
     for c in range(width):
@@ -183,7 +195,7 @@ def test_font_bytes_match_the_art():
     assert len(arts) == font.LAST - font.FIRST + 1
     for code, rows in arts:
         o = (int(code, 16) - font.FIRST) * font.WIDTH
-        assert font.FONT[o:o + font.WIDTH] == _art_columns(rows.split(), 5), "character 0x%s" % code
+        assert font.FONT[o : o + font.WIDTH] == _art_columns(rows.split(), 5), "character 0x%s" % code
 
 
 def test_glyph_bytes_match_the_art():
@@ -197,7 +209,7 @@ def test_glyph_bytes_match_the_art():
 def test_breath_table_matches_its_formula():
     for i in range(256):
         p = curves.BREATH_FLOOR + (1 - curves.BREATH_FLOOR) * (1 - math.cos(2 * math.pi * i / 256)) / 2
-        assert curves.BREATH[i] == int(255 * p ** curves.BREATH_GAMMA + 0.5), i
+        assert curves.BREATH[i] == int(255 * p**curves.BREATH_GAMMA + 0.5), i
 
 
 def test_power_estimate_is_wleds():

@@ -1,6 +1,7 @@
 """The box on the real runtime (tests/unixport.py) and the emulator answer the same request alike: the same
 status, the same error code, the same JSON once parsed (key order is not compared: MicroPython's json writes dicts
 in its own order). Both hold the same key; each request goes byte for byte to both."""
+
 import json
 import re
 import time
@@ -13,28 +14,38 @@ from sentinel_core.signing import scope, sign
 
 pytestmark = pytest.mark.skipif(unixport.unavailable() is not None, reason=unixport.unavailable() or "")
 
-OK = {"text": "XID 79 on gpu-3", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle",
-      "repeat_times": 3}
+OK = {"text": "XID 79 on gpu-3", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3}
 
 
 def _cases(key_id, secret):
     now = int(time.time())
 
-    def signed(obj=None, raw=None, ts=None, secret=secret, key_id=key_id, ctype="application/json",
-               path="/api/v1/send_msg"):
+    def signed(
+        obj=None, raw=None, ts=None, secret=secret, key_id=key_id, ctype="application/json", path="/api/v1/send_msg"
+    ):
         body = raw if raw is not None else json.dumps(obj).encode()
         ts = str(now) if ts is None else ts
-        h = {"X-API-Key": key_id, "X-Timestamp": ts,
-             "X-Signature": sign(secret.encode(), ts, body, scope("POST", path))}
+        h = {
+            "X-API-Key": key_id,
+            "X-Timestamp": ts,
+            "X-Signature": sign(secret.encode(), ts, body, scope("POST", path)),
+        }
         if ctype:
             h["Content-Type"] = ctype
         return h, body
+
     c = []
     c.append(("a P0", "POST", "/api/v1/send_msg", *signed(dict(OK, key="k1", id="parity-1"))))
     c.append(("its retry", "POST", "/api/v1/send_msg", *signed(dict(OK, key="k1", id="parity-1"))))
     c.append(("an ack", "POST", "/api/v1/ack", *signed({"key": "k1", "id": "parity-ack"}, path="/api/v1/ack")))
-    c.append(("a heartbeat", "POST", "/api/v1/heartbeat",
-              *signed({"interval": 60, "id": "parity-hb"}, path="/api/v1/heartbeat")))
+    c.append(
+        (
+            "a heartbeat",
+            "POST",
+            "/api/v1/heartbeat",
+            *signed({"interval": 60, "id": "parity-hb"}, path="/api/v1/heartbeat"),
+        )
+    )
     c.append(("bad signature", "POST", "/api/v1/send_msg", *signed(OK, secret="not-the-secret-at-all-0000")))
     c.append(("unknown key", "POST", "/api/v1/send_msg", *signed(OK, key_id="who")))
     h, b = signed(OK)

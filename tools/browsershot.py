@@ -16,8 +16,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 P0_TEXT = "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁，全环算力挂起"
 KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
-CENTRE_RED = ("(() => { const c = document.getElementById('m'), p = +c.dataset.pitch;"
-              " return c.getContext('2d').getImageData(p * 8 + p / 2 | 0, p * 3 + p / 2 | 0, 1, 1).data[0]; })()")
+CENTRE_RED = (
+    "(() => { const c = document.getElementById('m'), p = +c.dataset.pitch;"
+    " return c.getContext('2d').getImageData(p * 8 + p / 2 | 0, p * 3 + p / 2 | 0, 1, 1).data[0]; })()"
+)
 
 
 def make(path):
@@ -34,8 +36,10 @@ def make(path):
             b.wait_js("document.body.dataset.ready === '1'")
             h.client().send(preset("p0", P0_TEXT, key=KEY))
             b.wait_js("document.getElementById('badge').textContent.startsWith('P0')")
-            x, y = b.js("(() => { const r = document.getElementById('ack').getBoundingClientRect();"
-                        " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+            x, y = b.js(
+                "(() => { const r = document.getElementById('ack').getBoundingClientRect();"
+                " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+            )
             b.click(x, y)
             b.wait_js("document.getElementById('silence').textContent.includes('acknowledged')")
             deadline = time.monotonic() + 3

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every stage runs even when one fails; the exit code is non-zero if any stage failed.
-#   1. ruff
+#   1. ruff: the formatter's check, then the linter
 #   2. the two MicroPython suites under node, in the background while
 #   3. pytest in parallel (pytest-xdist, PYTEST_JOBS workers, default 4: most of the suite waits on real servers,
 #      timers and subprocesses, not on the CPU); --dist loadfile: each file's tests run on one worker, so a
@@ -16,6 +16,7 @@ JOBS=${PYTEST_JOBS:-4}
 PYTEST=("$BIN/pytest" -q -p no:cacheprovider)
 failed=()
 
+"$BIN/ruff" format --check . || failed+=("ruff format")
 "$BIN/ruff" check . || failed+=(ruff)
 
 mpy_log=$(mktemp)

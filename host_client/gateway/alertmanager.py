@@ -71,14 +71,20 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         raise EventError("bad_body", "the body must be a JSON object", 400)
     version = body.get("version")
     if version is not None and version not in VERSIONS:
-        raise EventError("unsupported_version", "webhook version %r; this gateway speaks Alertmanager's \"4\" and "
-                         "Grafana's \"1\"" % (version,))
+        raise EventError(
+            "unsupported_version",
+            'webhook version %r; this gateway speaks Alertmanager\'s "4" and Grafana\'s "1"' % (version,),
+        )
     alerts = body.get("alerts")
     if not isinstance(alerts, list):
         raise EventError("missing_field", "alerts must be a list")
     if len(alerts) > MAX_ALERTS:
-        raise EventError("too_many_alerts", "%d alerts in one notification, at most %d (set max_alerts in the "
-                         "Alertmanager receiver)" % (len(alerts), MAX_ALERTS), 413)
+        raise EventError(
+            "too_many_alerts",
+            "%d alerts in one notification, at most %d (set max_alerts in the "
+            "Alertmanager receiver)" % (len(alerts), MAX_ALERTS),
+            413,
+        )
     common = _labels(body.get("commonLabels"), "commonLabels")
     out = []
     for i, a in enumerate(alerts):
@@ -112,12 +118,22 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         inc_labels.update({"rack": rack, "host": host, "event_type": name})
         key = "am:" + fp
         if status == "firing":
-            inc = Incident(key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels,
-                           source="alertmanager")
+            inc = Incident(
+                key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels, source="alertmanager"
+            )
         else:
             rt = {lang: tpl % text for lang, tpl in RESOLVED_TEXT.items()}
-            inc = Incident(key, NORMAL, rack=rack, host=host, kind=name, text=rt, labels=inc_labels,
-                           source="alertmanager", recovery=True)
+            inc = Incident(
+                key,
+                NORMAL,
+                rack=rack,
+                host=host,
+                kind=name,
+                text=rt,
+                labels=inc_labels,
+                source="alertmanager",
+                recovery=True,
+            )
         inc.ident = "%s@%s" % (key, starts)
         out.append(inc)
     return out

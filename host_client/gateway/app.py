@@ -11,8 +11,15 @@ from .ingest import BodyError, decode_body
 from .service import Gateway
 
 EXT = "sentinel_gateway"
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 405: "Method Not Allowed", 413: "Payload Too Large",
-            422: "Unprocessable Entity", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    503: "Service Unavailable",
+}
 
 
 def _json(status, obj):
@@ -49,9 +56,11 @@ def create_app(config, *, clients=None, start=True, gateway=None, on_delivered=N
     # The two ingest endpoints are the hot path of a storm: they are answered straight from WSGI, skipping flask's
     # request machinery (about a third of the per-request cost); everything else goes through flask.
     flask_wsgi = app.wsgi_app
-    handlers = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
-                "/api/v1/alertmanager": ("alertmanager", gw.alertmanager),
-                "/api/v1/grafana": ("grafana", lambda body: gw.alertmanager(body, source="grafana"))}
+    handlers = {
+        "/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
+        "/api/v1/alertmanager": ("alertmanager", gw.alertmanager),
+        "/api/v1/grafana": ("grafana", lambda body: gw.alertmanager(body, source="grafana")),
+    }
 
     def ingest(source, handle, environ):
         if gw.auth_required:

@@ -31,12 +31,21 @@ def setup_logging(fmt: str, level: str) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="sentinel-gateway", description="GPU Sentinel gateway: GPU events and "
-                                "Alertmanager webhooks in, signed alarms to terminals out.")
-    p.add_argument("-c", "--config", default=os.environ.get("SENTINEL_GATEWAY_CONFIG", DEFAULT_CONFIG),
-                   help="TOML configuration (default $SENTINEL_GATEWAY_CONFIG or %s)" % DEFAULT_CONFIG)
-    p.add_argument("--check-config", action="store_true", help="validate the configuration, print it (no "
-                   "secrets), exit 0 if valid, 2 if not")
+    p = argparse.ArgumentParser(
+        prog="sentinel-gateway",
+        description="GPU Sentinel gateway: GPU events and Alertmanager webhooks in, signed alarms to terminals out.",
+    )
+    p.add_argument(
+        "-c",
+        "--config",
+        default=os.environ.get("SENTINEL_GATEWAY_CONFIG", DEFAULT_CONFIG),
+        help="TOML configuration (default $SENTINEL_GATEWAY_CONFIG or %s)" % DEFAULT_CONFIG,
+    )
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate the configuration, print it (no secrets), exit 0 if valid, 2 if not",
+    )
     p.add_argument("--host", help="listen address (overrides gateway.host)")
     p.add_argument("--port", type=int, help="listen port (overrides gateway.port)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -94,8 +103,7 @@ def _serve_waitress(cfg) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        waitress.serve(app, host=cfg.host, port=cfg.port, threads=cfg.threads, ident="sentinel-gateway",
-                       _quiet=True)
+        waitress.serve(app, host=cfg.host, port=cfg.port, threads=cfg.threads, ident="sentinel-gateway", _quiet=True)
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:

@@ -42,8 +42,21 @@ class Secret:
 
 
 class Terminal:
-    def __init__(self, name, url, key_id, secret, *, heartbeat_s=None, language=None, queue_size=None,
-                 rate_burst=None, rate_interval_s=None, timeout_s=None, compat="sentinel"):
+    def __init__(
+        self,
+        name,
+        url,
+        key_id,
+        secret,
+        *,
+        heartbeat_s=None,
+        language=None,
+        queue_size=None,
+        rate_burst=None,
+        rate_interval_s=None,
+        timeout_s=None,
+        compat="sentinel",
+    ):
         self.name = name
         self.url = url
         self.key_id = key_id
@@ -57,8 +70,14 @@ class Terminal:
         self.compat = compat
 
     def describe(self) -> dict:
-        return {"name": self.name, "url": self.url, "key_id": self.key_id, "secret": repr(self.secret),
-                "heartbeat_s": self.heartbeat_s, "compat": self.compat}
+        return {
+            "name": self.name,
+            "url": self.url,
+            "key_id": self.key_id,
+            "secret": repr(self.secret),
+            "heartbeat_s": self.heartbeat_s,
+            "compat": self.compat,
+        }
 
 
 class Route:
@@ -80,25 +99,65 @@ class Route:
 
 
 _SECTIONS = {
-    "gateway": {"host", "port", "language", "unknown_event_types", "state_dir", "max_body", "threads",
-                "log_format", "instance", "server", "io_loops", "native_send"},
+    "gateway": {
+        "host",
+        "port",
+        "language",
+        "unknown_event_types",
+        "state_dir",
+        "max_body",
+        "threads",
+        "log_format",
+        "instance",
+        "server",
+        "io_loops",
+        "native_send",
+    },
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
-    "delivery": {"queue_size", "timeout_s", "backoff_initial_s", "backoff_max_s", "rate_burst", "rate_interval_s",
-                 "deadline_s", "max_tracked", "track_s"},
-    "alertmanager": {"severity_label", "levels", "default_level", "text_annotations", "rack_labels",
-                     "host_labels", "debounce", "resolved_hold_s"},
+    "delivery": {
+        "queue_size",
+        "timeout_s",
+        "backoff_initial_s",
+        "backoff_max_s",
+        "rate_burst",
+        "rate_interval_s",
+        "deadline_s",
+        "max_tracked",
+        "track_s",
+    },
+    "alertmanager": {
+        "severity_label",
+        "levels",
+        "default_level",
+        "text_annotations",
+        "rack_labels",
+        "host_labels",
+        "debounce",
+        "resolved_hold_s",
+    },
     "routing": {"default"},
     "templates": {"zh", "en"},
     "ingest": {"token_env", "token_file"},
     "terminals": None,
     "routes": None,
 }
-_TERMINAL_KEYS = {"url", "key_id", "secret_env", "secret_file", "heartbeat_s", "language", "queue_size",
-                  "rate_burst", "rate_interval_s", "timeout_s", "compat"}
+_TERMINAL_KEYS = {
+    "url",
+    "key_id",
+    "secret_env",
+    "secret_file",
+    "heartbeat_s",
+    "language",
+    "queue_size",
+    "rate_burst",
+    "rate_interval_s",
+    "timeout_s",
+    "compat",
+}
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
-SERVERS = ("epoll", "waitress", "asyncio")   # "asyncio": the old name of the epoll front (server.py), still taken
+SERVERS = ("epoll", "waitress", "asyncio")  # "asyncio": the old name of the epoll front (server.py), still taken
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -149,10 +208,10 @@ class Config:
         self.accept_unknown = True
         self.state_dir = None
         self.max_body = 65536
-        self.threads = 4   # waitress default; more threads only add GIL contention (bench_gateway.py)
+        self.threads = 4  # waitress default; more threads only add GIL contention (bench_gateway.py)
         self.log_format = "json"
         self.instance = "gw"
-        self.server = "epoll"     # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
+        self.server = "epoll"  # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
         # epoll front: event loops (threads). One: with the machine to itself (bench_gateway_rfc.py, 3 rounds, the
         # native sender on) one loop took 52-55 us of CPU per request and two 61-64 (they contend for the GIL),
         # 19.3-22.3k against 17.3-18.5k requests/s, and two had an 11 ms p99 against 2.3-3.8 ms
@@ -176,8 +235,19 @@ class Config:
         self.track_s = 6 * 3600.0
         self.persist_wait_s = 2.0
         self.am_severity_label = "severity"
-        self.am_levels = {"critical": 2, "page": 2, "p0": 2, "fatal": 2, "emergency": 2,
-                          "error": 1, "warning": 1, "major": 1, "minor": 1, "p1": 1, "info": 1}
+        self.am_levels = {
+            "critical": 2,
+            "page": 2,
+            "p0": 2,
+            "fatal": 2,
+            "emergency": 2,
+            "error": 1,
+            "warning": 1,
+            "major": 1,
+            "minor": 1,
+            "p1": 1,
+            "info": 1,
+        }
         self.am_default_level = 1
         self.am_text_annotations = ["summary", "description", "message"]
         self.am_rack_labels = ["rack", "cluster_rack"]
@@ -215,15 +285,16 @@ class Config:
         c.host = _str(g, "host", "gateway", default=c.host)
         c.port = _num(g, "port", "gateway", default=c.port, lo=0, hi=65535, integer=True)
         c.language = _str(g, "language", "gateway", default=c.language, choices=("zh", "en"))
-        c.accept_unknown = _str(g, "unknown_event_types", "gateway", default="accept",
-                                choices=("accept", "reject")) == "accept"
+        c.accept_unknown = (
+            _str(g, "unknown_event_types", "gateway", default="accept", choices=("accept", "reject")) == "accept"
+        )
         sd = _str(g, "state_dir", "gateway", default=None)
         c.state_dir = os.path.join(base_dir, sd) if sd else None
         c.max_body = _num(g, "max_body", "gateway", default=c.max_body, lo=256, hi=16 << 20, integer=True)
         c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
         c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
         c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
-        if c.server == "asyncio":   # the front was asyncio on uvloop until its own epoll loop replaced it
+        if c.server == "asyncio":  # the front was asyncio on uvloop until its own epoll loop replaced it
             c.server = "epoll"
         c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
         ns = g.get("native_send", True)
@@ -236,8 +307,9 @@ class Config:
 
         db = d.get("debounce", {})
         c.debounce_window = float(_num(db, "window_s", "debounce", default=c.debounce_window, lo=0, hi=86400 * 7))
-        c.debounce_max_keys = _num(db, "max_keys", "debounce", default=c.debounce_max_keys, lo=1, hi=10_000_000,
-                                   integer=True)
+        c.debounce_max_keys = _num(
+            db, "max_keys", "debounce", default=c.debounce_max_keys, lo=1, hi=10_000_000, integer=True
+        )
 
         gr = d.get("grouping", {})
         en = gr.get("enabled", True)
@@ -246,21 +318,22 @@ class Config:
         c.grouping = en
         c.group_by = _strlist(gr, "group_by", "grouping", c.group_by)
         c.group_window = float(_num(gr, "window_s", "grouping", default=c.group_window, lo=0, hi=86400))
-        c.cluster_threshold = _num(gr, "cluster_threshold", "grouping", default=c.cluster_threshold, lo=0,
-                                   hi=100000, integer=True)
+        c.cluster_threshold = _num(
+            gr, "cluster_threshold", "grouping", default=c.cluster_threshold, lo=0, hi=100000, integer=True
+        )
 
         dl = d.get("delivery", {})
         c.queue_size = _num(dl, "queue_size", "delivery", default=c.queue_size, lo=1, hi=1_000_000, integer=True)
         c.timeout_s = float(_num(dl, "timeout_s", "delivery", default=c.timeout_s, lo=0.05, hi=600))
-        c.backoff_initial = float(_num(dl, "backoff_initial_s", "delivery", default=c.backoff_initial, lo=0.01,
-                                       hi=3600))
+        c.backoff_initial = float(
+            _num(dl, "backoff_initial_s", "delivery", default=c.backoff_initial, lo=0.01, hi=3600)
+        )
         c.backoff_max = float(_num(dl, "backoff_max_s", "delivery", default=c.backoff_max, lo=0.01, hi=86400))
         if c.backoff_max < c.backoff_initial:
             raise ConfigError("delivery.backoff_max_s must be >= delivery.backoff_initial_s")
         c.rate_burst = _num(dl, "rate_burst", "delivery", default=c.rate_burst, lo=1, hi=1000, integer=True)
         c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", default=c.rate_interval, lo=0, hi=3600))
-        c.max_tracked = _num(dl, "max_tracked", "delivery", default=c.max_tracked, lo=1, hi=10_000_000,
-                             integer=True)
+        c.max_tracked = _num(dl, "max_tracked", "delivery", default=c.max_tracked, lo=1, hi=10_000_000, integer=True)
         c.track_s = float(_num(dl, "track_s", "delivery", default=c.track_s, lo=1, hi=86400 * 30))
         ddl = dl.get("deadline_s", {})
         if not isinstance(ddl, dict):
@@ -273,7 +346,7 @@ class Config:
         c.am_severity_label = _str(am, "severity_label", "alertmanager", default=c.am_severity_label)
         if "levels" in am:
             if not isinstance(am["levels"], dict):
-                raise ConfigError("alertmanager.levels must be a table of severity = \"P0\"|\"P1\"|\"NORMAL\"")
+                raise ConfigError('alertmanager.levels must be a table of severity = "P0"|"P1"|"NORMAL"')
             c.am_levels = {str(k).lower(): _level(v, "alertmanager.levels.%s" % k) for k, v in am["levels"].items()}
         if "default_level" in am:
             c.am_default_level = _level(am["default_level"], "alertmanager.default_level")
@@ -284,8 +357,9 @@ class Config:
         if not isinstance(amd, bool):
             raise ConfigError("alertmanager.debounce must be true or false")
         c.am_debounce = amd
-        c.resolved_hold_s = float(_num(am, "resolved_hold_s", "alertmanager", default=c.resolved_hold_s, lo=0,
-                                       hi=86400 * 7))
+        c.resolved_hold_s = float(
+            _num(am, "resolved_hold_s", "alertmanager", default=c.resolved_hold_s, lo=0, hi=86400 * 7)
+        )
 
         tp = d.get("templates", {})
         for lang, table in tp.items():
@@ -300,8 +374,10 @@ class Config:
                 try:
                     s % sample
                 except (TypeError, ValueError) as e:
-                    raise ConfigError("templates.%s.%s must take the same %% fields as the built-in one (%s): %s"
-                                      % (lang, t, EVENT_TYPES[t]["fields"], e)) from None
+                    raise ConfigError(
+                        "templates.%s.%s must take the same %% fields as the built-in one (%s): %s"
+                        % (lang, t, EVENT_TYPES[t]["fields"], e)
+                    ) from None
             c.templates[lang] = dict(table)
 
         terms = d.get("terminals", {})
@@ -326,7 +402,7 @@ class Config:
                 raise ConfigError("%s.terminals must name at least one terminal" % where)
             labels = r.get("labels", {})
             if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-                raise ConfigError("%s.labels must be a table of label = \"glob\"" % where)
+                raise ConfigError('%s.labels must be a table of label = "glob"' % where)
             c.routes.append(Route(tl, _strlist(r, "racks", where, []), labels))
         rt = d.get("routing", {})
         c.default_terminals = _strlist(rt, "default", "routing", sorted(c.terminals)) if rt or c.terminals else []
@@ -347,16 +423,25 @@ class Config:
 
     def describe(self) -> dict:
         """A printable summary for --check-config: no secret values."""
-        return {"listen": "%s:%d" % (self.host, self.port), "language": self.language,
-                "debounce_window_s": self.debounce_window, "grouping": self.grouping, "group_by": self.group_by,
-                "group_window_s": self.group_window, "cluster_threshold": self.cluster_threshold,
-                "state_dir": self.state_dir,
-                "ingest_auth": ("bearer token required (%d token(s): %s)"
-                                % (len(self.ingest_tokens), ", ".join(t.source for t in self.ingest_tokens))
-                                if self.ingest_tokens else "off (ingest endpoints are unauthenticated)"),
-                "terminals": [t.describe() for t in self.terminals.values()],
-                "routes": [{"racks": r.racks, "labels": r.labels, "terminals": r.terminals} for r in self.routes],
-                "default": self.default_terminals}
+        return {
+            "listen": "%s:%d" % (self.host, self.port),
+            "language": self.language,
+            "debounce_window_s": self.debounce_window,
+            "grouping": self.grouping,
+            "group_by": self.group_by,
+            "group_window_s": self.group_window,
+            "cluster_threshold": self.cluster_threshold,
+            "state_dir": self.state_dir,
+            "ingest_auth": (
+                "bearer token required (%d token(s): %s)"
+                % (len(self.ingest_tokens), ", ".join(t.source for t in self.ingest_tokens))
+                if self.ingest_tokens
+                else "off (ingest endpoints are unauthenticated)"
+            ),
+            "terminals": [t.describe() for t in self.terminals.values()],
+            "routes": [{"racks": r.racks, "labels": r.labels, "terminals": r.terminals} for r in self.routes],
+            "default": self.default_terminals,
+        }
 
 
 # A bearer token is RFC 6750's b64token; a shorter one than this is guessable
@@ -398,9 +483,10 @@ def _ingest_tokens(d, env, base_dir) -> list:
 
 def _token(raw: bytes, source: str) -> Secret:
     if len(raw) < MIN_TOKEN or not _TOKEN_RE.match(raw):
-        raise ConfigError("ingest token from %s must be at least %d characters of A-Z a-z 0-9 . _ ~ + / - (a bearer "
-                          "token; e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
-                          % (source, MIN_TOKEN))
+        raise ConfigError(
+            "ingest token from %s must be at least %d characters of A-Z a-z 0-9 . _ ~ + / - (a bearer "
+            "token; e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')" % (source, MIN_TOKEN)
+        )
     return Secret(raw, source)
 
 
@@ -411,8 +497,10 @@ def _terminal(name, t, env, base_dir) -> Terminal:
     if not isinstance(t, dict):
         raise ConfigError("[%s] must be a table" % where)
     if "secret" in t:
-        raise ConfigError("%s: put the secret in an environment variable (secret_env) or a file (secret_file), "
-                          "never in the configuration" % where)
+        raise ConfigError(
+            "%s: put the secret in an environment variable (secret_env) or a file (secret_file), "
+            "never in the configuration" % where
+        )
     for k in t:
         if k not in _TERMINAL_KEYS:
             raise ConfigError("unknown key %s.%s (known: %s)" % (where, k, ", ".join(sorted(_TERMINAL_KEYS))))
@@ -441,14 +529,19 @@ def _terminal(name, t, env, base_dir) -> Terminal:
         if not raw:
             raise ConfigError("%s: secret_file %s is empty" % (where, path))
         secret = Secret(raw, "file %s" % path)
-    return Terminal(name, url.rstrip("/"), key_id, secret,
-                    heartbeat_s=_num(t, "heartbeat_s", where, lo=1, hi=86400),
-                    language=_str(t, "language", where, choices=("zh", "en")),
-                    queue_size=_num(t, "queue_size", where, lo=1, hi=1_000_000, integer=True),
-                    rate_burst=_num(t, "rate_burst", where, lo=1, hi=1000, integer=True),
-                    rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
-                    timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
-                    compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES))
+    return Terminal(
+        name,
+        url.rstrip("/"),
+        key_id,
+        secret,
+        heartbeat_s=_num(t, "heartbeat_s", where, lo=1, hi=86400),
+        language=_str(t, "language", where, choices=("zh", "en")),
+        queue_size=_num(t, "queue_size", where, lo=1, hi=1_000_000, integer=True),
+        rate_burst=_num(t, "rate_burst", where, lo=1, hi=1000, integer=True),
+        rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
+        timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
+        compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES),
+    )
 
 
 def load_config(path: str, env=None) -> Config:

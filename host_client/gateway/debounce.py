@@ -34,7 +34,7 @@ class Debouncer:
     def fire(self, key: str, now: float) -> bool:
         """True: alarm (and remember now); False: suppressed, within the window of the last alarm for key."""
         oldest = self._oldest
-        if oldest is None or not now - oldest < self.window:   # (written so a NaN now prunes, as before)
+        if oldest is None or not now - oldest < self.window:  # (written so a NaN now prunes, as before)
             self.prune(now)
         last = self._last.get(key)
         if last is not None and now - last < self.window:
@@ -42,7 +42,7 @@ class Debouncer:
             return False
         if last is not None:
             del self._last[key]
-            self._oldest = None         # it may have been the oldest
+            self._oldest = None  # it may have been the oldest
         self._last[key] = now
         if len(self._last) > self.max_keys:
             self._last.popitem(last=False)

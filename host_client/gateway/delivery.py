@@ -39,7 +39,7 @@ def wire_key(key):
     if len(b) <= KEY_MAX_BYTES:
         return key
     h = hashlib.sha256(b).hexdigest()[:12]
-    head = b[:KEY_MAX_BYTES - 13].decode("utf-8", "ignore")
+    head = b[: KEY_MAX_BYTES - 13].decode("utf-8", "ignore")
     return head + "~" + h
 
 
@@ -51,7 +51,7 @@ def wire_text(text):
     b = text.encode("utf-8")
     if len(b) <= TEXT_MAX_BYTES:
         return text
-    return b[:TEXT_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
+    return b[: TEXT_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
 def to_alarm(item):
@@ -174,9 +174,9 @@ class Persister(_LaneThread):
         self._thread = None
         self.writes = 0
         self.failed = 0
-        self.broken = False         # the last save failed: the gateway answers 503 until one succeeds
+        self.broken = False  # the last save failed: the gateway answers 503 until one succeeds
         self.last_error = None
-        self._waiters = []          # (gen, callback(ok)) of answers waiting for their alarm to be on disk
+        self._waiters = []  # (gen, callback(ok)) of answers waiting for their alarm to be on disk
 
     def add_waiter(self, gen, callback) -> None:
         """callback(True) once the queue as of gen is on disk, callback(False) if a save fails first. Called from
@@ -290,11 +290,23 @@ class Worker(_LaneThread):
 
     _role = "deliver"
 
-    def __init__(self, lane, client, *, backoff_initial=0.5, backoff_max=30.0, heartbeat_s=None, log=None,
-                 clock=time.time, mono=time.monotonic, on_delivered=None, store=None):
+    def __init__(
+        self,
+        lane,
+        client,
+        *,
+        backoff_initial=0.5,
+        backoff_max=30.0,
+        heartbeat_s=None,
+        log=None,
+        clock=time.time,
+        mono=time.monotonic,
+        on_delivered=None,
+        store=None,
+    ):
         self.lane = lane
         self.client = client
-        self.store = store          # a PendingStore: dead letters are appended beside its file
+        self.store = store  # a PendingStore: dead letters are appended beside its file
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.heartbeat_s = heartbeat_s
@@ -308,7 +320,6 @@ class Worker(_LaneThread):
         self._next_hb = None
         self.last_error = None
         self.last_dead = None
-
 
     def _backoff(self, seconds):
         """Sleep out a back-off; only stop ends it early (new work must not hammer a dead terminal)."""
@@ -366,11 +377,26 @@ class Worker(_LaneThread):
         reason = "%s: %s" % (type(err).__name__, err)
         with lane.cond:
             lane.dead_lettered(item)
-        rec = {"ts": round(self.clock(), 3), "terminal": lane.name, "id": item.id, "level": LEVEL_NAMES[item.level],
-               "key": item.key, "text": item.text[:400], "incidents": item.ncarried, "reason": reason[:500]}
+        rec = {
+            "ts": round(self.clock(), 3),
+            "terminal": lane.name,
+            "id": item.id,
+            "level": LEVEL_NAMES[item.level],
+            "key": item.key,
+            "text": item.text[:400],
+            "incidents": item.ncarried,
+            "reason": reason[:500],
+        }
         self.last_dead = {k: rec[k] for k in ("ts", "id", "level", "reason")}
-        self.log("alarm_dead_letter", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
-                 incidents=item.ncarried, reason=reason[:500], text=ascii(item.text[:200]))
+        self.log(
+            "alarm_dead_letter",
+            terminal=lane.name,
+            id=item.id,
+            level=LEVEL_NAMES[item.level],
+            incidents=item.ncarried,
+            reason=reason[:500],
+            text=ascii(item.text[:200]),
+        )
         if self.store is not None:
             try:
                 self.store.dead_letter(rec)
@@ -388,8 +414,16 @@ class Worker(_LaneThread):
                 lane.refused(item)
                 lane.up = True
             self.last_error = "%s %s" % (e.status, e.code)
-            self.log("alarm_refused", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
-                     status=e.status, code=e.code, message=e.message, incidents=len(item.carried))
+            self.log(
+                "alarm_refused",
+                terminal=lane.name,
+                id=item.id,
+                level=LEVEL_NAMES[item.level],
+                status=e.status,
+                code=e.code,
+                message=e.message,
+                incidents=len(item.carried),
+            )
             return
         except SentinelError as e:
             with lane.cond:
@@ -402,8 +436,9 @@ class Worker(_LaneThread):
             self.last_error = type(e).__name__
             if was_up is not False:
                 self.log("terminal_unreachable", terminal=lane.name, url=self.client.url, error=str(e))
-            self.log("delivery_retry", terminal=lane.name, id=item.id, attempts=item.attempts,
-                     retry_in_s=round(delay, 3))
+            self.log(
+                "delivery_retry", terminal=lane.name, id=item.id, attempts=item.attempts, retry_in_s=round(delay, 3)
+            )
             self._backoff(delay)
             return
         except Exception as e:  # noqa: BLE001 - not the terminal's answer: the alarm itself cannot be sent
@@ -418,9 +453,17 @@ class Worker(_LaneThread):
             self.on_delivered(lane.name, item, ack)
         if was_up is False:
             self.log("terminal_back", terminal=lane.name, url=self.client.url)
-        self.log("alarm_delivered", terminal=lane.name, id=item.id, level=LEVEL_NAMES[item.level],
-                 kind=item.kind.value, incidents=len(item.carried), attempts=item.attempts + 1,
-                 latency_s=round(self.clock() - item.created, 4), duplicate=bool(getattr(ack, "duplicate", False)))
+        self.log(
+            "alarm_delivered",
+            terminal=lane.name,
+            id=item.id,
+            level=LEVEL_NAMES[item.level],
+            kind=item.kind.value,
+            incidents=len(item.carried),
+            attempts=item.attempts + 1,
+            latency_s=round(self.clock() - item.created, 4),
+            duplicate=bool(getattr(ack, "duplicate", False)),
+        )
 
     def _heartbeat(self):
         lane = self.lane

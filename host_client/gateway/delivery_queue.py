@@ -38,15 +38,31 @@ class ItemKind(str, Enum):
 class Item:
     """One alarm waiting for its terminal. carried: the incident keys it stands for (accounting, recovery)."""
 
-    __slots__ = ("_id", "seq", "level", "_text", "key", "carried", "created", "deadline", "attempts", "inflight",
-                 "kind", "group", "queued", "extra", "dirty", "lang")
+    __slots__ = (
+        "_id",
+        "seq",
+        "level",
+        "_text",
+        "key",
+        "carried",
+        "created",
+        "deadline",
+        "attempts",
+        "inflight",
+        "kind",
+        "group",
+        "queued",
+        "extra",
+        "dirty",
+        "lang",
+    )
 
     def __init__(self, *, id, seq, level, text, key, carried, created, deadline, kind=ItemKind.ALONE):
         self._id = id
         self.seq = seq
         self.level = level
         self._text = text
-        self.dirty = False      # a summary that grew: its text and id are brought up to date when next read
+        self.dirty = False  # a summary that grew: its text and id are brought up to date when next read
         self.lang = None
         self.key = key
         self.carried = carried
@@ -57,7 +73,7 @@ class Item:
         self.kind = kind
         self.group = None
         self.queued = True
-        self.extra = 0          # incidents carried but not listed (a restored summary lists its first few)
+        self.extra = 0  # incidents carried but not listed (a restored summary lists its first few)
 
     def grew(self, language: str) -> None:
         """A summary took one more incident. Its words and id (they follow its content) are rebuilt when read, not
@@ -96,23 +112,45 @@ class Item:
         return len(self.carried) + self.extra
 
     def to_json(self) -> dict:
-        return {"id": self.id, "seq": self.seq, "level": LEVEL_NAMES[self.level], "text": self.text,
-                "key": self.key, "carried": self.carried[:PERSIST_CARRIED], "n": self.ncarried,
-                "created": self.created, "deadline": self.deadline, "attempts": self.attempts,
-                "kind": self.kind.value}
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "level": LEVEL_NAMES[self.level],
+            "text": self.text,
+            "key": self.key,
+            "carried": self.carried[:PERSIST_CARRIED],
+            "n": self.ncarried,
+            "created": self.created,
+            "deadline": self.deadline,
+            "attempts": self.attempts,
+            "kind": self.kind.value,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> Item:
-        it = cls(id=str(d["id"]), seq=int(d["seq"]), level=LEVEL_NAMES.index(d["level"]), text=str(d["text"]),
-                 key=d.get("key"), carried=list(d.get("carried", [])), created=float(d["created"]),
-                 deadline=float(d["deadline"]), kind=ItemKind(d.get("kind", "alone")))
+        it = cls(
+            id=str(d["id"]),
+            seq=int(d["seq"]),
+            level=LEVEL_NAMES.index(d["level"]),
+            text=str(d["text"]),
+            key=d.get("key"),
+            carried=list(d.get("carried", [])),
+            created=float(d["created"]),
+            deadline=float(d["deadline"]),
+            kind=ItemKind(d.get("kind", "alone")),
+        )
         it.attempts = int(d.get("attempts", 0))
         it.extra = max(0, int(d.get("n", len(it.carried))) - len(it.carried))
         return it
 
     def __repr__(self):
-        return "Item(#%d %s %s %r n=%d)" % (self.seq, LEVEL_NAMES[self.level], self.kind.value, self.text,
-                                          len(self.carried))
+        return "Item(#%d %s %s %r n=%d)" % (
+            self.seq,
+            LEVEL_NAMES[self.level],
+            self.kind.value,
+            self.text,
+            len(self.carried),
+        )
 
 
 class AlarmQueue:

@@ -39,9 +39,10 @@ def clean_host(raw: str) -> str:
 # another under one host name. These memos hold the racks and host names parse_event has validated (and a host's
 # cleaned form): a known one is not checked again, and the groups' rack and host sets keep one string per rack, not
 # one per event. Bounded: cleared when full. Only validated strings go in, so a hit means "valid".
-_RACKS: dict = {}         # rack -> the same string
-_HOSTS: dict = {}         # raw host -> clean_host(raw host)
+_RACKS: dict = {}  # rack -> the same string
+_HOSTS: dict = {}  # raw host -> clean_host(raw host)
 _MEMO_MAX = 4096
+
 
 def debounce_key(rack: str, clean: str, event_type: str) -> str:
     return "%s:%s:%s" % (rack, clean, event_type)
@@ -60,85 +61,119 @@ RFC_ZH_UTIL = "算力水准预警，机架 %s 节点 %s 算力利用率突降至
 # off the bus) must still get its fatal XID through, and must not be made to speak a made-up index.
 EVENT_TYPES = {
     "NCCL_TIMEOUT": {
-        "level": P0, "fields": "rh", "zh": RFC_ZH_NCCL,
+        "level": P0,
+        "fields": "rh",
+        "zh": RFC_ZH_NCCL,
         "en": "Training cluster emergency: rack %s node %s hit a communication deadlock, the whole ring is stalled",
-        "zh_phrase": "通信死锁", "en_phrase": "communication deadlock",
+        "zh_phrase": "通信死锁",
+        "en_phrase": "communication deadlock",
     },
     "XID_FATAL": {
-        "level": P0, "fields": "rhg", "zh": RFC_ZH_XID,
+        "level": P0,
+        "fields": "rhg",
+        "zh": RFC_ZH_XID,
         "en": "Fatal hardware fault: rack %s node %s GPU %d reported a driver-level error",
         "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡发生驱动级报错",
         "en_node": "Fatal hardware fault: rack %s node %s: a GPU reported a driver-level error",
         "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s reported a driver-level error",
-        "zh_phrase": "驱动级致命报错", "en_phrase": "fatal GPU driver error",
+        "zh_phrase": "驱动级致命报错",
+        "en_phrase": "fatal GPU driver error",
     },
     "GPU_UTIL_DROP": {
-        "level": P1, "fields": "rhu", "zh": RFC_ZH_UTIL,
+        "level": P1,
+        "fields": "rhu",
+        "zh": RFC_ZH_UTIL,
         "en": "Compute warning: rack %s node %s GPU utilisation dropped to %.0f percent",
-        "zh_phrase": "算力利用率突降", "en_phrase": "GPU utilisation drop",
+        "zh_phrase": "算力利用率突降",
+        "en_phrase": "GPU utilisation drop",
     },
     "NVLINK_ERROR": {
-        "level": P1, "fields": "rhg", "zh": "NVLink 链路预警，机架 %s 节点 %s 第 %d 号卡 NVLink 链路报错",
+        "level": P1,
+        "fields": "rhg",
+        "zh": "NVLink 链路预警，机架 %s 节点 %s 第 %d 号卡 NVLink 链路报错",
         "en": "NVLink warning: rack %s node %s GPU %d reported NVLink errors",
         "zh_node": "NVLink 链路预警，机架 %s 节点 %s 一张 GPU 卡 NVLink 链路报错",
         "en_node": "NVLink warning: rack %s node %s: a GPU reported NVLink errors",
         "en_pci": "NVLink warning: rack %s node %s GPU at PCI %s reported NVLink errors",
-        "zh_phrase": "NVLink 链路报错", "en_phrase": "NVLink errors",
+        "zh_phrase": "NVLink 链路报错",
+        "en_phrase": "NVLink errors",
     },
     "PCIE_DOWNGRADE": {
-        "level": P1, "fields": "rhg", "zh": "PCIe 链路降级预警，机架 %s 节点 %s 第 %d 号卡链路速率下降",
+        "level": P1,
+        "fields": "rhg",
+        "zh": "PCIe 链路降级预警，机架 %s 节点 %s 第 %d 号卡链路速率下降",
         "en": "PCIe warning: rack %s node %s GPU %d link downgraded",
         "zh_node": "PCIe 链路降级预警，机架 %s 节点 %s 一张 GPU 卡链路速率下降",
         "en_node": "PCIe warning: rack %s node %s: a GPU link downgraded",
         "en_pci": "PCIe warning: rack %s node %s GPU at PCI %s link downgraded",
-        "zh_phrase": "PCIe 链路降级", "en_phrase": "PCIe link downgrade",
+        "zh_phrase": "PCIe 链路降级",
+        "en_phrase": "PCIe link downgrade",
     },
     "THERMAL": {
-        "level": P1, "fields": "rhg", "zh": "温度预警，机架 %s 节点 %s 第 %d 号卡温度过高",
+        "level": P1,
+        "fields": "rhg",
+        "zh": "温度预警，机架 %s 节点 %s 第 %d 号卡温度过高",
         "en": "Thermal warning: rack %s node %s GPU %d is overheating",
         "zh_node": "温度预警，机架 %s 节点 %s 一张 GPU 卡温度过高",
         "en_node": "Thermal warning: rack %s node %s: a GPU is overheating",
         "en_pci": "Thermal warning: rack %s node %s GPU at PCI %s is overheating",
-        "zh_phrase": "温度过高", "en_phrase": "overheating",
+        "zh_phrase": "温度过高",
+        "en_phrase": "overheating",
     },
     "XID_WARNING": {
-        "level": P1, "fields": "rhg", "zh": "硬件预警，机架 %s 节点 %s 第 %d 号卡发生 XID 报错",
+        "level": P1,
+        "fields": "rhg",
+        "zh": "硬件预警，机架 %s 节点 %s 第 %d 号卡发生 XID 报错",
         "en": "GPU warning: rack %s node %s GPU %d reported an XID error",
         "zh_node": "硬件预警，机架 %s 节点 %s 一张 GPU 卡发生 XID 报错",
         "en_node": "GPU warning: rack %s node %s: a GPU reported an XID error",
         "en_pci": "GPU warning: rack %s node %s GPU at PCI %s reported an XID error",
-        "zh_phrase": "XID 报错", "en_phrase": "XID errors",
+        "zh_phrase": "XID 报错",
+        "en_phrase": "XID errors",
     },
     "PROGRESS_STALL": {
-        "level": P0, "fields": "rh", "zh": "训练进度停滞，机架 %s 节点 %s 训练步数停止增长",
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练进度停滞，机架 %s 节点 %s 训练步数停止增长",
         "en": "Training stalled: rack %s node %s stopped making progress",
-        "zh_phrase": "训练进度停滞", "en_phrase": "training stalled",
+        "zh_phrase": "训练进度停滞",
+        "en_phrase": "training stalled",
     },
     # --- GPU node probe types (issue 11; the probe's own table is host_client/probes/events.py LEVELS) ---
     "GPU_LOST": {
-        "level": P0, "fields": "rhg", "zh": "硬件致命故障，机架 %s 节点 %s 第 %d 号卡失联",
+        "level": P0,
+        "fields": "rhg",
+        "zh": "硬件致命故障，机架 %s 节点 %s 第 %d 号卡失联",
         "en": "Fatal hardware fault: rack %s node %s GPU %d is lost",
         "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡失联",
         "en_node": "Fatal hardware fault: rack %s node %s: a GPU is lost",
         "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s is lost",
-        "zh_phrase": "GPU 卡失联", "en_phrase": "GPU lost",
+        "zh_phrase": "GPU 卡失联",
+        "en_phrase": "GPU lost",
     },
     "NCCL_NET_ERROR": {
-        "level": P1, "fields": "rh", "zh": "网络预警，机架 %s 节点 %s 集合通信网络报错",
+        "level": P1,
+        "fields": "rh",
+        "zh": "网络预警，机架 %s 节点 %s 集合通信网络报错",
         "en": "Network warning: rack %s node %s reported collective network errors",
-        "zh_phrase": "集合通信网络报错", "en_phrase": "collective network errors",
+        "zh_phrase": "集合通信网络报错",
+        "en_phrase": "collective network errors",
     },
     "RECOVERED": {
-        "level": NORMAL, "fields": "rh", "zh": "机架 %s 节点 %s 已恢复正常",
+        "level": NORMAL,
+        "fields": "rh",
+        "zh": "机架 %s 节点 %s 已恢复正常",
         "en": "Recovered: rack %s node %s is back to normal",
-        "zh_phrase": "已恢复正常", "en_phrase": "recovered",
+        "zh_phrase": "已恢复正常",
+        "en_phrase": "recovered",
     },
 }
 # Faults of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery cannot clear
 # another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
 # GPU is still represented).
-GPU_SCOPED = frozenset(("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP",
-                        "GPU_LOST"))
+GPU_SCOPED = frozenset(
+    ("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP", "GPU_LOST")
+)
 
 # An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
 DEFAULT_TYPE = "GPU_UTIL_DROP"
@@ -167,11 +202,38 @@ class Event:
     here, plain attributes: every event reads them, and three properties each way cost about 1,500 instructions an
     event (callgrind, the storm's bodies)."""
 
-    __slots__ = ("rack", "host", "raw_host", "event_type", "gpu_index", "gpu_util", "recovers", "detail",
-                 "xid", "known", "pci", "ts", "fault_type", "rfc_key", "key")
+    __slots__ = (
+        "rack",
+        "host",
+        "raw_host",
+        "event_type",
+        "gpu_index",
+        "gpu_util",
+        "recovers",
+        "detail",
+        "xid",
+        "known",
+        "pci",
+        "ts",
+        "fault_type",
+        "rfc_key",
+        "key",
+    )
 
-    def __init__(self, rack, raw_host, event_type, gpu_index=None, gpu_util=None, recovers=None, detail=None,
-                 xid=None, pci=None, ts=None, host=None):
+    def __init__(
+        self,
+        rack,
+        raw_host,
+        event_type,
+        gpu_index=None,
+        gpu_util=None,
+        recovers=None,
+        detail=None,
+        xid=None,
+        pci=None,
+        ts=None,
+        host=None,
+    ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
         self.raw_host = raw_host
@@ -182,11 +244,11 @@ class Event:
         self.recovers = recovers
         self.detail = detail
         self.xid = xid
-        self.pci = pci              # bus id without the "PCI:" prefix, or None
-        self.ts = ts                # the probe's time of the event (Unix seconds), or None
+        self.pci = pci  # bus id without the "PCI:" prefix, or None
+        self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
         fault = self.fault_type = event_type if recovers is None else recovers
-        key = self.rfc_key = "%s:%s:%s" % (rack, host, fault)     # debounce_key(rack, host, fault), inline
+        key = self.rfc_key = "%s:%s:%s" % (rack, host, fault)  # debounce_key(rack, host, fault), inline
         if fault in GPU_SCOPED and gpu_index is not None and gpu_index >= 0:
             key = "%s:gpu%d" % (key, gpu_index)
         self.key = key
@@ -214,8 +276,13 @@ class Event:
 
     def labels(self) -> dict:
         """What routes and group_by see."""
-        return {"rack": self.rack, "cluster_rack": self.rack, "host": self.host, "node_host": self.host,
-                "event_type": self.event_type if self.recovers is None else self.recovers}
+        return {
+            "rack": self.rack,
+            "cluster_rack": self.rack,
+            "host": self.host,
+            "node_host": self.host,
+            "event_type": self.event_type if self.recovers is None else self.recovers,
+        }
 
 
 # The RFC's "gpu_util < 5 is critical" is about a hang: a job whose GPUs stopped computing. It applies to the hang
@@ -279,8 +346,13 @@ def _string(body: dict, name: str, limit: int, *, required: bool = True) -> str 
     # the common case in one test (isprintable() is false for every character _CONTROL matches: the regex runs
     # only for text that has some other unprintable one); anything else takes the checks below, in order, for the
     # precise message
-    if (type(v) is str and v and len(v) <= limit and not (required and v.isspace())
-            and (v.isprintable() or not _CONTROL.search(v))):
+    if (
+        type(v) is str
+        and v
+        and len(v) <= limit
+        and not (required and v.isspace())
+        and (v.isprintable() or not _CONTROL.search(v))
+    ):
         return v
     if v is None:
         if required:
@@ -322,16 +394,28 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
         etype = body.get("event_type")
         gpu_index = body.get("gpu_index")
         gpu_util = body.get("gpu_util")
-        if (type(rack) is str and type(host) is str and type(etype) is str and etype in _PLAIN_TYPES
-                and type(gpu_index) is int and 0 <= gpu_index <= 1023
-                and type(gpu_util) is float and 0.0 <= gpu_util <= 100.0):
+        if (
+            type(rack) is str
+            and type(host) is str
+            and type(etype) is str
+            and etype in _PLAIN_TYPES
+            and type(gpu_index) is int
+            and 0 <= gpu_index <= 1023
+            and type(gpu_util) is float
+            and 0.0 <= gpu_util <= 100.0
+        ):
             # five keys, each of the five non-null: no state, detail, xid, pci or ts
             rack = _RACKS.get(rack)
             if rack is not None:
                 clean = _HOSTS.get(host)
                 # a node's first event: its host name takes _string's test (the one that returns it unchanged)
-                if clean is None and host and len(host) <= 253 and not host.isspace() and (
-                        host.isprintable() or not _CONTROL.search(host)):
+                if (
+                    clean is None
+                    and host
+                    and len(host) <= 253
+                    and not host.isspace()
+                    and (host.isprintable() or not _CONTROL.search(host))
+                ):
                     clean = _remember_host(host)
                 if clean:
                     # The Event built here, not by Event(...): CPython 3.11 calls a class through C, its arguments
@@ -368,20 +452,21 @@ def _parse_full(body, accept_unknown: bool) -> Event:
     if clean is None:
         clean = _remember_host(host)
     etype = _string(body, "event_type", 48)
-    if etype not in EVENT_TYPES and not _TYPE_RE.match(etype):   # every known type matches (a test says so)
+    if etype not in EVENT_TYPES and not _TYPE_RE.match(etype):  # every known type matches (a test says so)
         raise EventError("bad_field", "event_type must be upper-case letters, digits and _ (e.g. NCCL_TIMEOUT)")
     if etype not in EVENT_TYPES and not accept_unknown:
-        raise EventError("unknown_event_type", "unknown event_type %s; known: %s"
-                         % (etype, ", ".join(sorted(EVENT_TYPES))))
+        raise EventError(
+            "unknown_event_type", "unknown event_type %s; known: %s" % (etype, ", ".join(sorted(EVENT_TYPES)))
+        )
 
     gpu_index = body.get("gpu_index")
-    if gpu_index is not None and not (type(gpu_index) is int and 0 <= gpu_index <= 1023):   # the common case
+    if gpu_index is not None and not (type(gpu_index) is int and 0 <= gpu_index <= 1023):  # the common case
         if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
             raise EventError("bad_field", "gpu_index must be an integer")
         if gpu_index < -1 or gpu_index > 1023:
             raise EventError("bad_field", "gpu_index must be -1 (whole node) or 0..1023")
     gpu_util = body.get("gpu_util")
-    if type(gpu_util) is float and 0.0 <= gpu_util <= 100.0:   # the common case (NaN fails both comparisons)
+    if type(gpu_util) is float and 0.0 <= gpu_util <= 100.0:  # the common case (NaN fails both comparisons)
         pass
     elif gpu_util is not None:
         if isinstance(gpu_util, bool) or not isinstance(gpu_util, (int, float)):
@@ -420,13 +505,25 @@ def _parse_full(body, accept_unknown: bool) -> Event:
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
         ts = None
-    ev = Event(rack, host, etype, gpu_index=gpu_index, gpu_util=gpu_util, recovers=recovers, detail=detail, xid=xid,
-               pci=pci, ts=ts, host=clean)
+    ev = Event(
+        rack,
+        host,
+        etype,
+        gpu_index=gpu_index,
+        gpu_util=gpu_util,
+        recovers=recovers,
+        detail=detail,
+        xid=xid,
+        pci=pci,
+        ts=ts,
+        host=clean,
+    )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]
         if gpu_index is None and "g" in fields:
-            raise EventError("missing_field", "gpu_index (0..1023, or -1 when the GPU cannot be numbered) is "
-                             "required for %s" % etype)
+            raise EventError(
+                "missing_field", "gpu_index (0..1023, or -1 when the GPU cannot be numbered) is required for %s" % etype
+            )
         if gpu_util is None and "u" in fields:
             raise EventError("missing_field", "gpu_util is required for %s" % etype)
     if not ev.host:

@@ -19,13 +19,24 @@ from enum import Enum
 from sentinel_core.alarm import NORMAL, RECOVERED_TEXT
 
 SUMMARY_TEXT = {
-    "zh": {"one": "告警汇总，机架 %s 共 %d 个节点：%s", "many": "告警汇总，%d 个机架 %d 个节点：%s",
-           "recovered_one": "机架 %s 共 %d 个节点已恢复正常", "recovered_many": "%d 个机架 %d 个节点已恢复正常",
-           "all_clear": RECOVERED_TEXT, "summary_recovered": "汇总告警的 %d 个节点已全部恢复正常", "sep": "、"},
-    "en": {"one": "Rack %s, %d nodes: %s", "many": "%d racks, %d nodes: %s",
-           "recovered_one": "Rack %s, %d nodes recovered", "recovered_many": "%d racks, %d nodes recovered",
-           "all_clear": "Training cluster back to normal", "summary_recovered": "All %d nodes of the summary recovered",
-           "sep": ", "},
+    "zh": {
+        "one": "告警汇总，机架 %s 共 %d 个节点：%s",
+        "many": "告警汇总，%d 个机架 %d 个节点：%s",
+        "recovered_one": "机架 %s 共 %d 个节点已恢复正常",
+        "recovered_many": "%d 个机架 %d 个节点已恢复正常",
+        "all_clear": RECOVERED_TEXT,
+        "summary_recovered": "汇总告警的 %d 个节点已全部恢复正常",
+        "sep": "、",
+    },
+    "en": {
+        "one": "Rack %s, %d nodes: %s",
+        "many": "%d racks, %d nodes: %s",
+        "recovered_one": "Rack %s, %d nodes recovered",
+        "recovered_many": "%d racks, %d nodes recovered",
+        "all_clear": "Training cluster back to normal",
+        "summary_recovered": "All %d nodes of the summary recovered",
+        "sep": ", ",
+    },
 }
 
 
@@ -36,8 +47,20 @@ def texts(language: str) -> dict:
 class Group:
     """The incidents of one group_by value seen within the window. pending: its unsent summary item, if any."""
 
-    __slots__ = ("key", "base", "rack", "cluster", "first_at", "last", "racks", "hosts", "kinds", "level",
-                 "pending", "recovery")
+    __slots__ = (
+        "key",
+        "base",
+        "rack",
+        "cluster",
+        "first_at",
+        "last",
+        "racks",
+        "hosts",
+        "kinds",
+        "level",
+        "pending",
+        "recovery",
+    )
 
     def __init__(self, *, key, base, rack, cluster, now, recovery):
         self.key = key
@@ -70,8 +93,11 @@ class Group:
 
     def summary_key(self, n: int) -> str:
         """What the terminal shows when the text is not ASCII: "A03:*:NCCL_TIMEOUT#7", "*:*:NCCL_TIMEOUT#9"."""
-        return "%s:*:%s#%s" % ("*" if self.cluster or len(self.racks) != 1 else next(iter(self.racks)),
-                               "+".join(self.kinds) if len(self.kinds) <= 2 else "MIXED", n)
+        return "%s:*:%s#%s" % (
+            "*" if self.cluster or len(self.racks) != 1 else next(iter(self.racks)),
+            "+".join(self.kinds) if len(self.kinds) <= 2 else "MIXED",
+            n,
+        )
 
 
 def summary_text(g: Group, language: str) -> str:
@@ -90,9 +116,9 @@ def summary_text(g: Group, language: str) -> str:
 
 
 class Placement(str, Enum):
-    ALONE = "alone"       # the group was quiet: this incident goes out alone (group: the new Group, or None)
-    FOLD = "fold"         # fold into group's summary
-    CLUSTER = "cluster"   # the kind just went cluster-wide: group is the new cluster Group, absorbed the racks'
+    ALONE = "alone"  # the group was quiet: this incident goes out alone (group: the new Group, or None)
+    FOLD = "fold"  # fold into group's summary
+    CLUSTER = "cluster"  # the kind just went cluster-wide: group is the new cluster Group, absorbed the racks'
 
 
 # the members as module names for place(): reading one off its enum class costs about 900 instructions (CPython 3.11)
@@ -105,7 +131,7 @@ class Grouping:
         self.window = float(window)
         self.cluster_threshold = int(cluster_threshold)
         self.groups: dict = {}
-        self.cluster_bases: dict = {}           # base -> cluster Group while that kind is cluster-wide
+        self.cluster_bases: dict = {}  # base -> cluster Group while that kind is cluster-wide
         self._next_prune = 0.0
 
     def key(self, inc):

@@ -10,13 +10,41 @@ from sentinel_core.alarm import NORMAL
 
 
 class Incident:
-    __slots__ = ("key", "level", "rack", "host", "kind", "text", "labels", "source", "recovery", "phrase_zh",
-                 "phrase_en", "scope", "attach", "ident")
+    __slots__ = (
+        "key",
+        "level",
+        "rack",
+        "host",
+        "kind",
+        "text",
+        "labels",
+        "source",
+        "recovery",
+        "phrase_zh",
+        "phrase_en",
+        "scope",
+        "attach",
+        "ident",
+    )
 
-    def __init__(self, key, level, *, rack, host, kind, text, labels=None, source="gpu_event", recovery=False,
-                 phrase_zh=None, phrase_en=None):
-        _fill(self, key, level, rack, host, kind, text, labels, source, recovery, phrase_zh, phrase_en, None, False,
-              None)
+    def __init__(
+        self,
+        key,
+        level,
+        *,
+        rack,
+        host,
+        kind,
+        text,
+        labels=None,
+        source="gpu_event",
+        recovery=False,
+        phrase_zh=None,
+        phrase_en=None,
+    ):
+        _fill(
+            self, key, level, rack, host, kind, text, labels, source, recovery, phrase_zh, phrase_en, None, False, None
+        )
 
     def text_for(self, language):
         t = self.text
@@ -31,15 +59,16 @@ class Incident:
         return "Incident(%s %s%s)" % (self.key, self.level, " recovery" if self.recovery else "")
 
 
-def _fill(inc, key, level, rack, host, kind, text, labels, source, recovery, phrase_zh, phrase_en, scope, attach,
-          ident):
+def _fill(
+    inc, key, level, rack, host, kind, text, labels, source, recovery, phrase_zh, phrase_en, scope, attach, ident
+):
     """Every slot of an incident, in one place: Incident() and gpu_incident() both fill theirs here."""
-    inc.key = key               # names the incident; a recovery carries the key of what it clears
-    inc.level = level           # P0 / P1 / NORMAL
+    inc.key = key  # names the incident; a recovery carries the key of what it clears
+    inc.level = level  # P0 / P1 / NORMAL
     inc.rack = rack or ""
     inc.host = host or ""
-    inc.kind = kind             # event type or alertname: what a summary says happened
-    inc.text = text             # the words for this incident alone: a str, {"zh": ..., "en": ...}, or a
+    inc.kind = kind  # event type or alertname: what a summary says happened
+    inc.text = text  # the words for this incident alone: a str, {"zh": ..., "en": ...}, or a
     #                             function returning one (called once, when the words are needed)
     inc.labels = labels or {}
     inc.source = source
@@ -68,10 +97,36 @@ def gpu_incident(key, level, rack, host, kind, text, labels, recovery, phrase_zh
     GPU event path's incident, built without the class call (CPython 3.11 packs a keyword call to a class into a
     tuple and a dict and enters __init__ through C: about 2,500 instructions more). tests/test_gateway_lane.py
     compares every slot with the constructor's."""
-    return _fill(_new(Incident), key, level, rack, host, kind, text, labels, "gpu_event", recovery, phrase_zh,
-                 phrase_en, scope, attach, ident)
+    return _fill(
+        _new(Incident),
+        key,
+        level,
+        rack,
+        host,
+        kind,
+        text,
+        labels,
+        "gpu_event",
+        recovery,
+        phrase_zh,
+        phrase_en,
+        scope,
+        attach,
+        ident,
+    )
 
 
 def recovery_of(key, *, rack, host, kind, text, labels=None, source="gpu_event", phrase_zh=None, phrase_en=None):
-    return Incident(key, NORMAL, rack=rack, host=host, kind=kind, text=text, labels=labels, source=source,
-                    recovery=True, phrase_zh=phrase_zh, phrase_en=phrase_en)
+    return Incident(
+        key,
+        NORMAL,
+        rack=rack,
+        host=host,
+        kind=kind,
+        text=text,
+        labels=labels,
+        source=source,
+        recovery=True,
+        phrase_zh=phrase_zh,
+        phrase_en=phrase_en,
+    )

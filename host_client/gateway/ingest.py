@@ -8,7 +8,7 @@ import re
 
 from host_client.errors import SentinelError
 
-MAX_DEPTH = 32          # a probe event is depth 1, a batch 2, an Alertmanager notification 3
+MAX_DEPTH = 32  # a probe event is depth 1, a batch 2, an Alertmanager notification 3
 # \uD800-\uDFFF escapes: the only way JSON text can carry a lone surrogate (raw UTF-8 cannot encode one)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
 
@@ -18,7 +18,7 @@ def _no_constant(name):
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
-_SCAN = _DECODER.scan_once      # the C scanner JSONDecoder.decode wraps in two regex matches and a frame
+_SCAN = _DECODER.scan_once  # the C scanner JSONDecoder.decode wraps in two regex matches and a frame
 
 
 class BodyError(SentinelError, ValueError):
@@ -94,12 +94,19 @@ def decode_body(raw: bytes):
     # text decide first (the bytes "[", "{" and "\\" are those characters and nothing else in UTF-8): with no "[" and
     # no "{" past the first character there is at most one opener, and with no backslash there is no escape. They
     # cost about 3,500 instructions less than counting both openers and searching the bytes for "\\u" (callgrind).
-    if (("[" in text or "{" in text[1:]) and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
-            and not _depth_ok(obj, MAX_DEPTH)):
+    if (
+        ("[" in text or "{" in text[1:])
+        and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+        and not _depth_ok(obj, MAX_DEPTH)
+    ):
         raise BodyError(400, "too_deep", "JSON nested deeper than %d levels" % MAX_DEPTH)
     if "\\" in text and _SURROGATE_ESCAPE.search(raw):
         where = _lone_surrogate(obj)
         if where is not None:
-            raise BodyError(422, "bad_text", "%s holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its "
-                            "pair): not encodable text" % where)
+            raise BodyError(
+                422,
+                "bad_text",
+                "%s holds a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its "
+                "pair): not encodable text" % where,
+            )
     return obj

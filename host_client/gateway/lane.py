@@ -33,12 +33,12 @@ __all__ = ["DEFAULT_DEADLINES", "LATENCY_BUCKETS", "Item", "ItemKind", "Lane", "
 class Outcome(str, Enum):
     """What Lane.submit did with an incident (also the per-terminal value in an ingest answer)."""
 
-    ALONE = "alone"                         # queued as its own alarm
-    FOLDED = "folded"                       # folded into a summary
-    ATTACHED = "attached"                   # a debounced GPU, added to the alarm standing for its node
-    RECOVERY = "recovery"                   # a recovery alarm was queued
-    RECOVERY_PENDING = "recovery_pending"   # recovered, but its alarm still stands for other incidents
-    DROPPED = "dropped"                     # the queue was full of alarms at least as urgent
+    ALONE = "alone"  # queued as its own alarm
+    FOLDED = "folded"  # folded into a summary
+    ATTACHED = "attached"  # a debounced GPU, added to the alarm standing for its node
+    RECOVERY = "recovery"  # a recovery alarm was queued
+    RECOVERY_PENDING = "recovery_pending"  # recovered, but its alarm still stands for other incidents
+    DROPPED = "dropped"  # the queue was full of alarms at least as urgent
 
 
 # Enum members as module names, for the ingest path: in CPython 3.11 reading a member off its enum class costs about
@@ -50,10 +50,24 @@ _KIND_ALONE, _KIND_SUMMARY, _KIND_RECOVERY = ItemKind.ALONE, ItemKind.SUMMARY, I
 
 
 class Lane:
-    def __init__(self, name: str, *, language: str = "zh", group_by=("event_type", "rack"), window: float = 60.0,
-                 cluster_threshold: int = 3, grouping: bool = True, queue_size: int = 256, deadlines=None,
-                 rate_burst: int = 3, rate_interval: float = 5.0, max_tracked: int = 100_000,
-                 track_s: float = 6 * 3600.0, id_window: float = 120.0, log=None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        language: str = "zh",
+        group_by=("event_type", "rack"),
+        window: float = 60.0,
+        cluster_threshold: int = 3,
+        grouping: bool = True,
+        queue_size: int = 256,
+        deadlines=None,
+        rate_burst: int = 3,
+        rate_interval: float = 5.0,
+        max_tracked: int = 100_000,
+        track_s: float = 6 * 3600.0,
+        id_window: float = 120.0,
+        log=None,
+    ):
         self.name = name
         self.language = language
         self.grouping_on = grouping
@@ -62,17 +76,17 @@ class Lane:
         self.tracker = RecoveryTracker(max_tracked=max_tracked, track_s=track_s)
         self.rate = RateLimit(rate_burst, rate_interval)
         self.stats = LaneStats()
-        self.id_window = max(1.0, float(id_window))   # an incident without an ident: its key and this window
+        self.id_window = max(1.0, float(id_window))  # an incident without an ident: its key and this window
         self.log = log or (lambda event, **kw: None)
         # cond's lock, taken directly by the ingest path: `with cond` enters it through two Python calls
         # (Condition.__enter__/__exit__), about 400 instructions an incident
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.seq = 0
-        self.gen = 0                             # bumped on every change the persisted queue must see
-        self.wake_on_change = False              # set by an idle persister: wake me on the next change
-        self.sync_gen = 0                        # bumped when an alarm is added: that write is fsynced
-        self.up = None                           # None: never tried
+        self.gen = 0  # bumped on every change the persisted queue must see
+        self.wake_on_change = False  # set by an idle persister: wake me on the next change
+        self.sync_gen = 0  # bumped when an alarm is added: that write is fsynced
+        self.up = None  # None: never tried
 
     # views used by the service, the tests and the bench
     @property
@@ -134,14 +148,29 @@ class Lane:
 
     def _new_item(self, *, id, level, text, key, carried, now, kind) -> Item:
         self.seq += 1
-        return Item(id=id, seq=self.seq, level=level, text=text, key=key, carried=carried,
-                    created=now, deadline=self.queue.deadline(level, now), kind=kind)
+        return Item(
+            id=id,
+            seq=self.seq,
+            level=level,
+            text=text,
+            key=key,
+            carried=carried,
+            created=now,
+            deadline=self.queue.deadline(level, now),
+            kind=kind,
+        )
 
     def _alone(self, inc, now) -> Outcome:
         status = "resolved" if inc.recovery else "firing"
-        it = self._new_item(id=alarm_id(self._ident(inc, now), status), level=inc.level,
-                            text=inc.text_for(self.language), key=inc.key, carried=[inc.key], now=now,
-                            kind=_KIND_RECOVERY if inc.recovery else _KIND_ALONE)
+        it = self._new_item(
+            id=alarm_id(self._ident(inc, now), status),
+            level=inc.level,
+            text=inc.text_for(self.language),
+            key=inc.key,
+            carried=[inc.key],
+            now=now,
+            kind=_KIND_RECOVERY if inc.recovery else _KIND_ALONE,
+        )
         if not self._enqueue(it):
             return _DROPPED
         if not inc.recovery:
@@ -160,8 +189,9 @@ class Lane:
             # named after its first incident, so gateways that saw the same incidents name it alike
             first = hashlib.sha256(self._ident(inc, now).encode("utf-8", "surrogatepass")).hexdigest()[:6]
             key = g.summary_key(first)
-            it = self._new_item(id=alarm_id(key, "1"), level=g.level, text="", key=key, carried=[], now=now,
-                                kind=_KIND_SUMMARY)
+            it = self._new_item(
+                id=alarm_id(key, "1"), level=g.level, text="", key=key, carried=[], now=now, kind=_KIND_SUMMARY
+            )
             it.group = g
             g.pending = it
             it.text = summary_text(g, self.language)
@@ -175,7 +205,7 @@ class Lane:
             if upgraded:
                 it.level = g.level
                 it.deadline = self.queue.deadline(it.level, it.created)
-            it.grew(self.language)    # new content, new words and message id (retries keep theirs)
+            it.grew(self.language)  # new content, new words and message id (retries keep theirs)
             self.stats.alarms.replaced += 1
             self._touch(quiet=not upgraded)
         if not inc.recovery:
@@ -186,8 +216,7 @@ class Lane:
 
     def _go_cluster(self, cg, same, inc, now) -> Outcome:
         """The kind spans enough racks: one cluster-wide summary, absorbing the racks' unsent summaries."""
-        absorbed = [g.pending for g in same
-                    if g.pending is not None and g.pending.queued and not g.pending.inflight]
+        absorbed = [g.pending for g in same if g.pending is not None and g.pending.queued and not g.pending.inflight]
         result = self._fold(cg, inc, now)
         it = cg.pending
         if it is not None and absorbed:
@@ -203,7 +232,7 @@ class Lane:
                 if old.level > it.level:
                     it.level = old.level
                 if old.seq < it.seq:
-                    it.seq = old.seq          # keep the earliest queue position: order of incidents holds
+                    it.seq = old.seq  # keep the earliest queue position: order of incidents holds
             it.grew(self.language)
             self._touch()
         return result
@@ -220,8 +249,9 @@ class Lane:
         ident = self._ident(inc, now)
         # a single incident's recovery has the id any gateway gives it, tracked or not (then it goes out alone)
         rid = alarm_id(ident, "resolved") if carrier == inc.key else alarm_id(carrier, ident, "resolved")
-        it = self._new_item(id=rid, level=NORMAL, text=text, key=carrier, carried=[inc.key], now=now,
-                            kind=_KIND_RECOVERY)
+        it = self._new_item(
+            id=rid, level=NORMAL, text=text, key=carrier, carried=[inc.key], now=now, kind=_KIND_RECOVERY
+        )
         if not self._enqueue(it):
             return _DROPPED
         return _RECOVERY
@@ -244,8 +274,15 @@ class Lane:
         self.stats.alarms.dropped_full += 1
         self.stats.incidents.dropped += it.ncarried
         self._untrack(it)
-        self.log("alarm_dropped", terminal=self.name, id=it.id, level=LEVEL_NAMES[it.level], reason=why,
-                 incidents=it.ncarried, text=it.text)
+        self.log(
+            "alarm_dropped",
+            terminal=self.name,
+            id=it.id,
+            level=LEVEL_NAMES[it.level],
+            reason=why,
+            incidents=it.ncarried,
+            text=it.text,
+        )
 
     def _untrack(self, it: Item) -> None:
         if it.kind is not _KIND_RECOVERY:
@@ -256,7 +293,7 @@ class Lane:
         self.expire(now)
         it = self.queue.next()
         if it is not None and it.dirty:
-            it.id   # brought up to date under the lock: ingest may be counting its group right now  # noqa: B018
+            it.id  # brought up to date under the lock: ingest may be counting its group right now  # noqa: B018
         return it
 
     def expire(self, now: float) -> list:
@@ -266,8 +303,15 @@ class Lane:
             self.stats.incidents.expired += x.ncarried
             self._untrack(x)
             self._touch()
-            self.log("alarm_undeliverable", terminal=self.name, id=x.id, level=LEVEL_NAMES[x.level],
-                     attempts=x.attempts, incidents=x.ncarried, text=x.text)
+            self.log(
+                "alarm_undeliverable",
+                terminal=self.name,
+                id=x.id,
+                level=LEVEL_NAMES[x.level],
+                attempts=x.attempts,
+                incidents=x.ncarried,
+                text=x.text,
+            )
         return gone
 
     def delivered(self, it: Item, now: float, *, duplicate: bool = False) -> None:
@@ -306,7 +350,7 @@ class Lane:
     def _touch(self, quiet=False) -> None:
         """quiet: a summary only grew. Nobody but an idle persister needs waking for that, and waking the worker
         and the coalescing persister on each of a storm's thousands of folds costs more than the folds."""
-        lock = self.lock   # re-entrant: callers usually hold it already (acquire/release: see submit)
+        lock = self.lock  # re-entrant: callers usually hold it already (acquire/release: see submit)
         lock.acquire()
         try:
             self.gen += 1
@@ -320,8 +364,14 @@ class Lane:
 
     def snapshot(self) -> dict:
         with self.cond:
-            return {"version": 1, "terminal": self.name, "seq": self.seq, "gen": self.gen, "sync_gen": self.sync_gen,
-                    "items": [x.to_json() for x in sorted(self.queue.items, key=lambda x: x.seq)]}
+            return {
+                "version": 1,
+                "terminal": self.name,
+                "seq": self.seq,
+                "gen": self.gen,
+                "sync_gen": self.sync_gen,
+                "items": [x.to_json() for x in sorted(self.queue.items, key=lambda x: x.seq)],
+            }
 
     def restore(self, data: dict) -> int:
         """Load a persisted queue (after a restart). Returns how many alarms were restored."""

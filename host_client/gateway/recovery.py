@@ -15,12 +15,12 @@ class RecoveryTracker:
     def __init__(self, *, max_tracked: int = 100_000, track_s: float = 6 * 3600.0):
         self.max_tracked = int(max_tracked)
         self.track_s = float(track_s)
-        self.carrier_of: OrderedDict = OrderedDict()   # incident key -> (alarm key that told the terminal, since)
+        self.carrier_of: OrderedDict = OrderedDict()  # incident key -> (alarm key that told the terminal, since)
         # alarm key -> the incident keys not yet recovered, as a dict's keys: a storm's summary stands for tens of
         # thousands, and a dict holds them in about half a set's memory (a compact index, no sparse table of entries)
         self.open: dict = {}
-        self.carried_size: dict = {}             # alarm key -> how many incidents (nodes) it stood for
-        self.scope_head: dict = {}               # scope (rack:host:type) -> incident key that fired for it
+        self.carried_size: dict = {}  # alarm key -> how many incidents (nodes) it stood for
+        self.scope_head: dict = {}  # scope (rack:host:type) -> incident key that fired for it
         self._high = 0
         self._last_entry = None
         # the since-time of carrier_of's first entry, or None when unknown: while it is within track_s there is
@@ -80,7 +80,7 @@ class RecoveryTracker:
             self._head_since = None
             self._release(k, e[0])
         h = self._head_since
-        if h is None or not h > now - self.track_s:     # prune()'s own test, inline (a NaN now prunes, as before)
+        if h is None or not h > now - self.track_s:  # prune()'s own test, inline (a NaN now prunes, as before)
             self.prune(now)
 
     def recovered(self, incident_key: str):
@@ -96,7 +96,7 @@ class RecoveryTracker:
         if keys is not None:
             keys.pop(incident_key, None)
             if keys:
-                return carrier, False, 0    # the alarm still stands for other incidents
+                return carrier, False, 0  # the alarm still stands for other incidents
             del self.open[carrier]
         return carrier, True, self.carried_size.pop(carrier, 1)
 

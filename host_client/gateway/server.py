@@ -39,17 +39,17 @@ from .ingest import BodyError, decode_body
 
 try:
     from ._nativesend import Sender as NativeSender
-except ImportError:       # not built (no C compiler where it was installed): the loop's thread sends its answers
+except ImportError:  # not built (no C compiler where it was installed): the loop's thread sends its answers
     NativeSender = None
 
 log = logging.getLogger("sentinel.gateway")
 
 MAX_HEAD = 16384
 IDLE_S = 60.0
-SWEEP_S = 10.0                 # how often idle keep-alive connections are looked for
-ACCEPT_PAUSE_S = 0.1           # accept() out of descriptors: how long to stop accepting before trying again
+SWEEP_S = 10.0  # how often idle keep-alive connections are looked for
+ACCEPT_PAUSE_S = 0.1  # accept() out of descriptors: how long to stop accepting before trying again
 _OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-_HOLD_HEAD = MAX_HEAD + 4      # with gateway.max_body: the most a connection holds unparsed (one whole request)
+_HOLD_HEAD = MAX_HEAD + 4  # with gateway.max_body: the most a connection holds unparsed (one whole request)
 # Answer bytes one connection may hand the native sender before the loop waits until the sender has done them (sent
 # or handed back): a client that pipelines thousands of requests and never reads would otherwise have every request
 # in the loop's buffer answered before the sender reports that the socket is full (8.9 MB held for one such client
@@ -60,10 +60,19 @@ _IN = select.EPOLLIN if hasattr(select, "epoll") else select.POLLIN
 _OUT = select.EPOLLOUT if hasattr(select, "epoll") else select.POLLOUT
 # readable, or the peer hung up / the socket failed: recv() tells which
 _IN_ERR = _IN | (select.EPOLLHUP | select.EPOLLERR if hasattr(select, "epoll") else select.POLLHUP | select.POLLERR)
-_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            405: "Method Not Allowed",
-            411: "Length Required", 413: "Payload Too Large", 422: "Unprocessable Entity",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+_REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
 
 
 def _no_default(o):
@@ -72,8 +81,11 @@ def _no_default(o):
 
 # The C encoder, built once and called directly: JSONEncoder.encode builds a closure and a chunk list per call, a
 # fifth of an answer's cost. No circular-reference markers: an answer is a fresh tree of dicts, lists and scalars.
-_C_ENCODE = json.encoder.c_make_encoder(None, _no_default, json.encoder.encode_basestring, None, ":", ",", False,
-                                        False, True) if json.encoder.c_make_encoder else None
+_C_ENCODE = (
+    json.encoder.c_make_encoder(None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    if json.encoder.c_make_encoder
+    else None
+)
 _PY_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -83,7 +95,7 @@ def _ENCODE(obj) -> str:  # noqa: N802 - a constant-like callable, as before
     return "".join(_C_ENCODE(obj, 0))
 
 
-_ESC = json.encoder.encode_basestring      # what _ENCODE writes a string with (C where built)
+_ESC = json.encoder.encode_basestring  # what _ENCODE writes a string with (C where built)
 _ANSWER = ("ok", "key", "level", "result")
 _ANSWER_ROUTED = _ANSWER + ("terminals",)
 
@@ -100,12 +112,23 @@ def _encode_answer(a) -> str:
                 return '{"ok":true,"key":%s,"level":%s,"result":%s}' % (_ESC(key), _ESC(level), _ESC(result))
         elif keys == _ANSWER_ROUTED:
             ok, key, level, result, terms = a.values()
-            if (ok is True and type(key) is str and type(level) is str and type(result) is str and
-                    type(terms) is dict and len(terms) == 1):
+            if (
+                ok is True
+                and type(key) is str
+                and type(level) is str
+                and type(result) is str
+                and type(terms) is dict
+                and len(terms) == 1
+            ):
                 ((name, fate),) = terms.items()
-                if isinstance(name, str) and isinstance(fate, str):     # an outcome is a str enum
+                if isinstance(name, str) and isinstance(fate, str):  # an outcome is a str enum
                     return '{"ok":true,"key":%s,"level":%s,"result":%s,"terminals":{%s:%s}}' % (
-                        _ESC(key), _ESC(level), _ESC(result), _ESC(name), _ESC(fate))
+                        _ESC(key),
+                        _ESC(level),
+                        _ESC(result),
+                        _ESC(name),
+                        _ESC(fate),
+                    )
     return _ENCODE(a)
 
 
@@ -120,8 +143,18 @@ _JSON_200 = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Lengt
 
 def _head(status, ctype, n, *, close=False, extra=b""):
     line = _STATUS_LINE.get(status) or ("HTTP/1.1 %d Error\r\n" % status).encode()
-    return b"".join((line, b"Content-Type: ", ctype, b"\r\nContent-Length: ", str(n).encode(),
-                     b"\r\nConnection: close\r\n" if close else b"\r\n", extra, b"\r\n"))
+    return b"".join(
+        (
+            line,
+            b"Content-Type: ",
+            ctype,
+            b"\r\nContent-Length: ",
+            str(n).encode(),
+            b"\r\nConnection: close\r\n" if close else b"\r\n",
+            extra,
+            b"\r\n",
+        )
+    )
 
 
 # A keep-alive client sends the same head again and again but for Content-Length (a probe, Alertmanager, wrk): the
@@ -129,7 +162,7 @@ def _head(status, ctype, n, *, close=False, extra=b""):
 # at most 256 of them per front (cleared when full, so a client that varies its heads costs only the normal parse).
 _HEAD_MEMO = 256
 _HEAD_MEMO_MAX = 1024
-_CHUNKED = "chunked"   # not a 400: 411, said where the parse is used
+_CHUNKED = "chunked"  # not a 400: 411, said where the parse is used
 
 
 def _parse_head(head, *, with_auth):
@@ -146,7 +179,7 @@ def _parse_head(head, *, with_auth):
     i = low.find(b"\r\ncontent-length:")
     if i >= 0:
         j = low.find(b"\r\n", i + 17)
-        v = low[i + 17:j if j >= 0 else len(low)].strip()
+        v = low[i + 17 : j if j >= 0 else len(low)].strip()
         if not v.isdigit():
             return "Content-Length must be a number"
         length = int(v)
@@ -162,66 +195,92 @@ def _parse_head(head, *, with_auth):
         i = low.find(b"\r\nauthorization:")
         if i >= 0:
             j = low.find(b"\r\n", i + 16)
-            auth = head[i + 16:j if j >= 0 else len(head)].decode("latin-1").strip()
+            auth = head[i + 16 : j if j >= 0 else len(head)].decode("latin-1").strip()
     return method.decode("latin-1"), target.decode("latin-1").split("?", 1)[0], length, close, expect, auth
 
 
 class FrontStatus:
-    __slots__ = ("connections", "accept_failures", "accept_failing", "accept_error", "sender", "send_queued",
-                 "sends_held")
+    __slots__ = (
+        "connections",
+        "accept_failures",
+        "accept_failing",
+        "accept_error",
+        "sender",
+        "send_queued",
+        "sends_held",
+    )
 
-    def __init__(self, *, connections, accept_failures, accept_failing, accept_error, sender="loop", send_queued=0,
-                 sends_held=0):
+    def __init__(
+        self, *, connections, accept_failures, accept_failing, accept_error, sender="loop", send_queued=0, sends_held=0
+    ):
         self.connections = connections
         self.accept_failures = accept_failures
         self.accept_failing = accept_failing
         self.accept_error = accept_error
-        self.sender = sender              # "native": the C extension's thread sends the answers; "loop": the loop's
-        self.send_queued = send_queued    # answers (and closes) handed to the native sender, not yet done
-        self.sends_held = sends_held      # answers the socket did not take whole (a client not reading): handed back
+        self.sender = sender  # "native": the C extension's thread sends the answers; "loop": the loop's
+        self.send_queued = send_queued  # answers (and closes) handed to the native sender, not yet done
+        self.sends_held = sends_held  # answers the socket did not take whole (a client not reading): handed back
 
 
 class _Conn:
     """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
     of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
 
-    __slots__ = ("front", "home", "sock", "fd", "buf", "out", "busy", "closing", "last", "paused", "tag", "native",
-                 "fenced", "handed", "seq")
+    __slots__ = (
+        "front",
+        "home",
+        "sock",
+        "fd",
+        "buf",
+        "out",
+        "busy",
+        "closing",
+        "last",
+        "paused",
+        "tag",
+        "native",
+        "fenced",
+        "handed",
+        "seq",
+    )
 
     def __init__(self, front, home, sock):
         self.front = front
-        self.home = home           # the _Loop whose thread serves this connection
+        self.home = home  # the _Loop whose thread serves this connection
         self.sock = sock
         self.fd = sock.fileno()
         self.buf = bytearray()
-        self.out = None            # answer bytes the socket did not take at once (a bytearray), in order
-        self.busy = False          # an answer is waiting for its alarm to reach the disk
+        self.out = None  # answer bytes the socket did not take at once (a bytearray), in order
+        self.busy = False  # an answer is waiting for its alarm to reach the disk
         self.closing = False
         self.last = time.monotonic()
-        self.paused = False        # not read from: a whole request waits here while an answer is pending
-        self.tag = next(_TAGS)     # names this connection in what the native sender hands back
-        self.native = home.sender is not None   # answers go to the native sender (until it hands one back)
-        self.fenced = False        # out holds what the sender handed back; more may follow until the fence does
-        self.handed = 0            # answer bytes handed to the native sender since it last did all of them
-        self.seq = 0               # over the window: the sender's number of the last item handed over
+        self.paused = False  # not read from: a whole request waits here while an answer is pending
+        self.tag = next(_TAGS)  # names this connection in what the native sender hands back
+        self.native = home.sender is not None  # answers go to the native sender (until it hands one back)
+        self.fenced = False  # out holds what the sender handed back; more may follow until the fence does
+        self.handed = 0  # answer bytes handed to the native sender since it last did all of them
+        self.seq = 0  # over the window: the sender's number of the last item handed over
 
     def readable(self):
         try:
-            data = self.sock.recv(_RECV)          # the GIL is released for the syscall
+            data = self.sock.recv(_RECV)  # the GIL is released for the syscall
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self.close()
             return
-        if not data:                              # the client closed its end: nothing more to read or answer
+        if not data:  # the client closed its end: nothing more to read or answer
             self.close()
             return
         self.last = time.monotonic()
         self.buf += data
         if not self.busy and self.out is None:
             self._process()
-        if (len(self.buf) > self.front.max_body + _HOLD_HEAD and self.fd >= 0 and
-                (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)):
+        if (
+            len(self.buf) > self.front.max_body + _HOLD_HEAD
+            and self.fd >= 0
+            and (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)
+        ):
             # A client that sends and does not wait for its answers (or never reads them): what it sent beyond one
             # whole request stays in the kernel, and TCP tells it to wait, until this connection's answers are out.
             self.paused = True
@@ -246,7 +305,7 @@ class _Conn:
             self.close()
             return
         if not self.busy:
-            self._process()                       # requests that arrived while the answers were queued
+            self._process()  # requests that arrived while the answers were queued
         self._rearm()
 
     def _process(self):
@@ -284,15 +343,14 @@ class _Conn:
                         self.buf.clear()
                         self.answer(denied[0], denied[1], close=True, extra=WWW_AUTH)
                         return
-                self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % front.max_body,
-                           source=src)
+                self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % front.max_body, source=src)
                 return
             total = end + 4 + length
             if len(buf) < total:
                 if expect and len(buf) == end + 4:
                     self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 return
-            body = bytes(buf[end + 4:total])
+            body = bytes(buf[end + 4 : total])
             del buf[:total]
             front.handle(self, method=method, path=path, body=body, close=close, auth=auth)
 
@@ -323,7 +381,7 @@ class _Conn:
             try:
                 home.sender.send(self.fd, data, self.tag)
             except MemoryError:
-                self.close()      # the answer cannot be queued: the client sees the connection end and retries
+                self.close()  # the answer cannot be queued: the client sees the connection end and retries
                 return
             self.handed += len(data)
             if self.handed > _NATIVE_WINDOW:
@@ -370,9 +428,14 @@ class _Conn:
 
     def _rearm(self):
         """Reading paused, and what was read has been answered down to less than one request: read again."""
-        if self.paused and self.fd >= 0 and (len(self.buf) <= self.front.max_body + _HOLD_HEAD or
-                                             not (self.busy or self.out is not None or
-                                                  self.handed > _NATIVE_WINDOW)):
+        if (
+            self.paused
+            and self.fd >= 0
+            and (
+                len(self.buf) <= self.front.max_body + _HOLD_HEAD
+                or not (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)
+            )
+        ):
             self.paused = False
             self.home.watch(self)
 
@@ -399,26 +462,26 @@ class _Loop:
         self.sock = sock
         # answers are sent by a thread of the C extension's, without the GIL (_nativesend.c says why)
         self.sender = NativeSender() if native_send and NativeSender is not None else None
-        self._closes = []                   # descriptors the sender could not take to close yet (MemoryError)
-        self.throttled = set()              # connections over _NATIVE_WINDOW, waiting for the sender
-        self.conns = {}                     # fd -> _Conn
-        self.calls = collections.deque()    # callbacks handed over from other threads
-        self.timers = collections.deque()   # (deadline, callback), in deadline order
+        self._closes = []  # descriptors the sender could not take to close yet (MemoryError)
+        self.throttled = set()  # connections over _NATIVE_WINDOW, waiting for the sender
+        self.conns = {}  # fd -> _Conn
+        self.calls = collections.deque()  # callbacks handed over from other threads
+        self.timers = collections.deque()  # (deadline, callback), in deadline order
         self.stopped = False
         self.thread = None
         self._rfd, self._wfd = os.pipe()
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._woken = False
-        self.accept_failing = False         # accept() failed for want of descriptors or memory, none taken since
-        self.accept_failures = 0            # such episodes
+        self.accept_failing = False  # accept() failed for want of descriptors or memory, none taken since
+        self.accept_failures = 0  # such episodes
         self.accept_error = None
         self._closed = False
         self._pipe_lock = threading.Lock()
         if hasattr(select, "epoll"):
             self.poller = select.epoll()
-            self._scale = 1.0               # epoll.poll takes seconds, poll.poll milliseconds
-        else:                               # pragma: no cover - not Linux
+            self._scale = 1.0  # epoll.poll takes seconds, poll.poll milliseconds
+        else:  # pragma: no cover - not Linux
             self.poller = select.poll()
             self._scale = 1000.0
         self.poller.register(sock.fileno(), _IN)
@@ -441,7 +504,7 @@ class _Loop:
                 try:
                     os.write(self._wfd, b"x")
                 except (BlockingIOError, InterruptedError):
-                    pass                    # the pipe is full: the loop is awake anyway
+                    pass  # the pipe is full: the loop is awake anyway
 
     def stop(self):
         self.stopped = True
@@ -469,10 +532,10 @@ class _Loop:
         for fd, tag, err, data in self.sender.returned():
             c = conns.get(fd)
             if c is None or c.tag != tag:
-                continue                    # closed meanwhile (its descriptor may already name a new connection)
+                continue  # closed meanwhile (its descriptor may already name a new connection)
             if err > 0:
-                c.close()                   # the peer went away (or the sender ran out of memory)
-            elif err < 0:                   # the fence: nothing more of this connection's can come back
+                c.close()  # the peer went away (or the sender ran out of memory)
+            elif err < 0:  # the fence: nothing more of this connection's can come back
                 c.fenced = False
                 self.watch(c)
             else:
@@ -523,15 +586,17 @@ class _Loop:
                 return
             except OSError as e:
                 if e.errno not in _OUT_OF_SOCKETS:
-                    continue                # that one connection failed (ECONNABORTED, ...): take the next
+                    continue  # that one connection failed (ECONNABORTED, ...): take the next
                 # Out of descriptors or buffers: the listening socket stays readable, so waiting on it would spin.
                 # Stop accepting for a moment, say so once per episode, and keep serving those connected.
                 self.accept_error = "%s (%d connections open)" % (e.strerror or e, len(self.conns))
                 if not self.accept_failing:
                     self.accept_failing = True
                     self.accept_failures += 1
-                    log.warning("accept_paused", extra={"fields": {"error": str(e), "retry_s": ACCEPT_PAUSE_S,
-                                                                   "connections": len(self.conns)}})
+                    log.warning(
+                        "accept_paused",
+                        extra={"fields": {"error": str(e), "retry_s": ACCEPT_PAUSE_S, "connections": len(self.conns)}},
+                    )
                 self.poller.modify(self.sock.fileno(), 0)
                 self.call_later(ACCEPT_PAUSE_S, self._resume_accept)
                 return
@@ -572,7 +637,7 @@ class _Loop:
                 if calls:
                     wait = 0
                 if self.throttled and self._resume_throttled():
-                    wait = min(wait, 0.0005)    # some still wait for the sender: look again soon
+                    wait = min(wait, 0.0005)  # some still wait for the sender: look again soon
                 try:
                     events = poll(max(wait, 0) * scale)
                 except InterruptedError:
@@ -608,13 +673,13 @@ class _Loop:
                         fds, self._closes = self._closes, []
                         for fd in fds:
                             self.close_later(fd)
-                    sender.flush()          # one wake-up per turn of the loop for every answer it queued
+                    sender.flush()  # one wake-up per turn of the loop for every answer it queued
         finally:
             for c in list(conns.values()):
                 c.close()
             if sender is not None:
-                sender.stop()               # what was queued is sent, then closed
-                for fd in self._closes:     # (what could not be queued for closing: nothing is pending for it now)
+                sender.stop()  # what was queued is sent, then closed
+                for fd in self._closes:  # (what could not be queued for closing: nothing is pending for it now)
                     try:
                         os.close(fd)
                     except OSError:
@@ -648,25 +713,31 @@ class IngestFront:
         self.max_body = config.max_body
         self.native_wanted = bool(getattr(config, "native_send", True) if native_send is None else native_send)
         self.native_send = self.native_wanted and NativeSender is not None
-        self.auth = gw.auth_required      # the ingest endpoints require a bearer token ([ingest], config.py)
+        self.auth = gw.auth_required  # the ingest endpoints require a bearer token ([ingest], config.py)
         self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
         self.loops = []
         self.port = None
-        self.heads = {}                   # head bytes -> its parse (_parse_head), for keep-alive repeats
+        self.heads = {}  # head bytes -> its parse (_parse_head), for keep-alive repeats
         gw.front_status = self.status
-        self.ingest = {"/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
-                       "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
-                       "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w))}
+        self.ingest = {
+            "/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
+            "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
+            "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w)),
+        }
 
     def status(self):
         """What /healthz and /metrics say of this front (Gateway.front_status)."""
         failing = [h for h in self.loops if h.accept_failing]
         senders = [h.sender for h in self.loops if h.sender is not None]
-        return FrontStatus(connections=sum(len(h.conns) for h in self.loops),
-                           accept_failures=sum(h.accept_failures for h in self.loops),
-                           accept_failing=bool(failing), accept_error=failing[0].accept_error if failing else None,
-                           sender="native" if self.native_send else "loop",
-                           send_queued=sum(s.queued for s in senders), sends_held=sum(s.held for s in senders))
+        return FrontStatus(
+            connections=sum(len(h.conns) for h in self.loops),
+            accept_failures=sum(h.accept_failures for h in self.loops),
+            accept_failing=bool(failing),
+            accept_error=failing[0].accept_error if failing else None,
+            sender="native" if self.native_send else "loop",
+            send_queued=sum(s.queued for s in senders),
+            sends_held=sum(s.held for s in senders),
+        )
 
     def source_of(self, path):
         h = self.ingest.get(path.split("?", 1)[0])
@@ -678,8 +749,12 @@ class IngestFront:
         h = self.ingest.get(path)
         if h is not None:
             if method != "POST":
-                conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use POST"}, close=close,
-                            extra=b"Allow: POST\r\n")
+                conn.answer(
+                    405,
+                    {"ok": False, "error": "method_not_allowed", "message": "use POST"},
+                    close=close,
+                    extra=b"Allow: POST\r\n",
+                )
                 return
             source, fn = h
             if self.auth:
@@ -710,8 +785,12 @@ class IngestFront:
         elif path == "/metrics" and method == "GET":
             conn.answer(200, self.gw.metrics_text().encode(), close=close, ctype=b"text/plain; version=0.0.4")
         elif path in ("/healthz", "/metrics"):
-            conn.answer(405, {"ok": False, "error": "method_not_allowed", "message": "use GET"}, close=close,
-                        extra=b"Allow: GET\r\n")
+            conn.answer(
+                405,
+                {"ok": False, "error": "method_not_allowed", "message": "use GET"},
+                close=close,
+                extra=b"Allow: GET\r\n",
+            )
         else:
             conn.answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"}, close=close)
 
@@ -767,9 +846,15 @@ class IngestFront:
         socks = [first] + [self._socket(host, self.port) for _ in range(self.io_loops - 1)]
         self.loops = [_Loop(self, sock, native_send=self.native_send) for sock in socks]
         if self.native_wanted and not self.native_send:
-            log.warning("native_send_unavailable", extra={"fields": {
-                "reason": "host_client.gateway._nativesend is not built (no C compiler at install?): the event "
-                          "loop's thread sends the answers, about a third slower under a storm"}})
+            log.warning(
+                "native_send_unavailable",
+                extra={
+                    "fields": {
+                        "reason": "host_client.gateway._nativesend is not built (no C compiler at install?): the event "
+                        "loop's thread sends the answers, about a third slower under a storm"
+                    }
+                },
+            )
         starts = []
         for i, home in enumerate(self.loops):
             started = threading.Event()
@@ -782,7 +867,7 @@ class IngestFront:
             ready()
         for home in self.loops:
             while home.thread.is_alive():
-                home.thread.join(0.5)     # in slices: the main thread stays responsive to SIGTERM/SIGINT
+                home.thread.join(0.5)  # in slices: the main thread stays responsive to SIGTERM/SIGINT
 
     def stop(self):
         for home in self.loops:

@@ -28,7 +28,7 @@ from .stats import LATENCY_BUCKETS
 
 logger = logging.getLogger("sentinel.gateway")
 MAX_BATCH = 1000
-_PHRASES: dict = {}       # event type -> its (zh, en) summary phrase
+_PHRASES: dict = {}  # event type -> its (zh, en) summary phrase
 # the events_in / suppressed counters' key of a GPU event, by its type: ("gpu_event", metric type)
 _GPU_COUNT_KEYS = {t: ("gpu_event", t) for t in EVENT_TYPES}
 _GPU_COUNT_OTHER = ("gpu_event", OTHER_TYPE)
@@ -57,8 +57,7 @@ class TextFormatter(logging.Formatter):
 
 
 def _lane_log(event, **fields):
-    log_event(event, logging.WARNING if event in ("alarm_dropped", "alarm_undeliverable") else logging.INFO,
-              **fields)
+    log_event(event, logging.WARNING if event in ("alarm_dropped", "alarm_undeliverable") else logging.INFO, **fields)
 
 
 _ERRORS = frozenset(("alarm_dead_letter", "persist_failed", "dead_letter_unsaved", "worker_error"))
@@ -66,8 +65,13 @@ _WARNINGS = frozenset(("terminal_unreachable", "alarm_refused", "heartbeat_faile
 
 
 def _worker_log(event, **fields):
-    lvl = logging.ERROR if event in _ERRORS else logging.WARNING if event in _WARNINGS else (
-        logging.DEBUG if event == "delivery_retry" else logging.INFO)
+    lvl = (
+        logging.ERROR
+        if event in _ERRORS
+        else logging.WARNING
+        if event in _WARNINGS
+        else (logging.DEBUG if event == "delivery_retry" else logging.INFO)
+    )
     log_event(event, lvl, **fields)
 
 
@@ -76,18 +80,18 @@ class Gateway:
         self.cfg = config
         self.clock = clock
         self.mono = mono
-        self.boot = os.urandom(3).hex()   # not secrets.token_hex: the same bytes, without 0.8 MB of imports
+        self.boot = os.urandom(3).hex()  # not secrets.token_hex: the same bytes, without 0.8 MB of imports
         self.debouncer = Debouncer(config.debounce_window, config.debounce_max_keys)
         self.lock = threading.Lock()
         self.started_at = clock()
-        self.events_in = {}       # (source, type) -> n
-        self.rejected = {}        # (source, code) -> n
-        self.suppressed = {}      # (source, type) -> n
+        self.events_in = {}  # (source, type) -> n
+        self.rejected = {}  # (source, code) -> n
+        self.suppressed = {}  # (source, type) -> n
         self.unrouted = 0
         # set by the HTTP front that serves this gateway (server.py): () -> FrontStatus, for /healthz and /metrics
         self.front_status = None
-        self.stale = {}           # source -> firings dropped because their incident was resolved (an HA peer's copy)
-        self.not_durable = 0      # answers 503 because the queue could not be saved in time
+        self.stale = {}  # source -> firings dropped because their incident was resolved (an HA peer's copy)
+        self.not_durable = 0  # answers 503 because the queue could not be saved in time
         self.resolved = ResolvedMemory(hold_s=config.resolved_hold_s, max_keys=config.debounce_max_keys)
         # GPU events: (bucket, n) per key that recovered, so a fault that returns within the same id window gets a
         # new ident (key@bucket#n) and is not taken for a copy of the first by the terminal
@@ -103,19 +107,33 @@ class Gateway:
         if config.state_dir:
             os.makedirs(config.state_dir, exist_ok=True)
         for name, t in config.terminals.items():
-            lane = Lane(name, language=t.language or config.language, group_by=config.group_by,
-                        window=config.group_window, cluster_threshold=config.cluster_threshold,
-                        grouping=config.grouping, queue_size=t.queue_size or config.queue_size,
-                        deadlines=config.deadlines,
-                        rate_burst=t.rate_burst or config.rate_burst,
-                        rate_interval=config.rate_interval if t.rate_interval_s is None else t.rate_interval_s,
-                        max_tracked=config.max_tracked, track_s=config.track_s, id_window=self.id_window,
-                        log=_lane_log)
+            lane = Lane(
+                name,
+                language=t.language or config.language,
+                group_by=config.group_by,
+                window=config.group_window,
+                cluster_threshold=config.cluster_threshold,
+                grouping=config.grouping,
+                queue_size=t.queue_size or config.queue_size,
+                deadlines=config.deadlines,
+                rate_burst=t.rate_burst or config.rate_burst,
+                rate_interval=config.rate_interval if t.rate_interval_s is None else t.rate_interval_s,
+                max_tracked=config.max_tracked,
+                track_s=config.track_s,
+                id_window=self.id_window,
+                log=_lane_log,
+            )
             if clients and name in clients:
                 client = clients[name]
             else:
-                client = AlarmClient(t.url, t.key_id, t.secret.reveal(), timeout=t.timeout_s or config.timeout_s,
-                                     retries=0, transport=RfcCompatTransport() if t.compat == "rfc" else None)
+                client = AlarmClient(
+                    t.url,
+                    t.key_id,
+                    t.secret.reveal(),
+                    timeout=t.timeout_s or config.timeout_s,
+                    retries=0,
+                    transport=RfcCompatTransport() if t.compat == "rfc" else None,
+                )
             store = None
             if config.state_dir:
                 store = PendingStore(os.path.join(config.state_dir, "pending-%s.json" % name))
@@ -128,15 +146,24 @@ class Gateway:
                 if data:
                     n = lane.restore(data)
                     if n:
-                        log_event("pending_restored", terminal=name, alarms=n,
-                                  p0=sum(1 for x in lane.items if x.level == 2))
+                        log_event(
+                            "pending_restored", terminal=name, alarms=n, p0=sum(1 for x in lane.items if x.level == 2)
+                        )
             self.lanes[name] = lane
             if store is not None:
                 self.persisters[name] = Persister(lane, store, log=_worker_log)
-            self.workers[name] = Worker(lane, client, backoff_initial=config.backoff_initial,
-                                        backoff_max=config.backoff_max, heartbeat_s=t.heartbeat_s,
-                                        log=_worker_log, clock=clock, mono=mono, on_delivered=on_delivered,
-                                        store=store)
+            self.workers[name] = Worker(
+                lane,
+                client,
+                backoff_initial=config.backoff_initial,
+                backoff_max=config.backoff_max,
+                heartbeat_s=t.heartbeat_s,
+                log=_worker_log,
+                clock=clock,
+                mono=mono,
+                on_delivered=on_delivered,
+                store=store,
+            )
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -175,15 +202,20 @@ class Gateway:
         if not self._token_digests:
             return None
         if not header:
-            return self.refuse(source, 401, "auth_required", "this gateway's ingest requires an Authorization: "
-                               "Bearer <token> header ([ingest] token_env / token_file)")
+            return self.refuse(
+                source,
+                401,
+                "auth_required",
+                "this gateway's ingest requires an Authorization: "
+                "Bearer <token> header ([ingest] token_env / token_file)",
+            )
         scheme, _, cred = header.strip().partition(" ")
         cred = cred.strip()
         if scheme.lower() != "bearer" or not cred:
             return self.refuse(source, 401, "auth_scheme", "the Authorization header must be Bearer <token>")
         d = hashlib.sha256(cred.encode("utf-8", "surrogateescape")).digest()
         ok = False
-        for t in self._token_digests:     # every token compared: the time does not say which one matched
+        for t in self._token_digests:  # every token compared: the time does not say which one matched
             ok |= hmac.compare_digest(d, t)
         if not ok:
             return self.refuse(source, 401, "auth_invalid", "the bearer token is not one this gateway accepts")
@@ -191,7 +223,7 @@ class Gateway:
 
     def persist_broken(self):
         """The reason no new event can be taken durably now (a persister whose last save failed), or None."""
-        for p in self.persisters.values():     # on every request: the names only once one is broken
+        for p in self.persisters.values():  # on every request: the names only once one is broken
             if p.broken:
                 for name, p in self.persisters.items():
                     if p.broken:
@@ -215,8 +247,12 @@ class Gateway:
             return self._unavailable("gpu_event", broken)
         if isinstance(body, list):
             if not body or len(body) > MAX_BATCH:
-                return self.refuse("gpu_event", 422 if body else 400, "bad_batch",
-                                   "a batch is a JSON array of 1..%d events" % MAX_BATCH)
+                return self.refuse(
+                    "gpu_event",
+                    422 if body else 400,
+                    "bad_batch",
+                    "a batch is a JSON array of 1..%d events" % MAX_BATCH,
+                )
             results = [self._event(b) for b in body]
             incs = [r[2] for r in results if r[2] is not None]
             if incs:
@@ -229,8 +265,11 @@ class Gateway:
                         r[1]["terminals"] = routed[i]
                         i += 1
             answers = [r[1] for r in results]
-            return 200, {"ok": all(r[0] == 200 for r in results), "results": answers,
-                         "rejected": sum(1 for r in results if r[0] != 200)}
+            return 200, {
+                "ok": all(r[0] == 200 for r in results),
+                "results": answers,
+                "rejected": sum(1 for r in results if r[0] != 200),
+            }
         status, answer, inc = self._event(body)
         if inc is not None:
             routed, durable = self._dispatch([inc], waits)
@@ -251,11 +290,11 @@ class Gateway:
         recovery = ev.recovers is not None
         key = ev.key
         rfc_key = ev.rfc_key
-        scoped = key != rfc_key             # one GPU's fault, under the node's debounce key
+        scoped = key != rfc_key  # one GPU's fault, under the node's debounce key
         ident = None
-        ck = _GPU_COUNT_KEYS.get(ev.event_type, _GPU_COUNT_OTHER)      # ("gpu_event", ev.metric_type)
+        ck = _GPU_COUNT_KEYS.get(ev.event_type, _GPU_COUNT_OTHER)  # ("gpu_event", ev.metric_type)
         lock = self.lock
-        lock.acquire()          # not `with`: about 1,000 instructions less (callgrind)
+        lock.acquire()  # not `with`: about 1,000 instructions less (callgrind)
         try:
             d = self.events_in
             d[ck] = d.get(ck, 0) + 1
@@ -277,17 +316,38 @@ class Gateway:
         ph = _PHRASES.get(kind)
         if ph is None:
             ph = _PHRASES[kind] = (phrase(kind, "zh"), phrase(kind, "en"))
-            if len(_PHRASES) > 1024:        # unknown types are accepted: keep the memo bounded
+            if len(_PHRASES) > 1024:  # unknown types are accepted: keep the memo bounded
                 _PHRASES.clear()
         # both languages, built when first needed: each terminal speaks its own (terminals.<name>.language, else
         # gateway.language). A debounced GPU (not fire) is attached to the alarm that stands for its node's fault:
         # the RFC's debounce keeps the room quiet about a second GPU of the same node and fault, but the gateway
         # must still know that GPU is bad, so the first GPU's recovery does not turn the terminal green while this
         # one is not.
-        inc = gpu_incident(key, level, ev.rack, ev.host, kind, partial(_texts, ev, self.cfg.templates), ev.labels(),
-                           recovery, ph[0], ph[1], rfc_key if scoped else None, not fire, ident)
-        return 200, {"ok": True, "key": key, "level": LEVEL_NAMES[level],
-                     "result": "suppressed" if not fire else "recovery" if recovery else "alarm"}, inc
+        inc = gpu_incident(
+            key,
+            level,
+            ev.rack,
+            ev.host,
+            kind,
+            partial(_texts, ev, self.cfg.templates),
+            ev.labels(),
+            recovery,
+            ph[0],
+            ph[1],
+            rfc_key if scoped else None,
+            not fire,
+            ident,
+        )
+        return (
+            200,
+            {
+                "ok": True,
+                "key": key,
+                "level": LEVEL_NAMES[level],
+                "result": "suppressed" if not fire else "recovery" if recovery else "alarm",
+            },
+            inc,
+        )
 
     def _gpu_ident(self, key, ts, recovery):
         """The ident of a GPU incident: its key and the id window its first event falls in (the probe's ts when it
@@ -342,11 +402,25 @@ class Gateway:
             results, durable = self._dispatch(take, waits)
             if not durable:
                 return self._unavailable(source, "the pending queue was not saved in time")
-        log_event("alertmanager_notification", logging.INFO, alerts=len(incs), taken=len(take), suppressed=n_sup,
-                  stale=n_stale, group_key=str(body.get("groupKey", ""))[:200], source=source)
-        return 200, {"ok": True, "alerts": len(incs), "suppressed": n_sup, "stale": n_stale,
-                     "firing": sum(1 for i in take if not i.recovery),
-                     "resolved": sum(1 for i in take if i.recovery), "results": results}
+        log_event(
+            "alertmanager_notification",
+            logging.INFO,
+            alerts=len(incs),
+            taken=len(take),
+            suppressed=n_sup,
+            stale=n_stale,
+            group_key=str(body.get("groupKey", ""))[:200],
+            source=source,
+        )
+        return 200, {
+            "ok": True,
+            "alerts": len(incs),
+            "suppressed": n_sup,
+            "stale": n_stale,
+            "firing": sum(1 for i in take if not i.recovery),
+            "resolved": sum(1 for i in take if i.recovery),
+            "results": results,
+        }
 
     def not_durable_answer(self, source):
         """The answer that replaces a 200 whose alarm did not reach the disk in time (the epoll front)."""
@@ -401,12 +475,16 @@ class Gateway:
             w = self.workers[name]
             p = self.persisters.get(name)
             with lane.cond:
-                terms[name] = {"up": lane.up, "queue": len(lane.items),
-                               "p0_pending": sum(1 for x in lane.items if x.level == 2),
-                               "last_error": w.last_error, "dead_letters": lane.stats.alarms.dead_letter,
-                               "last_dead_letter": w.last_dead,
-                               "persist_failures": p.failed if p is not None else 0,
-                               "persist_error": p.last_error if p is not None and p.broken else None}
+                terms[name] = {
+                    "up": lane.up,
+                    "queue": len(lane.items),
+                    "p0_pending": sum(1 for x in lane.items if x.level == 2),
+                    "last_error": w.last_error,
+                    "dead_letters": lane.stats.alarms.dead_letter,
+                    "last_dead_letter": w.last_dead,
+                    "persist_failures": p.failed if p is not None else 0,
+                    "persist_error": p.last_error if p is not None and p.broken else None,
+                }
             if p is not None and p.broken:
                 problems.append("terminal %s: pending queue cannot be saved (%s)" % (name, p.last_error))
             if p is not None and not p.alive():
@@ -416,9 +494,14 @@ class Gateway:
         front = self.front_status() if self.front_status is not None else None
         if front is not None and front.accept_failing:
             problems.append("not accepting connections: %s" % front.accept_error)
-        out = {"ok": not problems, "uptime_s": round(self.clock() - self.started_at, 1), "terminals": terms,
-               "debounce_keys": len(self.debouncer), "resolved_memory": len(self.resolved),
-               "restore_errors": self.restore_errors}
+        out = {
+            "ok": not problems,
+            "uptime_s": round(self.clock() - self.started_at, 1),
+            "terminals": terms,
+            "debounce_keys": len(self.debouncer),
+            "resolved_memory": len(self.resolved),
+            "restore_errors": self.restore_errors,
+        }
         if front is not None:
             out["sender"] = front.sender
         if problems:
@@ -459,12 +542,19 @@ class Gateway:
         lines.append("sentinel_gateway_debounce_evicted_total %d" % dev)
         fam("sentinel_gateway_unrouted_total", "counter", "Incidents no route or default took.")
         lines.append("sentinel_gateway_unrouted_total %d" % unrouted)
-        fam("sentinel_gateway_stale_firing_total", "counter", "Firings dropped because their incident (fingerprint "
-            "and startsAt) was resolved within the resolved memory: an HA peer's late copy.")
+        fam(
+            "sentinel_gateway_stale_firing_total",
+            "counter",
+            "Firings dropped because their incident (fingerprint "
+            "and startsAt) was resolved within the resolved memory: an HA peer's late copy.",
+        )
         for s_, n in sorted(stale.items()):
             lines.append("sentinel_gateway_stale_firing_total%s %d" % (lab(source=s_), n))
-        fam("sentinel_gateway_not_durable_total", "counter", "Events answered 503 because the pending queue could "
-            "not be saved (the sender retries).")
+        fam(
+            "sentinel_gateway_not_durable_total",
+            "counter",
+            "Events answered 503 because the pending queue could not be saved (the sender retries).",
+        )
         lines.append("sentinel_gateway_not_durable_total %d" % not_durable)
         fam("sentinel_gateway_persist_failures_total", "counter", "Failed saves of a terminal's pending queue.")
         for name, p in self.persisters.items():
@@ -481,18 +571,24 @@ class Gateway:
         for name, (st, _d, _up) in per.items():
             for outcome, n in st.alarms.items():
                 lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome), n))
-        fam("sentinel_gateway_incidents_total", "counter", "Incidents by terminal and fate (alone, folded into a "
+        fam(
+            "sentinel_gateway_incidents_total",
+            "counter",
+            "Incidents by terminal and fate (alone, folded into a "
             "summary, attached to the alarm already standing for that node's fault, delivered, expired, dropped, "
-            "refused, dead-lettered, stale: a firing after its resolve).")
+            "refused, dead-lettered, stale: a firing after its resolve).",
+        )
         for name, (st, _d, _up) in per.items():
             for fate, n in st.incidents.items():
                 lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=fate), n))
         fam("sentinel_gateway_heartbeats_total", "counter", "Heartbeats sent, by terminal and outcome.")
         for name, (st, _d, _up) in per.items():
-            lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="ok"),
-                                                                     st.heartbeats_ok))
-            lines.append("sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="failed"),
-                                                                     st.heartbeats_failed))
+            lines.append(
+                "sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="ok"), st.heartbeats_ok)
+            )
+            lines.append(
+                "sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="failed"), st.heartbeats_failed)
+            )
         fam("sentinel_gateway_queue_depth", "gauge", "Alarms waiting per terminal.")
         for name, (_st, depth, _up) in per.items():
             lines.append("sentinel_gateway_queue_depth%s %d" % (lab(terminal=name), depth))
@@ -505,27 +601,37 @@ class Gateway:
             acc = 0
             for i, b in enumerate(LATENCY_BUCKETS):
                 acc += lat.buckets[i]
-                lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d"
-                             % (lab(terminal=name, le=repr(float(b))), acc))
+                lines.append(
+                    "sentinel_gateway_delivery_latency_seconds_bucket%s %d"
+                    % (lab(terminal=name, le=repr(float(b))), acc)
+                )
             acc += lat.buckets[-1]
-            lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"),
-                                                                                    acc))
+            lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"), acc))
             lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
             lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
         front = self.front_status() if self.front_status is not None else None
         if front is not None:
             fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")
             lines.append("sentinel_gateway_connections %d" % front.connections)
-            fam("sentinel_gateway_accept_paused_total", "counter",
-                "Times the HTTP front stopped accepting connections for want of file descriptors or memory.")
+            fam(
+                "sentinel_gateway_accept_paused_total",
+                "counter",
+                "Times the HTTP front stopped accepting connections for want of file descriptors or memory.",
+            )
             lines.append("sentinel_gateway_accept_paused_total %d" % front.accept_failures)
-            fam("sentinel_gateway_native_send", "gauge",
-                "1 when the C extension's thread sends the HTTP answers, 0 when the event loop's thread does.")
+            fam(
+                "sentinel_gateway_native_send",
+                "gauge",
+                "1 when the C extension's thread sends the HTTP answers, 0 when the event loop's thread does.",
+            )
             lines.append("sentinel_gateway_native_send %d" % (front.sender == "native"))
             fam("sentinel_gateway_send_queue", "gauge", "Answers handed to the native sender and not yet sent.")
             lines.append("sentinel_gateway_send_queue %d" % front.send_queued)
-            fam("sentinel_gateway_answers_held_total", "counter",
-                "Answers a client's socket did not take whole (it was not reading); the loop writes them later.")
+            fam(
+                "sentinel_gateway_answers_held_total",
+                "counter",
+                "Answers a client's socket did not take whole (it was not reading); the loop writes them later.",
+            )
             lines.append("sentinel_gateway_answers_held_total %d" % front.sends_held)
         return "\n".join(lines) + "\n"
 

@@ -53,8 +53,9 @@ def _load_config(args):
 
 def _parser():
     p = argparse.ArgumentParser(prog="sentinel-probe", description="GPU node probe for GPU Sentinel")
-    p.add_argument("-c", "--config", help="TOML file (default %s if present, or $SENTINEL_PROBE_CONFIG)"
-                   % DEFAULT_CONFIG)
+    p.add_argument(
+        "-c", "--config", help="TOML file (default %s if present, or $SENTINEL_PROBE_CONFIG)" % DEFAULT_CONFIG
+    )
     p.add_argument("--once", action="store_true", help="run every check once, print a table, exit 1 on findings")
     p.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
     p.add_argument("--gateway", help="gateway URL (overrides [node] gateway)")
@@ -79,22 +80,37 @@ def main(argv=None):
     if argv and argv[0] == "status":
         return status_main(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         cfg = _load_config(args)
         if not args.once:
-            config_mod.ingest_token(cfg)   # a named token that cannot be read stops here, naming it, not later
+            config_mod.ingest_token(cfg)  # a named token that cannot be read stops here, naming it, not later
     except config_mod.ConfigError as e:
         print("sentinel-probe: configuration error: %s" % e, file=sys.stderr)
         return 2
     if args.check_config:
-        tok = ("env " + cfg["sender"]["token_env"] if cfg["sender"]["token_env"] else
-               "file " + cfg["sender"]["token_file"] if cfg["sender"]["token_file"] else "none")
-        print("configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s), "
-              "ingest token %s" % (
-                  cfg["node"]["rack"], cfg["node"]["host"], cfg["node"]["gateway"] or "(none)", cfg["gpu"]["source"],
-                  cfg["xid"]["source"], len(cfg["nccl"]["logs"]), tok))
+        tok = (
+            "env " + cfg["sender"]["token_env"]
+            if cfg["sender"]["token_env"]
+            else "file " + cfg["sender"]["token_file"]
+            if cfg["sender"]["token_file"]
+            else "none"
+        )
+        print(
+            "configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s), "
+            "ingest token %s"
+            % (
+                cfg["node"]["rack"],
+                cfg["node"]["host"],
+                cfg["node"]["gateway"] or "(none)",
+                cfg["gpu"]["source"],
+                cfg["xid"]["source"],
+                len(cfg["nccl"]["logs"]),
+                tok,
+            )
+        )
         return 0
     if args.once:
         return run_once(cfg, as_json=args.json)
@@ -133,15 +149,23 @@ def run_daemon(cfg):
         print("sentinel-probe: cannot start: %s" % e, file=sys.stderr)
         d.close()
         return 2
-    log.info("running: rack %s host %s, %d GPU(s) via %s, gateway %s", d.identity.rack, d.identity.host,
-             len(d.devices), getattr(gpu, "name", "none"), d.sender.url)
+    log.info(
+        "running: rack %s host %s, %d GPU(s) via %s, gateway %s",
+        d.identity.rack,
+        d.identity.host,
+        len(d.devices),
+        getattr(gpu, "name", "none"),
+        d.sender.url,
+    )
     stop.wait()
     d.stop.set()  # no new findings while the last ones go out
     if d.sender.pending():
         log.info("stopping; %d event(s) still queued, 2 s to deliver them", d.sender.pending())
         if not d.sender.flush(2.0):
-            log.warning("stopping with %d undelivered event(s); standing conditions are re-detected at the "
-                        "next start", d.sender.pending())
+            log.warning(
+                "stopping with %d undelivered event(s); standing conditions are re-detected at the next start",
+                d.sender.pending(),
+            )
     d.close()
     return 0
 
@@ -172,10 +196,24 @@ def run_once(cfg, *, as_json=False, out=None):
         for r in readings:
             dv = devs.get(r["index"], {})
             if r["index"] not in bad:
-                rows.append(("gpu", str(r["index"]), _unconfirmed(r, dv, d.checker),
-                             "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
-                    dv.get("bus_id") or "", r.get("gen"), r.get("width"), dv.get("max_gen"), dv.get("max_width"),
-                    r.get("pstate"), r.get("temp"), r.get("util"))))
+                rows.append(
+                    (
+                        "gpu",
+                        str(r["index"]),
+                        _unconfirmed(r, dv, d.checker),
+                        "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%"
+                        % (
+                            dv.get("bus_id") or "",
+                            r.get("gen"),
+                            r.get("width"),
+                            dv.get("max_gen"),
+                            dv.get("max_width"),
+                            r.get("pstate"),
+                            r.get("temp"),
+                            r.get("util"),
+                        ),
+                    )
+                )
         gpu.close()
     # kernel log: the ring buffer since boot
     lines, src = _kernel_history(cfg)
@@ -207,8 +245,10 @@ def run_once(cfg, *, as_json=False, out=None):
         rows.append((f.event_type, str(f.gpu_index) if f.gpu_index >= 0 else "-", "FAIL", f.detail))
     if as_json:
         for f in findings:
-            print(json.dumps(events.body(d.identity, f, d.checker.last_util.get(f.gpu_index)),
-                             ensure_ascii=False), file=out)
+            print(
+                json.dumps(events.body(d.identity, f, d.checker.last_util.get(f.gpu_index)), ensure_ascii=False),
+                file=out,
+            )
     else:
         _table(rows, out)
     return 1 if findings else 0
@@ -255,8 +295,9 @@ def _kernel_history(cfg):
             if x["source"] == "kmsg":
                 return None, "/dev/kmsg: %s" % e.strerror
     try:
-        p = subprocess.run(["journalctl", "-k", "-b", "-o", "cat", "--no-pager"], capture_output=True, text=True,
-                           timeout=30)
+        p = subprocess.run(
+            ["journalctl", "-k", "-b", "-o", "cat", "--no-pager"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "journalctl: %s" % e
     if p.returncode != 0:
@@ -297,16 +338,34 @@ def status_main(argv):
     if args.json:
         print(json.dumps(s, indent=1))
     else:
-        print("rack %s host %s up %ss, %d GPU(s) via %s, %d samples" % (
-            s["rack"], s["host"], s["uptime_s"], s["gpus"], s["gpu_source"], s["samples"]))
+        print(
+            "rack %s host %s up %ss, %d GPU(s) via %s, %d samples"
+            % (s["rack"], s["host"], s["uptime_s"], s["gpus"], s["gpu_source"], s["samples"])
+        )
         snd = s["sender"]
-        print("gateway %s: sent %d, pending %d, dropped %d%s" % (
-            snd["url"], snd["sent"], snd["pending"], snd["dropped"],
-            ", last error: %s" % snd["last_error"] if snd["last_error"] and snd["pending"] else ""))
+        print(
+            "gateway %s: sent %d, pending %d, dropped %d%s"
+            % (
+                snd["url"],
+                snd["sent"],
+                snd["pending"],
+                snd["dropped"],
+                ", last error: %s" % snd["last_error"] if snd["last_error"] and snd["pending"] else "",
+            )
+        )
         for j in s["jobs"]:
-            print("job %s rank %s pid %s: %d steps, step time %s s, last %ss ago%s" % (
-                j["job"], j["rank"], j["pid"], j["steps"], j["step_time_s"], j["since_last_s"],
-                (" DIED WHILE STALLED" if j.get("dead") else " STALLED") if j["stalled"] else ""))
+            print(
+                "job %s rank %s pid %s: %d steps, step time %s s, last %ss ago%s"
+                % (
+                    j["job"],
+                    j["rank"],
+                    j["pid"],
+                    j["steps"],
+                    j["step_time_s"],
+                    j["since_last_s"],
+                    (" DIED WHILE STALLED" if j.get("dead") else " STALLED") if j["stalled"] else "",
+                )
+            )
         rows = [(a["event_type"], str(a["gpu_index"]), "ACTIVE", a["detail"] or "") for a in s["active"]]
         if rows:
             _table(rows, sys.stdout)

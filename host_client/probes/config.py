@@ -19,23 +19,59 @@ DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
 
 DEFAULTS = {
     "node": {"rack": "unknown", "host": "", "gateway": ""},
-    "gpu": {"source": "auto", "interval_s": 1.0, "replay": "", "nvidia_smi": "nvidia-smi", "confirm": 2,
-            "expected_gen": 0, "expected_width": 0, "thermal_fallback_c": 82.0, "thermal_hysteresis_c": 3.0,
-            "nvlink_min_delta": 1, "nvlink_quiet_s": 60.0, "util_drop": True, "busy_pct": 80.0,
-            "idle_pct": 5.0, "util_window_s": 30.0, "util_drop_s": 10.0, "load_util_pct": 20.0,
-            "load_power_frac": 0.3, "load_pcie_mbps": 1000.0},
+    "gpu": {
+        "source": "auto",
+        "interval_s": 1.0,
+        "replay": "",
+        "nvidia_smi": "nvidia-smi",
+        "confirm": 2,
+        "expected_gen": 0,
+        "expected_width": 0,
+        "thermal_fallback_c": 82.0,
+        "thermal_hysteresis_c": 3.0,
+        "nvlink_min_delta": 1,
+        "nvlink_quiet_s": 60.0,
+        "util_drop": True,
+        "busy_pct": 80.0,
+        "idle_pct": 5.0,
+        "util_window_s": 30.0,
+        "util_drop_s": 10.0,
+        "load_util_pct": 20.0,
+        "load_power_frac": 0.3,
+        "load_pcie_mbps": 1000.0,
+    },
     "xid": {"source": "auto", "path": "", "hold_s": 600.0, "ignore": []},
     "nccl": {"logs": [], "from_start": False, "hold_s": 600.0, "rescan_s": 2.0},
-    "progress": {"enabled": True, "socket": DEFAULT_SOCKET, "socket_mode": 0o666, "k": 4.0, "floor_s": 0.5,
-                 "ceiling_s": 900.0, "warmup": 3, "window": 32, "first_step_s": 300.0, "early_floor_s": 60.0,
-                 "dead_clear_s": 300.0},
-    "sender": {"capacity": 1000, "timeout_s": 2.0, "backoff_min_s": 0.2, "backoff_max_s": 30.0, "batch_max": 100,
-               "batch_bytes": 60000, "token_env": "", "token_file": ""},
+    "progress": {
+        "enabled": True,
+        "socket": DEFAULT_SOCKET,
+        "socket_mode": 0o666,
+        "k": 4.0,
+        "floor_s": 0.5,
+        "ceiling_s": 900.0,
+        "warmup": 3,
+        "window": 32,
+        "first_step_s": 300.0,
+        "early_floor_s": 60.0,
+        "dead_clear_s": 300.0,
+    },
+    "sender": {
+        "capacity": 1000,
+        "timeout_s": 2.0,
+        "backoff_min_s": 0.2,
+        "backoff_max_s": 30.0,
+        "batch_max": 100,
+        "batch_bytes": 60000,
+        "token_env": "",
+        "token_file": "",
+    },
     "status": {"listen": "127.0.0.1:9410"},
 }
 
-_CHOICES = {("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
-            ("xid", "source"): ("auto", "kmsg", "journal", "file", "none")}
+_CHOICES = {
+    ("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
+    ("xid", "source"): ("auto", "kmsg", "journal", "file", "none"),
+}
 
 
 def _check_type(section, key, value, default):
@@ -88,11 +124,11 @@ def build(raw):
     if cfg["gpu"]["interval_s"] < 0.05:
         raise ConfigError("[gpu] interval_s must be >= 0.05 s")
     if cfg["gpu"]["source"] == "replay" and not cfg["gpu"]["replay"]:
-        raise ConfigError("[gpu] source = \"replay\" needs [gpu] replay = <file>")
+        raise ConfigError('[gpu] source = "replay" needs [gpu] replay = <file>')
     if cfg["nccl"]["rescan_s"] < 0.05:
         raise ConfigError("[nccl] rescan_s must be >= 0.05 s")
     if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:
-        raise ConfigError("[xid] source = \"file\" needs [xid] path = <file>")
+        raise ConfigError('[xid] source = "file" needs [xid] path = <file>')
     for i, p in enumerate(cfg["nccl"]["logs"]):
         if not isinstance(p, str) or not p:
             raise ConfigError("[nccl] logs[%d] must be a non-empty path" % i)
@@ -100,8 +136,9 @@ def build(raw):
         if not isinstance(x, int) or isinstance(x, bool):
             raise ConfigError("[xid] ignore[%d] must be an XID number" % i)
     if not 1 <= cfg["sender"]["batch_max"] <= 1000:
-        raise ConfigError("[sender] batch_max must be 1..1000 (1: one event per request), got %r"
-                          % cfg["sender"]["batch_max"])
+        raise ConfigError(
+            "[sender] batch_max must be 1..1000 (1: one event per request), got %r" % cfg["sender"]["batch_max"]
+        )
     if cfg["sender"]["batch_bytes"] < 1024:
         raise ConfigError("[sender] batch_bytes must be >= 1024 (keep it under the gateway's max_body, 65536)")
     if cfg["sender"]["token_env"] and cfg["sender"]["token_file"]:
@@ -135,8 +172,9 @@ def ingest_token(cfg, env=None):
             with open(s["token_file"], encoding="utf-8") as f:
                 v = f.read().strip()
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError("[sender] token_file: cannot read %s: %s" % (s["token_file"],
-                                                                         getattr(e, "strerror", None) or e)) from None
+            raise ConfigError(
+                "[sender] token_file: cannot read %s: %s" % (s["token_file"], getattr(e, "strerror", None) or e)
+            ) from None
         if not v:
             raise ConfigError("[sender] token_file: %s is empty" % s["token_file"])
         return v
@@ -156,16 +194,34 @@ def load(path):
 
 def gpu_rules(cfg):
     g = cfg["gpu"]
-    return GpuRules(confirm=g["confirm"], expected_gen=g["expected_gen"], expected_width=g["expected_width"],
-                    thermal_fallback_c=g["thermal_fallback_c"], thermal_hysteresis_c=g["thermal_hysteresis_c"],
-                    nvlink_min_delta=g["nvlink_min_delta"], nvlink_quiet_s=g["nvlink_quiet_s"],
-                    util_drop=g["util_drop"], busy_pct=g["busy_pct"], idle_pct=g["idle_pct"],
-                    util_window_s=g["util_window_s"], util_drop_s=g["util_drop_s"], load_util_pct=g["load_util_pct"],
-                    load_power_frac=g["load_power_frac"], load_pcie_mbps=g["load_pcie_mbps"])
+    return GpuRules(
+        confirm=g["confirm"],
+        expected_gen=g["expected_gen"],
+        expected_width=g["expected_width"],
+        thermal_fallback_c=g["thermal_fallback_c"],
+        thermal_hysteresis_c=g["thermal_hysteresis_c"],
+        nvlink_min_delta=g["nvlink_min_delta"],
+        nvlink_quiet_s=g["nvlink_quiet_s"],
+        util_drop=g["util_drop"],
+        busy_pct=g["busy_pct"],
+        idle_pct=g["idle_pct"],
+        util_window_s=g["util_window_s"],
+        util_drop_s=g["util_drop_s"],
+        load_util_pct=g["load_util_pct"],
+        load_power_frac=g["load_power_frac"],
+        load_pcie_mbps=g["load_pcie_mbps"],
+    )
 
 
 def progress_rules(cfg):
     p = cfg["progress"]
-    return ProgressRules(k=p["k"], floor_s=p["floor_s"], ceiling_s=p["ceiling_s"], warmup=p["warmup"],
-                         window=p["window"], first_step_s=p["first_step_s"], early_floor_s=p["early_floor_s"],
-                         dead_clear_s=p["dead_clear_s"])
+    return ProgressRules(
+        k=p["k"],
+        floor_s=p["floor_s"],
+        ceiling_s=p["ceiling_s"],
+        warmup=p["warmup"],
+        window=p["window"],
+        first_step_s=p["first_step_s"],
+        early_floor_s=p["early_floor_s"],
+        dead_clear_s=p["dead_clear_s"],
+    )

@@ -94,16 +94,27 @@ class Daemon:
         cfg = self.cfg
         if self.sender is None:
             s = cfg["sender"]
-            self.sender = Sender(gateway_url(cfg["node"]["gateway"]), capacity=s["capacity"],
-                                 timeout_s=s["timeout_s"], backoff_min_s=s["backoff_min_s"],
-                                 backoff_max_s=s["backoff_max_s"], batch_max=s["batch_max"],
-                                 batch_bytes=s["batch_bytes"], token=config_mod.ingest_token(cfg))
+            self.sender = Sender(
+                gateway_url(cfg["node"]["gateway"]),
+                capacity=s["capacity"],
+                timeout_s=s["timeout_s"],
+                backoff_min_s=s["backoff_min_s"],
+                backoff_max_s=s["backoff_max_s"],
+                batch_max=s["batch_max"],
+                batch_bytes=s["batch_bytes"],
+                token=config_mod.ingest_token(cfg),
+            )
         self.sender.start()
         self._start_xid()
         for path in cfg["nccl"]["logs"]:
             if glob.has_magic(path):
-                f = follow.GlobWatcher(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"],
-                                      rescan_s=cfg["nccl"]["rescan_s"])
+                f = follow.GlobWatcher(
+                    path,
+                    self._on_line,
+                    self.stop,
+                    from_start=cfg["nccl"]["from_start"],
+                    rescan_s=cfg["nccl"]["rescan_s"],
+                )
             else:
                 f = follow.FileFollower(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"])
             self.followers.append(f.start())
@@ -257,7 +268,7 @@ class Daemon:
             return
         self.samples += 1
         gen = getattr(self.gpu, "generation", 0)
-        if gen != self._gpu_generation:   # a GPU came back: its facts (bus, maxima, thresholds) are known now
+        if gen != self._gpu_generation:  # a GPU came back: its facts (bus, maxima, thresholds) are known now
             self._gpu_generation = gen
             self.devices = self.gpu.devices()
             self.checker.refresh(self.devices)
@@ -272,7 +283,7 @@ class Daemon:
     def _apply(self, check, findings):
         revised = self.conditions.revise(check, findings)
         raised, cleared = self.conditions.update(check, findings, self.wall())
-        for f in revised:      # same condition, news about it (a stalled job died): firing again, new detail
+        for f in revised:  # same condition, news about it (a stalled job died): firing again, new detail
             self.emit(f)
         for f in raised:
             self.emit(f)
@@ -285,8 +296,13 @@ class Daemon:
         self.counts[ev["event_type"]] += 1
         self.recent.append(ev)
         del self.recent[:-50]
-        log.info("event %s%s gpu=%s: %s", ev["event_type"], " " + ev["recovers"] if recovered else "",
-                 ev["gpu_index"], ev.get("detail", ""))
+        log.info(
+            "event %s%s gpu=%s: %s",
+            ev["event_type"],
+            " " + ev["recovers"] if recovered else "",
+            ev["gpu_index"],
+            ev.get("detail", ""),
+        )
         if self.sender is not None:
             self.sender.submit(ev)
         return ev
@@ -295,31 +311,43 @@ class Daemon:
     def snapshot(self):
         with self.lock:
             now = self.clock()
-            active = [{"event_type": f.event_type, "gpu_index": f.gpu_index, "detail": f.detail,
-                       "since": self.conditions.since.get(f.key)} for f in self.conditions.active()]
+            active = [
+                {
+                    "event_type": f.event_type,
+                    "gpu_index": f.gpu_index,
+                    "detail": f.detail,
+                    "since": self.conditions.since.get(f.key),
+                }
+                for f in self.conditions.active()
+            ]
             return {
-                "rack": self.identity.rack, "host": self.identity.host,
+                "rack": self.identity.rack,
+                "host": self.identity.host,
                 "uptime_s": round(self.wall() - self.started, 1),
-                "gpu_source": getattr(self.gpu, "name", None), "gpus": len(self.devices),
-                "samples": self.samples, "sample_errors": self.sample_errors, "loop_errors": self.loop_errors,
+                "gpu_source": getattr(self.gpu, "name", None),
+                "gpus": len(self.devices),
+                "samples": self.samples,
+                "sample_errors": self.sample_errors,
+                "loop_errors": self.loop_errors,
                 # the last error of each failing NVML call per GPU ("3:nvmlDeviceGetHandleByIndex": "NVMLError_...")
-                "gpu_failures": {"%s:%s" % k: v for k, v in sorted(getattr(self.gpu, "failures", {}).items(),
-                                                                    key=str)},
+                "gpu_failures": {"%s:%s" % k: v for k, v in sorted(getattr(self.gpu, "failures", {}).items(), key=str)},
                 "sample_seconds": self.sample_seconds,
                 "active": active,
                 "xid_recent": [list(k) for k in self.xid_once.recent(now)],
                 "jobs": self.tracker.snapshot(now),
                 "followers": [{"name": f.name, "lines": f.lines, "error": f.error} for f in self.followers],
                 "events": dict(self.counts),
-                "sender": {"url": self.sender.url if self.sender else None,
-                           "pending": self.sender.pending() if self.sender else 0,
-                           "sent": self.sender.sent if self.sender else 0,
-                           "dropped": self.sender.dropped if self.sender else 0,
-                           "failures": self.sender.failures if self.sender else 0,
-                           "rejected": dict(self.sender.rejected_by_type) if self.sender else {},
-                           "requests": getattr(self.sender, "requests", 0),
-                           "batches": getattr(self.sender, "batches", 0),
-                           "last_error": self.sender.last_error if self.sender else None},
+                "sender": {
+                    "url": self.sender.url if self.sender else None,
+                    "pending": self.sender.pending() if self.sender else 0,
+                    "sent": self.sender.sent if self.sender else 0,
+                    "dropped": self.sender.dropped if self.sender else 0,
+                    "failures": self.sender.failures if self.sender else 0,
+                    "rejected": dict(self.sender.rejected_by_type) if self.sender else {},
+                    "requests": getattr(self.sender, "requests", 0),
+                    "batches": getattr(self.sender, "batches", 0),
+                    "last_error": self.sender.last_error if self.sender else None,
+                },
                 "recent": list(self.recent[-10:]),
             }
 
@@ -331,36 +359,72 @@ class Daemon:
             lines.append("# HELP sentinel_probe_%s %s" % (name, help_))
             lines.append("# TYPE sentinel_probe_%s %s" % (name, typ))
             for labels, v in samples:
-                lab = ",".join('%s="%s"' % (k, str(val).replace("\\", "\\\\").replace('"', '\\"'))
-                               for k, val in labels)
+                lab = ",".join('%s="%s"' % (k, str(val).replace("\\", "\\\\").replace('"', '\\"')) for k, val in labels)
                 lines.append("sentinel_probe_%s%s %s" % (name, "{%s}" % lab if lab else "", v))
 
-        m("events_total", "Events sent to the gateway by type.", "counter",
-          [((("type", t),), n) for t, n in sorted(s["events"].items())])
+        m(
+            "events_total",
+            "Events sent to the gateway by type.",
+            "counter",
+            [((("type", t),), n) for t, n in sorted(s["events"].items())],
+        )
         by = {}
         for a in s["active"]:
             by[a["event_type"]] = by.get(a["event_type"], 0) + 1
-        m("active_conditions", "Conditions currently raised, by type.", "gauge",
-          [((("type", t),), by.get(t, 0)) for t in events.EVENT_TYPES if t not in
-           (events.RECOVERED, events.XID_FATAL, events.XID_WARNING, events.NCCL_TIMEOUT, events.NCCL_NET_ERROR)])
+        m(
+            "active_conditions",
+            "Conditions currently raised, by type.",
+            "gauge",
+            [
+                ((("type", t),), by.get(t, 0))
+                for t in events.EVENT_TYPES
+                if t
+                not in (
+                    events.RECOVERED,
+                    events.XID_FATAL,
+                    events.XID_WARNING,
+                    events.NCCL_TIMEOUT,
+                    events.NCCL_NET_ERROR,
+                )
+            ],
+        )
         m("gpu_samples_total", "GPU samples taken.", "counter", [((), s["samples"])])
         m("gpu_sample_errors_total", "GPU samples that failed.", "counter", [((), s["sample_errors"])])
-        m("gpu_sample_seconds_total", "Time spent reading and checking GPUs (NVML cost).", "counter",
-          [((), round(s["sample_seconds"], 6))])
-        m("loop_errors_total", "Probe loop iterations that failed (see the log).", "counter",
-          [((), s["loop_errors"])])
+        m(
+            "gpu_sample_seconds_total",
+            "Time spent reading and checking GPUs (NVML cost).",
+            "counter",
+            [((), round(s["sample_seconds"], 6))],
+        )
+        m("loop_errors_total", "Probe loop iterations that failed (see the log).", "counter", [((), s["loop_errors"])])
         m("jobs", "Training processes beating.", "gauge", [((), len(s["jobs"]))])
         m("sender_pending", "Events waiting for the gateway.", "gauge", [((), s["sender"]["pending"])])
         m("sender_sent_total", "Events the gateway accepted.", "counter", [((), s["sender"]["sent"])])
-        m("sender_dropped_total", "Events dropped because the queue was full.", "counter",
-          [((), s["sender"]["dropped"])])
+        m(
+            "sender_dropped_total",
+            "Events dropped because the queue was full.",
+            "counter",
+            [((), s["sender"]["dropped"])],
+        )
         m("sender_failures_total", "Failed delivery attempts.", "counter", [((), s["sender"]["failures"])])
-        m("sender_requests_total", "Requests to the gateway (events queued together share one).", "counter",
-          [((), s["sender"]["requests"])])
-        m("sender_rejected_total", "Events the gateway refused (4xx): lost alarms, a format disagreement.",
-          "counter", [((("type", t),), n) for t, n in sorted(s["sender"]["rejected"].items())])
-        m("log_lines_total", "Log lines read by source.", "counter",
-          [((("source", f["name"]),), f["lines"]) for f in s["followers"]])
+        m(
+            "sender_requests_total",
+            "Requests to the gateway (events queued together share one).",
+            "counter",
+            [((), s["sender"]["requests"])],
+        )
+        m(
+            "sender_rejected_total",
+            "Events the gateway refused (4xx): lost alarms, a format disagreement.",
+            "counter",
+            [((("type", t),), n) for t, n in sorted(s["sender"]["rejected"].items())],
+        )
+        m(
+            "log_lines_total",
+            "Log lines read by source.",
+            "counter",
+            [((("source", f["name"]),), f["lines"]) for f in s["followers"]],
+        )
         return "\n".join(lines) + "\n"
 
     def _start_status(self, listen):

@@ -19,19 +19,40 @@ THERMAL = "THERMAL"
 NVLINK_ERROR = "NVLINK_ERROR"
 PROGRESS_STALL = "PROGRESS_STALL"
 GPU_UTIL_DROP = "GPU_UTIL_DROP"
-GPU_LOST = "GPU_LOST"              # a GPU that stopped answering NVML / nvidia-smi (issue 11)
+GPU_LOST = "GPU_LOST"  # a GPU that stopped answering NVML / nvidia-smi (issue 11)
 NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign of a fabric fault
 RECOVERED = "RECOVERED"
 
-EVENT_TYPES = (NCCL_TIMEOUT, XID_FATAL, XID_WARNING, PCIE_DOWNGRADE, THERMAL, NVLINK_ERROR, PROGRESS_STALL,
-               GPU_UTIL_DROP, GPU_LOST, NCCL_NET_ERROR, RECOVERED)
+EVENT_TYPES = (
+    NCCL_TIMEOUT,
+    XID_FATAL,
+    XID_WARNING,
+    PCIE_DOWNGRADE,
+    THERMAL,
+    NVLINK_ERROR,
+    PROGRESS_STALL,
+    GPU_UTIL_DROP,
+    GPU_LOST,
+    NCCL_NET_ERROR,
+    RECOVERED,
+)
 
 # The level each type reaches the room at (docs/PROBES.md, "Severity"): the gateway's table
 # (host_client/gateway/events.py EVENT_TYPES[...]["level"]) must say the same; tests/test_probes_corpus.py checks it.
 # The gateway raises a hang type (NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP) to P0 when the GPU's utilisation is
 # under 5 % (the RFC's rule, applied only to hangs); no other type changes level with utilisation.
-LEVELS = {NCCL_TIMEOUT: "P0", XID_FATAL: "P0", GPU_LOST: "P0", PROGRESS_STALL: "P0", XID_WARNING: "P1",
-          PCIE_DOWNGRADE: "P1", THERMAL: "P1", NVLINK_ERROR: "P1", GPU_UTIL_DROP: "P1", NCCL_NET_ERROR: "P1"}
+LEVELS = {
+    NCCL_TIMEOUT: "P0",
+    XID_FATAL: "P0",
+    GPU_LOST: "P0",
+    PROGRESS_STALL: "P0",
+    XID_WARNING: "P1",
+    PCIE_DOWNGRADE: "P1",
+    THERMAL: "P1",
+    NVLINK_ERROR: "P1",
+    GPU_UTIL_DROP: "P1",
+    NCCL_NET_ERROR: "P1",
+}
 HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
 
 # Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.

@@ -132,8 +132,9 @@ class CommandFollower(Follower):
 
     def run(self):
         while not self.stop.is_set():
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         text=True, errors="replace", bufsize=1)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace", bufsize=1
+            )
             for line in self.proc.stdout:
                 self.emit(line)
                 if self.stop.is_set():
@@ -210,9 +211,15 @@ class FileFollower(Follower):
             ino = os.fstat(f.fileno()).st_ino
             if lib is not None:
                 ifd = lib.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-                if ifd >= 0 and lib.inotify_add_watch(
-                        ifd, os.fsencode(self.path),
-                        _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVE_SELF | _IN_DELETE_SELF) < 0:
+                if (
+                    ifd >= 0
+                    and lib.inotify_add_watch(
+                        ifd,
+                        os.fsencode(self.path),
+                        _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVE_SELF | _IN_DELETE_SELF,
+                    )
+                    < 0
+                ):
                     os.close(ifd)
                     ifd = -1
             if start_at_end:
@@ -290,9 +297,9 @@ class GlobWatcher:
                 self.overflow = True
                 self.error = "more than %d files match; the rest are not followed" % self.limit
                 continue
-            self.active[path] = FileFollower(path, self.callback, self.stop,
-                                             from_start=self.from_start if first else True,
-                                             exit_when_gone=True).start()
+            self.active[path] = FileFollower(
+                path, self.callback, self.stop, from_start=self.from_start if first else True, exit_when_gone=True
+            ).start()
         for path in [p for p, f in self.active.items() if not f.thread.is_alive() and not os.path.exists(p)]:
             del self.active[path]
 

@@ -23,10 +23,25 @@ from .xid import pci_text
 
 
 class GpuRules:
-    def __init__(self, *, confirm=2, expected_gen=0, expected_width=0, thermal_fallback_c=82.0,
-                 thermal_hysteresis_c=3.0, nvlink_min_delta=1, nvlink_quiet_s=60.0, util_drop=True,
-                 busy_pct=80.0, idle_pct=5.0, util_window_s=30.0, util_drop_s=10.0, load_util_pct=20.0,
-                 load_power_frac=0.3, load_pcie_mbps=1000.0):
+    def __init__(
+        self,
+        *,
+        confirm=2,
+        expected_gen=0,
+        expected_width=0,
+        thermal_fallback_c=82.0,
+        thermal_hysteresis_c=3.0,
+        nvlink_min_delta=1,
+        nvlink_quiet_s=60.0,
+        util_drop=True,
+        busy_pct=80.0,
+        idle_pct=5.0,
+        util_window_s=30.0,
+        util_drop_s=10.0,
+        load_util_pct=20.0,
+        load_power_frac=0.3,
+        load_pcie_mbps=1000.0,
+    ):
         if int(confirm) < 1:
             raise ValueError("confirm must be >= 1 sample")
         if not 0 < float(load_power_frac) <= 1:
@@ -49,9 +64,30 @@ class GpuRules:
 
 
 class _Gpu:
-    __slots__ = ("dev", "gen_bad", "gen_good", "gen_down", "width_bad", "width_good", "width_down", "seen",
-                 "hot_bad", "hot_good", "hot", "nvlink_prev", "nvlink_last_inc", "nvlink_detail", "utils",
-                 "low_since", "low_after_busy", "drop", "drop_good", "lost", "lost_good", "lost_why")
+    __slots__ = (
+        "dev",
+        "gen_bad",
+        "gen_good",
+        "gen_down",
+        "width_bad",
+        "width_good",
+        "width_down",
+        "seen",
+        "hot_bad",
+        "hot_good",
+        "hot",
+        "nvlink_prev",
+        "nvlink_last_inc",
+        "nvlink_detail",
+        "utils",
+        "low_since",
+        "low_after_busy",
+        "drop",
+        "drop_good",
+        "lost",
+        "lost_good",
+        "lost_why",
+    )
 
     def __init__(self, dev):
         self.dev = dev
@@ -95,13 +131,14 @@ class GpuChecker:
         for r in readings:
             g = self._gpus.get(r["index"])
             if g is None:  # a GPU that appeared after start (hot-plug is rare): learn it with unknown maxima
-                g = self._gpus[r["index"]] = _Gpu({"index": r["index"], "max_gen": None, "max_width": None,
-                                                   "temp_slowdown": None, "temp_max": None})
+                g = self._gpus[r["index"]] = _Gpu(
+                    {"index": r["index"], "max_gen": None, "max_width": None, "temp_slowdown": None, "temp_max": None}
+                )
             f = self._lost(g, r)
             if f:
                 out.append(f)
             if g.lost:
-                continue   # nothing else about a GPU that does not answer: its standing findings stay as they are
+                continue  # nothing else about a GPU that does not answer: its standing findings stay as they are
             if r.get("util") is not None:
                 self.last_util[r["index"]] = r["util"]
             f = self._pcie(g, r)
@@ -134,8 +171,15 @@ class GpuChecker:
             return None
         pci = pci_text(dev.get("pci"))
         detail = "GPU %d lost (%s): %s" % (dev["index"], dev.get("bus_id") or pci or "bus unknown", g.lost_why)
-        return events.Finding(("lost", dev["index"]), events.GPU_LOST, dev["index"], detail, pci=pci,
-                              bus_id=dev.get("bus_id"), error=g.lost_why)
+        return events.Finding(
+            ("lost", dev["index"]),
+            events.GPU_LOST,
+            dev["index"],
+            detail,
+            pci=pci,
+            bus_id=dev.get("bus_id"),
+            error=g.lost_why,
+        )
 
     def load(self, g, r):
         """True (under load), False (idle) or None (no load signal readable)."""
@@ -199,8 +243,16 @@ class GpuChecker:
             g.seen = (gen, width)
         gen0, width0 = g.seen
         detail = "PCIe link Gen%s x%s, expected Gen%s x%s" % (gen0, width0, exp_gen, exp_width)
-        return events.Finding(("pcie", dev["index"]), events.PCIE_DOWNGRADE, dev["index"], detail,
-                              link_gen=gen0, link_width=width0, max_gen=exp_gen, max_width=exp_width)
+        return events.Finding(
+            ("pcie", dev["index"]),
+            events.PCIE_DOWNGRADE,
+            dev["index"],
+            detail,
+            link_gen=gen0,
+            link_width=width0,
+            max_gen=exp_gen,
+            max_width=exp_width,
+        )
 
     def _thermal(self, g, r):
         rules, dev = self.rules, g.dev
@@ -231,9 +283,13 @@ class GpuChecker:
         dev = g.dev
         crit = temp is not None and dev.get("temp_max") and temp >= dev["temp_max"]
         detail = "GPU temperature %s C, slowdown threshold %s C%s" % (
-            temp, limit, " (at GPU max %s C)" % dev["temp_max"] if crit else "")
-        return events.Finding(("thermal", dev["index"]), events.THERMAL, dev["index"], detail, temp_c=temp,
-                              limit_c=limit)
+            temp,
+            limit,
+            " (at GPU max %s C)" % dev["temp_max"] if crit else "",
+        )
+        return events.Finding(
+            ("thermal", dev["index"]), events.THERMAL, dev["index"], detail, temp_c=temp, limit_c=limit
+        )
 
     def _nvlink(self, g, r, now):
         cur = r.get("nvlink")
@@ -251,7 +307,8 @@ class GpuChecker:
                 if g.nvlink_last_inc is None:
                     incs.sort()
                     g.nvlink_detail = "NVLink errors increasing: " + ", ".join(
-                        "link %s +%d" % (k.replace(":", " "), d) for k, d in incs[:4])
+                        "link %s +%d" % (k.replace(":", " "), d) for k, d in incs[:4]
+                    )
                 g.nvlink_last_inc = now
         if g.nvlink_last_inc is not None and now - g.nvlink_last_inc >= self.rules.nvlink_quiet_s:
             g.nvlink_last_inc = None
@@ -272,11 +329,11 @@ class GpuChecker:
         if u <= rules.idle_pct:
             if g.low_since is None:
                 g.low_since = now
-                g.low_after_busy = any(v >= rules.busy_pct for t, v in window[:-1]
-                                       if g.low_since - t <= rules.util_window_s)
+                g.low_after_busy = any(
+                    v >= rules.busy_pct for t, v in window[:-1] if g.low_since - t <= rules.util_window_s
+                )
             g.drop_good = 0
-            if (not g.drop and g.low_after_busy and now - g.low_since >= rules.util_drop_s
-                    and procs != 0):
+            if not g.drop and g.low_after_busy and now - g.low_since >= rules.util_drop_s and procs != 0:
                 g.drop = True
         else:
             g.low_since = None
@@ -290,5 +347,8 @@ class GpuChecker:
 
     def _drop_finding(self, g):
         detail = "GPU utilisation fell from >= %d%% to <= %d%% for %ds with processes still attached" % (
-            self.rules.busy_pct, self.rules.idle_pct, self.rules.util_drop_s)
+            self.rules.busy_pct,
+            self.rules.idle_pct,
+            self.rules.util_drop_s,
+        )
         return events.Finding(("util", g.dev["index"]), events.GPU_UTIL_DROP, g.dev["index"], detail)

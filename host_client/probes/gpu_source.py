@@ -110,9 +110,21 @@ class NvmlSource:
         n = self.nvml
         if h is None:
             bus = self._proc_buses[i] if self._proc_buses else None
-            return {"index": i, "uuid": None, "name": None, "bus_id": bus, "pci": pci_key(bus), "max_gen": None,
-                    "max_width": None, "temp_slowdown": None, "temp_max": None, "nvlinks": 0, "power_limit_w": None,
-                    "lost": True, "error": err}
+            return {
+                "index": i,
+                "uuid": None,
+                "name": None,
+                "bus_id": bus,
+                "pci": pci_key(bus),
+                "max_gen": None,
+                "max_width": None,
+                "temp_slowdown": None,
+                "temp_max": None,
+                "nvlinks": 0,
+                "power_limit_w": None,
+                "lost": True,
+                "error": err,
+            }
         pci = self._try(i, n.nvmlDeviceGetPciInfo, h)
         bus_id = getattr(pci, "busId", None) if pci is not None else None
         if isinstance(bus_id, bytes):
@@ -136,12 +148,14 @@ class NvmlSource:
             # The link's maximum is what GPU and slot can both do: a Gen5 card in a Gen4 slot is not degraded.
             "max_gen": self._try(i, n.nvmlDeviceGetMaxPcieLinkGeneration, h),
             "max_width": self._try(i, n.nvmlDeviceGetMaxPcieLinkWidth, h),
-            "temp_slowdown": self._try(i, n.nvmlDeviceGetTemperatureThreshold, h,
-                                       n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            "temp_slowdown": self._try(
+                i, n.nvmlDeviceGetTemperatureThreshold, h, n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+            ),
             "temp_max": self._try(i, n.nvmlDeviceGetTemperatureThreshold, h, n.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
             "nvlinks": links,
             "power_limit_w": None if limit is None else limit / 1000.0,
-            "lost": False, "error": None,
+            "lost": False,
+            "error": None,
         }
 
     def devices(self):
@@ -150,8 +164,12 @@ class NvmlSource:
     def sample(self):
         n = self.nvml
         out = []
-        counters = (("replay", n.NVML_NVLINK_ERROR_DL_REPLAY), ("recovery", n.NVML_NVLINK_ERROR_DL_RECOVERY),
-                    ("crc_flit", n.NVML_NVLINK_ERROR_DL_CRC_FLIT), ("crc_data", n.NVML_NVLINK_ERROR_DL_CRC_DATA))
+        counters = (
+            ("replay", n.NVML_NVLINK_ERROR_DL_REPLAY),
+            ("recovery", n.NVML_NVLINK_ERROR_DL_RECOVERY),
+            ("crc_flit", n.NVML_NVLINK_ERROR_DL_CRC_FLIT),
+            ("crc_data", n.NVML_NVLINK_ERROR_DL_CRC_DATA),
+        )
         links_now = self._count % self.nvlink_every == 0
         reopen = self._count % self.reopen_every == 0
         self._count += 1
@@ -187,8 +205,9 @@ class NvmlSource:
             pcie = None
             # PCIe throughput (a load signal) costs two calls that each sample for 20 ms: only when it can decide
             # something (a reduced link) and the power draw, the usual load signal, cannot be read
-            degraded = (gen is not None and dev["max_gen"] and gen < dev["max_gen"]) or \
-                (width is not None and dev["max_width"] and width < dev["max_width"])
+            degraded = (gen is not None and dev["max_gen"] and gen < dev["max_gen"]) or (
+                width is not None and dev["max_width"] and width < dev["max_width"]
+            )
             if links_now and power is None and degraded and hasattr(n, "nvmlDeviceGetPcieThroughput"):
                 tx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_TX_BYTES)
                 rx = self._try(i, n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_RX_BYTES)
@@ -224,8 +243,17 @@ def _missing(*_args):
 
 
 # The seed's query, grown by the fields that make its rule safe (pstate, maxima, utilisation).
-SMI_FIELDS = ("index", "pci.bus_id", "pcie.link.gen.current", "pcie.link.width.current", "temperature.gpu",
-              "utilization.gpu", "pstate", "pcie.link.gen.max", "pcie.link.width.max")
+SMI_FIELDS = (
+    "index",
+    "pci.bus_id",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "temperature.gpu",
+    "utilization.gpu",
+    "pstate",
+    "pcie.link.gen.max",
+    "pcie.link.width.max",
+)
 SEED_FIELDS = SMI_FIELDS[:5]
 # what SmiSource asks for: also the power draw, one of the load signals of the idle rule
 SMI_QUERY = SMI_FIELDS + ("power.draw", "enforced.power.limit")
@@ -246,8 +274,10 @@ SEED_MIN_GEN = 4
 SEED_MIN_WIDTH = 16
 # nvidia-smi prints this in place of a GPU's row (the others still follow): "Unable to determine the device handle
 # for GPU 0000:0B:00.0: Unknown Error" (also "GPU0000:65:00.0", and "Unable to detect" on Windows builds)
-_NO_HANDLE = re.compile(r"Unable to (?:determine|detect) the device handle for GPU ?((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]+:"
-                        r"[0-9A-Fa-f]+\.?[0-9A-Fa-f]*):\s*(.*)")
+_NO_HANDLE = re.compile(
+    r"Unable to (?:determine|detect) the device handle for GPU ?((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]+:"
+    r"[0-9A-Fa-f]+\.?[0-9A-Fa-f]*):\s*(.*)"
+)
 
 
 def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
@@ -271,8 +301,9 @@ def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
             idx = (known or {}).get(key, pos)
             pos += 1
             err = m.group(2).strip() or "Unknown Error"
-            devices.append(dict(_device_defaults({"index": idx, "bus_id": m.group(1), "pci": key}), lost=True,
-                                error=err))
+            devices.append(
+                dict(_device_defaults({"index": idx, "bus_id": m.group(1), "pci": key}), lost=True, error=err)
+            )
             readings.append(dict(_reading_defaults(idx), lost=True, error=err))
             continue
         row = next(csv.reader([line]))
@@ -290,14 +321,31 @@ def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
         if pstate and pstate[:1] in "Pp" and pstate[1:].isdigit():
             p = int(pstate[1:])
         limit = _smi_num(v.get("enforced.power.limit", ""))
-        devices.append(dict(_device_defaults({
-            "index": idx, "bus_id": v["pci.bus_id"], "pci": pci_key(v["pci.bus_id"]),
-            "max_gen": _smi_num(v.get("pcie.link.gen.max", "")) or SEED_MIN_GEN,
-            "max_width": _smi_num(v.get("pcie.link.width.max", "")) or SEED_MIN_WIDTH}), power_limit_w=limit))
-        readings.append(dict(_reading_defaults(idx), gen=_smi_num(v["pcie.link.gen.current"]),
-                             width=_smi_num(v["pcie.link.width.current"]), pstate=p,
-                             temp=_smi_num(v["temperature.gpu"]), util=_smi_num(v.get("utilization.gpu", "")),
-                             power_w=_smi_num(v.get("power.draw", ""))))
+        devices.append(
+            dict(
+                _device_defaults(
+                    {
+                        "index": idx,
+                        "bus_id": v["pci.bus_id"],
+                        "pci": pci_key(v["pci.bus_id"]),
+                        "max_gen": _smi_num(v.get("pcie.link.gen.max", "")) or SEED_MIN_GEN,
+                        "max_width": _smi_num(v.get("pcie.link.width.max", "")) or SEED_MIN_WIDTH,
+                    }
+                ),
+                power_limit_w=limit,
+            )
+        )
+        readings.append(
+            dict(
+                _reading_defaults(idx),
+                gen=_smi_num(v["pcie.link.gen.current"]),
+                width=_smi_num(v["pcie.link.width.current"]),
+                pstate=p,
+                temp=_smi_num(v["temperature.gpu"]),
+                util=_smi_num(v.get("utilization.gpu", "")),
+                power_w=_smi_num(v.get("power.draw", "")),
+            )
+        )
     if bad and not devices:
         raise SourceError(bad[0])
     return devices, readings
@@ -386,6 +434,7 @@ class FallbackSource:
 
     def __init__(self, primary, smi_factory, *, clock=None, retry_s=60.0):
         import time
+
         self.primary = primary
         self.name = primary.name
         self._factory = smi_factory
@@ -417,8 +466,9 @@ class FallbackSource:
     def sample(self):
         readings = self.primary.sample()
         devs = {d["index"]: d for d in self.primary.devices()}
-        gaps = [r for r in readings if not r.get("lost") and r.get("error")
-                and any(r.get(f) is None for f in SMI_FILLS)]
+        gaps = [
+            r for r in readings if not r.get("lost") and r.get("error") and any(r.get(f) is None for f in SMI_FILLS)
+        ]
         if not gaps:
             return readings
         smi = self._secondary()
@@ -463,8 +513,12 @@ class ReplaySource:
                     data = json.load(f)
             except (OSError, ValueError) as e:
                 raise SourceError("cannot read NVML replay %s: %s" % (data, e)) from e
-        if not isinstance(data, dict) or not isinstance(data.get("devices"), list) \
-                or not isinstance(data.get("frames"), list) or not data["frames"]:
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("devices"), list)
+            or not isinstance(data.get("frames"), list)
+            or not data["frames"]
+        ):
             raise SourceError("NVML replay needs a 'devices' list and a non-empty 'frames' list")
         self._devices = [_device_defaults(d) for d in data["devices"]]
         self._frames = data["frames"]
@@ -487,9 +541,21 @@ class ReplaySource:
 
 
 def _device_defaults(d):
-    out = {"index": None, "uuid": None, "name": None, "bus_id": None, "pci": None, "max_gen": None,
-           "max_width": None, "temp_slowdown": None, "temp_max": None, "nvlinks": 0, "power_limit_w": None,
-           "lost": False, "error": None}
+    out = {
+        "index": None,
+        "uuid": None,
+        "name": None,
+        "bus_id": None,
+        "pci": None,
+        "max_gen": None,
+        "max_width": None,
+        "temp_slowdown": None,
+        "temp_max": None,
+        "nvlinks": 0,
+        "power_limit_w": None,
+        "lost": False,
+        "error": None,
+    }
     out.update(d)
     if not isinstance(out["index"], int):
         raise SourceError("replay device without an integer index: %r" % (d,))
@@ -501,9 +567,21 @@ def _device_defaults(d):
 
 
 def _reading_defaults(i):
-    return {"index": i, "gen": None, "width": None, "pstate": None, "temp": None, "util": None,
-            "mem_util": None, "power_w": None, "pcie_mbps": None, "procs": None, "nvlink": {}, "lost": False,
-            "error": None}
+    return {
+        "index": i,
+        "gen": None,
+        "width": None,
+        "pstate": None,
+        "temp": None,
+        "util": None,
+        "mem_util": None,
+        "power_w": None,
+        "pcie_mbps": None,
+        "procs": None,
+        "nvlink": {},
+        "lost": False,
+        "error": None,
+    }
 
 
 def open_source(kind, replay=None, smi_binary="nvidia-smi", proc_root=PROC_GPUS):

@@ -39,8 +39,19 @@ RECHECK_S = 0.5  # how often a stalled process is checked for death (one kill(0)
 
 
 class ProgressRules:
-    def __init__(self, *, k=4.0, floor_s=0.5, ceiling_s=900.0, warmup=3, window=32, max_processes=1024,
-                 first_step_s=300.0, early_floor_s=60.0, dead_clear_s=300.0):
+    def __init__(
+        self,
+        *,
+        k=4.0,
+        floor_s=0.5,
+        ceiling_s=900.0,
+        warmup=3,
+        window=32,
+        max_processes=1024,
+        first_step_s=300.0,
+        early_floor_s=60.0,
+        dead_clear_s=300.0,
+    ):
         if not (float(k) > 1.0):
             raise ValueError("progress k must be > 1 (a multiple of the normal step time)")
         if not (0 < float(floor_s) <= float(ceiling_s)):
@@ -61,9 +72,25 @@ class ProgressRules:
 
 
 class _Proc:
-    __slots__ = ("job", "pid", "rank", "local_rank", "last", "intervals", "steps", "step", "paused",
-                 "stalled_at", "dead_at", "checked_at", "first_step_s", "next_s", "long_at", "long_s",
-                 "long_period")
+    __slots__ = (
+        "job",
+        "pid",
+        "rank",
+        "local_rank",
+        "last",
+        "intervals",
+        "steps",
+        "step",
+        "paused",
+        "stalled_at",
+        "dead_at",
+        "checked_at",
+        "first_step_s",
+        "next_s",
+        "long_at",
+        "long_s",
+        "long_period",
+    )
 
     def __init__(self, job, pid, *, rank, local_rank, now):
         self.job = job
@@ -80,8 +107,8 @@ class _Proc:
         self.checked_at = now
         self.first_step_s = None
         self.next_s = None
-        self.long_at = None      # step count at which the last unannounced long step ended
-        self.long_s = 0.0        # the longest of them
+        self.long_at = None  # step count at which the last unannounced long step ended
+        self.long_s = 0.0  # the longest of them
         self.long_period = None  # steps between the last two (a checkpoint every N steps)
 
 
@@ -117,8 +144,14 @@ class ProgressTracker:
         kind = msg.get("kind", "beat")
         job = msg.get("job")
         pid = peer_pid if peer_pid else msg.get("pid")
-        if kind not in KINDS or not isinstance(job, str) or not job \
-                or len(job) > 128 or not isinstance(pid, int) or isinstance(pid, bool):
+        if (
+            kind not in KINDS
+            or not isinstance(job, str)
+            or not job
+            or len(job) > 128
+            or not isinstance(pid, int)
+            or isinstance(pid, bool)
+        ):
             self.rejected += 1
             return False
         key = (job, pid)
@@ -126,15 +159,16 @@ class ProgressTracker:
         if kind == "end":
             if self._procs.pop(key, None) is not None:
                 self.dirty = True
-            self._forget_dead(job)   # an explicit end for the job also closes a stall its dead process left
+            self._forget_dead(job)  # an explicit end for the job also closes a stall its dead process left
             return True
         if p is None:
             if len(self._procs) >= self.rules.max_processes:
                 self._evict()
-            p = self._procs[key] = _Proc(job, pid, rank=_opt_int(msg.get("rank")),
-                                         local_rank=_opt_int(msg.get("local_rank")), now=now)
+            p = self._procs[key] = _Proc(
+                job, pid, rank=_opt_int(msg.get("rank")), local_rank=_opt_int(msg.get("local_rank")), now=now
+            )
             if kind in ("beat", "start"):
-                self._forget_dead(job)   # a new process of the job is running: the dead one's stall is over
+                self._forget_dead(job)  # a new process of the job is running: the dead one's stall is over
             if kind == "beat":
                 p.steps = 1
                 p.step = _opt_int(msg.get("step"))
@@ -220,7 +254,7 @@ class ProgressTracker:
         if p.next_s is not None:
             base = max(base, p.next_s)
         if recurring and p.long_period and abs(p.steps - p.long_at - p.long_period) <= max(1, p.long_period // 100):
-            base = max(base, min(LONG_FACTOR * p.long_s, r.ceiling_s))   # the recurring long step is due
+            base = max(base, min(LONG_FACTOR * p.long_s, r.ceiling_s))  # the recurring long step is due
         return base
 
     def phase(self, p):
@@ -245,7 +279,7 @@ class ProgressTracker:
             elif p.stalled_at is None:
                 if now - p.last > self.limit(p):
                     if not self._alive(p.pid):
-                        del self._procs[key]   # it exited before it stalled: a stopped job, not a hang
+                        del self._procs[key]  # it exited before it stalled: a stopped job, not a hang
                         continue
                     p.stalled_at = now
                     p.checked_at = now
@@ -263,18 +297,38 @@ class ProgressTracker:
             dead = [p for p in procs if p.dead_at is not None]
             if dead and len(dead) == len(procs):
                 detail = "job %s died while stalled: no step for %.1fs before pid %s was gone%s, last step %s" % (
-                    job, first.dead_at - first.last, first.pid,
-                    ", %d processes" % len(procs) if len(procs) > 1 else "", first.step)
+                    job,
+                    first.dead_at - first.last,
+                    first.pid,
+                    ", %d processes" % len(procs) if len(procs) > 1 else "",
+                    first.step,
+                )
                 revision = "died"
             else:
                 detail = "job %s: no step for %.1fs (%s, step time %s, limit %.1fs)%s, last step %s" % (
-                    job, now - first.last, self.phase(first), "%.3fs" % st if st is not None else "unknown",
-                    self.limit(first), ", %d processes" % len(procs) if len(procs) > 1 else "", first.step)
+                    job,
+                    now - first.last,
+                    self.phase(first),
+                    "%.3fs" % st if st is not None else "unknown",
+                    self.limit(first),
+                    ", %d processes" % len(procs) if len(procs) > 1 else "",
+                    first.step,
+                )
                 revision = "stalled"
             gpu = first.local_rank if first.local_rank is not None else events.NODE_WIDE
-            out.append(events.Finding(("progress", job), events.PROGRESS_STALL, gpu, detail, job=job,
-                                      rank=first.rank, step=first.step, revision=revision,
-                                      stalled_ranks=sorted(p.rank for p in procs if p.rank is not None) or None))
+            out.append(
+                events.Finding(
+                    ("progress", job),
+                    events.PROGRESS_STALL,
+                    gpu,
+                    detail,
+                    job=job,
+                    rank=first.rank,
+                    step=first.step,
+                    revision=revision,
+                    stalled_ranks=sorted(p.rank for p in procs if p.rank is not None) or None,
+                )
+            )
         return out
 
     def next_deadline(self):
@@ -296,11 +350,23 @@ class ProgressTracker:
         out = []
         for p in self._procs.values():
             st = self.step_time(p)
-            out.append({"job": p.job, "pid": p.pid, "rank": p.rank, "local_rank": p.local_rank, "steps": p.steps,
-                        "step": p.step, "since_last_s": round(now - p.last, 3),
-                        "step_time_s": None if st is None else round(st, 4), "limit_s": round(self.limit(p), 3),
-                        "phase": self.phase(p), "paused": p.paused, "stalled": p.stalled_at is not None,
-                        "dead": p.dead_at is not None})
+            out.append(
+                {
+                    "job": p.job,
+                    "pid": p.pid,
+                    "rank": p.rank,
+                    "local_rank": p.local_rank,
+                    "steps": p.steps,
+                    "step": p.step,
+                    "since_last_s": round(now - p.last, 3),
+                    "step_time_s": None if st is None else round(st, 4),
+                    "limit_s": round(self.limit(p), 3),
+                    "phase": self.phase(p),
+                    "paused": p.paused,
+                    "stalled": p.stalled_at is not None,
+                    "dead": p.dead_at is not None,
+                }
+            )
         return out
 
 
@@ -322,9 +388,9 @@ def _pid_alive(pid, proc="/proc"):
         with open("%s/%d/stat" % (proc, pid), "rb") as f:
             stat = f.read()
     except OSError:
-        return True   # no procfs here: kill(0) is all we know
+        return True  # no procfs here: kill(0) is all we know
     # "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")"
-    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
     return state not in (b"Z", b"X")
 
 
@@ -372,7 +438,7 @@ class ProgressSocket:
             pid = None
             for level, typ, cdata in anc:
                 if level == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS and len(cdata) >= _CRED.size:
-                    pid = _CRED.unpack(cdata[:_CRED.size])[0]
+                    pid = _CRED.unpack(cdata[: _CRED.size])[0]
             return decode(data), pid
         return decode(self.sock.recv(MAX_DATAGRAM)), None
 

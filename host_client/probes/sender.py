@@ -56,8 +56,19 @@ def _reason(body):
 
 
 class Sender:
-    def __init__(self, url, *, capacity=1000, timeout_s=2.0, backoff_min_s=0.2, backoff_max_s=30.0, post=None,
-                 batch_max=100, batch_bytes=60000, token=None):
+    def __init__(
+        self,
+        url,
+        *,
+        capacity=1000,
+        timeout_s=2.0,
+        backoff_min_s=0.2,
+        backoff_max_s=30.0,
+        post=None,
+        batch_max=100,
+        batch_bytes=60000,
+        token=None,
+    ):
         if not url.startswith(("http://", "https://")):
             raise ValueError("gateway URL must start with http:// or https://")
         if int(capacity) < 1:
@@ -72,17 +83,19 @@ class Sender:
         self.batch_max = int(batch_max)
         self.batch_bytes = int(batch_bytes)
         if post is None:
+
             def post(url, data, timeout, _token=token):
                 return _http_post(url, data, timeout, _token)
+
         self._post = post
-        self._q = deque()   # (queued_at, event, encoded body or None)
+        self._q = deque()  # (queued_at, event, encoded body or None)
         self._cv = threading.Condition()
         self._stop = False
         self._thread = None
-        self._solo = 0      # events to send one per request after the gateway refused them as a whole array
+        self._solo = 0  # events to send one per request after the gateway refused them as a whole array
         self.sent = 0
         self.requests = 0
-        self.batches = 0    # requests that carried more than one event
+        self.batches = 0  # requests that carried more than one event
         self.dropped = 0
         self.rejected = 0
         self.rejected_by_type = {}
@@ -117,8 +130,14 @@ class Sender:
         t = str(ev.get("event_type"))
         self.rejected += 1
         self.rejected_by_type[t] = self.rejected_by_type.get(t, 0) + 1
-        log.error("gateway REFUSED %s %s (HTTP %s, %s): this alarm is lost; the probe and gateway disagree on the "
-                  "event format", t, ev.get("key"), status, reason)
+        log.error(
+            "gateway REFUSED %s %s (HTTP %s, %s): this alarm is lost; the probe and gateway disagree on the "
+            "event format",
+            t,
+            ev.get("key"),
+            status,
+            reason,
+        )
 
     def pending(self):
         with self._cv:
@@ -172,8 +191,12 @@ class Sender:
                 if err is not None and len(batch) > 1:
                     # The gateway refused the array as a whole (too large for it, or it takes single events
                     # only): say so once, then send these one per request so each is judged on its own.
-                    log.warning("gateway refused a batch of %d events (%s, %s); sending them one by one",
-                                len(batch), err, _reason(body))
+                    log.warning(
+                        "gateway refused a batch of %d events (%s, %s); sending them one by one",
+                        len(batch),
+                        err,
+                        _reason(body),
+                    )
                     self._solo = len(batch)
                     continue
                 self._done(batch, status, err, body)
@@ -212,7 +235,7 @@ class Sender:
             except Exception:
                 results = None
             if not isinstance(results, list) or len(results) != len(batch):
-                results = None      # no per-event answer to read: the 2xx covers them all
+                results = None  # no per-event answer to read: the 2xx covers them all
         now = time.monotonic()
         for i, (queued_at, ev, _b) in enumerate(batch):
             if err is not None:

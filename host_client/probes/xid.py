@@ -40,9 +40,56 @@ _CATALOGUE = {
     "WORKFLOW_NVLINK_ERR": (74,),
     "WORKFLOW_NVLINK5_ERR": tuple(NVLINK5),
     "XID_154": (154,),
-    "RESTART_APP": (8, 11, 13, 25, 31, 32, 39, 40, 41, 60, 68, 69, 70, 71, 72, 75, 76, 77, 80, 82, 83, 84, 85, 86,
-                    88, 89, 94, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 126, 127, 128, 129, 130, 131, 132, 133,
-                    134, 135, 139),
+    "RESTART_APP": (
+        8,
+        11,
+        13,
+        25,
+        31,
+        32,
+        39,
+        40,
+        41,
+        60,
+        68,
+        69,
+        70,
+        71,
+        72,
+        75,
+        76,
+        77,
+        80,
+        82,
+        83,
+        84,
+        85,
+        86,
+        88,
+        89,
+        94,
+        96,
+        97,
+        98,
+        99,
+        100,
+        101,
+        102,
+        103,
+        104,
+        105,
+        126,
+        127,
+        128,
+        129,
+        130,
+        131,
+        132,
+        133,
+        134,
+        135,
+        139,
+    ),
     "IGNORE": (14, 37, 38, 43, 44, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 152, 153, 157, 160, 161),
     "WORKFLOW_XID_45": (45,),
     "CHECK_MECHANICALS": (54,),
@@ -67,7 +114,7 @@ def classify(xid, message=""):
         words = message.split()
         if "Nonfatal" in words:
             return "warning"
-        return "fatal"   # "Fatal", or an older driver that does not say: the catalogue's workflow starts at reset
+        return "fatal"  # "Fatal", or an older driver that does not say: the catalogue's workflow starts at reset
     if xid == RECOVERY_ACTION:
         m = _RECOVERY.search(message)
         if m is None:
@@ -126,7 +173,7 @@ def _strip_kmsg(line):
     # /dev/kmsg record: "prio,seq,usec,flags[,more];message" (continuation lines start with a space)
     semi = line.find(";")
     if 0 < semi < 40 and line[0].isdigit() and "," in line[:semi]:
-        return line[semi + 1:]
+        return line[semi + 1 :]
     return line
 
 
@@ -149,8 +196,7 @@ def parse(line):
         return Xid(FALLEN_OFF_BUS, pci_key(m.group(1)), "GPU has fallen off the bus", text)
     m = _THE_GPU.search(text)
     if m and _FALLEN.search(text, m.end()):
-        return Xid(FALLEN_OFF_BUS, pci_key(m.group(1)), "GPU has fallen off the bus (not responding to commands)",
-                   text)
+        return Xid(FALLEN_OFF_BUS, pci_key(m.group(1)), "GPU has fallen off the bus (not responding to commands)", text)
     return None
 
 
@@ -179,8 +225,9 @@ class KernelLog:
             bus, left = self._pending
             if _FALLEN.search(text):
                 self._pending = None
-                return Xid(FALLEN_OFF_BUS, pci_key(bus),
-                           "GPU has fallen off the bus (not responding to commands)", text)
+                return Xid(
+                    FALLEN_OFF_BUS, pci_key(bus), "GPU has fallen off the bus (not responding to commands)", text
+                )
             self._pending = (bus, left - 1) if left > 1 else None
         return None
 
@@ -196,5 +243,13 @@ def finding(x, gpu_index):
     etype = events.XID_FATAL if x.severity == "fatal" else events.XID_WARNING
     pci = pci_text(x.pci)
     detail = "XID %d (%s): %s" % (x.xid, x.severity, _message_summary(x.message))
-    return events.Finding(("xid", gpu_index if gpu_index >= 0 else pci, x.xid), etype, gpu_index, detail,
-                          xid=x.xid, severity=x.severity, pci=pci, action=x.action)
+    return events.Finding(
+        ("xid", gpu_index if gpu_index >= 0 else pci, x.xid),
+        etype,
+        gpu_index,
+        detail,
+        xid=x.xid,
+        severity=x.severity,
+        pci=pci,
+        action=x.action,
+    )

@@ -16,7 +16,7 @@ def _busy_terminal():
     t = Terminal()
     t.set_health("clock", True, NOON)
     t.on_alarm(preset("p0", "A03 gpu-worker-08 NCCL \u8d85\u65f6", key="A03:w8:NCCL", id="m-1"), NOON)
-    t.on_alarm(preset("p1", "NVLink \"errors\" on w2\\n", key="A01:w2:NVL", duration=600), NOON + 1)
+    t.on_alarm(preset("p1", 'NVLink "errors" on w2\\n', key="A01:w2:NVL", duration=600), NOON + 1)
     t.on_alarm(Alarm("v1 sender, no key", (1, 2, 3), "flash", "once", 1), NOON + 2)
     t.on_alarm(preset("normal", key="A07:w1:XID"), NOON + 3)
     t.on_ack("A01:w2:NVL", False, NOON + 4)
@@ -40,10 +40,20 @@ def test_written_state_holds_the_persistent_alarms_in_display_order():
     assert d["v"] == 2 and d["version"] == t.state_version and d["saved_at"] == NOON + 5
     assert [a[0] for a in d["alarms"]] == [None, "A03:w8:NCCL", "A01:w2:NVL"], d["alarms"]
     v1, p0, p1 = [_named(a) for a in d["alarms"]]
-    assert v1 == {"key": None, "text": "v1 sender, no key", "level": 2, "color": [1, 2, 3], "light_mode": "flash",
-                  "audio_mode": "once", "repeat_times": 1, "id": None, "since": NOON + 2, "expires": None}, v1
+    assert v1 == {
+        "key": None,
+        "text": "v1 sender, no key",
+        "level": 2,
+        "color": [1, 2, 3],
+        "light_mode": "flash",
+        "audio_mode": "once",
+        "repeat_times": 1,
+        "id": None,
+        "since": NOON + 2,
+        "expires": None,
+    }, v1
     assert p0["text"] == "A03 gpu-worker-08 NCCL \u8d85\u65f6" and p0["id"] == "m-1" and p0["color"] == [255, 0, 0]
-    assert p1["text"] == "NVLink \"errors\" on w2\\n" and p1["expires"] == NOON + 1 + 600
+    assert p1["text"] == 'NVLink "errors" on w2\\n' and p1["expires"] == NOON + 1 + 600
     assert d["acked"] == {"A01:w2:NVL": NOON + 4 + 900} and d["mute_until"] is None and d["heartbeat"] == 60
     assert d == t.export_state()
 
@@ -85,11 +95,25 @@ def test_a_format_1_state_still_restores():
 def test_a_damaged_row_is_refused_and_nothing_changes():
     t = _busy_terminal()
     before = t.export_state()
-    for bad in ([["k", "text", 2, [255, 0, 0], "flash", "cycle", 3, None, NOON]],   # a field short
-                [{"key": "k", "text": "t", "level": 2, "color": [255, 0, 0], "light_mode": "flash",
-                  "audio_mode": "cycle", "repeat_times": 3, "id": None, "since": NOON, "expires": None}],  # v1 row
-                [["k", "text", 2, [255, 0], "flash", "cycle", 3, None, NOON, None]],
-                [["k", "text", 0, [0, 255, 0], "solid", "once", 1, None, NOON, None]]):
+    for bad in (
+        [["k", "text", 2, [255, 0, 0], "flash", "cycle", 3, None, NOON]],  # a field short
+        [
+            {
+                "key": "k",
+                "text": "t",
+                "level": 2,
+                "color": [255, 0, 0],
+                "light_mode": "flash",
+                "audio_mode": "cycle",
+                "repeat_times": 3,
+                "id": None,
+                "since": NOON,
+                "expires": None,
+            }
+        ],  # v1 row
+        [["k", "text", 2, [255, 0], "flash", "cycle", 3, None, NOON, None]],
+        [["k", "text", 0, [0, 255, 0], "solid", "once", 1, None, NOON, None]],
+    ):
         d = json.loads(_written(t))
         d["alarms"] = bad
         try:

@@ -21,9 +21,17 @@ def _keyring():
 
 
 def _alarm_fields(alarm):
-    return {"level": LEVEL_NAMES[alarm.level], "text": alarm.text, "color": color_hex(alarm.color),
-            "light_mode": alarm.light_mode, "audio_mode": alarm.audio_mode, "repeat_times": alarm.repeat_times,
-            "key": alarm.key, "id": alarm.id, "duration": alarm.duration}
+    return {
+        "level": LEVEL_NAMES[alarm.level],
+        "text": alarm.text,
+        "color": color_hex(alarm.color),
+        "light_mode": alarm.light_mode,
+        "audio_mode": alarm.audio_mode,
+        "repeat_times": alarm.repeat_times,
+        "key": alarm.key,
+        "id": alarm.id,
+        "duration": alarm.duration,
+    }
 
 
 def run_case(case):

@@ -216,17 +216,17 @@ def test_long_label_is_cut_not_overflowed():
     text = "".join(chr(65 + (i * 7 + i * i) % 26) for i in range(500))
     d = _D("solid", (0, 255, 0), 0, text)
     r.render(d, 0)
-    t1 = 1000 + 5 * 80                     # scrolling (after the 1 s hold), 5 columns in
+    t1 = 1000 + 5 * 80  # scrolling (after the 1 s hold), 5 columns in
     first = bytes(r.render(d, t1))
     assert len(first) == lay.nbytes and max(first) > 0
     back = None
-    for k in range(380, 440):              # the kept columns plus a gap of at most 40
+    for k in range(380, 440):  # the kept columns plus a gap of at most 40
         buf = r.render(d, t1 + k * 80)
         assert len(buf) == lay.nbytes
         if bytes(buf) == first:
             back = k
             break
-    assert back is not None and back >= 400, back   # cut at 400 columns: neither longer, nor shorter
+    assert back is not None and back >= 400, back  # cut at 400 columns: neither longer, nor shorter
 
 
 def test_label_keeps_scrolling_across_the_tick_wrap():
@@ -246,12 +246,18 @@ def test_tables_keyed_by_the_display_patterns_cover_them_exactly():
     # render and glyphs key their tables by name, the health patterns through the check each HEALTH_PATTERNS row
     # names: every pattern display.PATTERNS lists has its code, and every health pattern its blinks and icon.
     from sentinel_core import glyphs, render
+
     health = ("health_clock", "health_network", "health_speech", "health_heartbeat", "config_error")
     assert sorted(render._CODE) == sorted(PATTERNS)
     assert [render._CODE[p] for p in PATTERNS] == [0, 1, 2, 3, 4, 5, 5, 5, 5, 5]
     assert sorted(PATTERNS[5:]) == sorted(health)
-    assert render.BLINKS == {"health_clock": 1, "health_network": 2, "health_speech": 3, "health_heartbeat": 4,
-                             "config_error": 0}
+    assert render.BLINKS == {
+        "health_clock": 1,
+        "health_network": 2,
+        "health_speech": 3,
+        "health_heartbeat": 4,
+        "config_error": 0,
+    }
     assert sorted(glyphs.PATTERN) == sorted(("idle",) + health)
     assert glyphs.PATTERN["idle"] is glyphs.IDLE and glyphs.PATTERN["config_error"] is glyphs.CONFIG
     assert glyphs.PATTERN["health_heartbeat"] is glyphs.HEARTBEAT

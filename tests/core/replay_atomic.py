@@ -18,11 +18,25 @@ def _receiver(**kw):
 
 
 def _req(msg_id, ts=NOW, text="XID 79 on gpu-3"):
-    body = json.dumps({"text": text, "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle",
-                       "repeat_times": 3, "level": "P0", "key": "k-" + msg_id, "id": msg_id}).encode()
+    body = json.dumps(
+        {
+            "text": text,
+            "color": "#FF0000",
+            "light_mode": "flash",
+            "audio_mode": "cycle",
+            "repeat_times": 3,
+            "level": "P0",
+            "key": "k-" + msg_id,
+            "id": msg_id,
+        }
+    ).encode()
     ts = str(ts)
-    return {"Content-Type": "application/json", "X-API-Key": "gw", "X-Timestamp": ts,
-            "X-Signature": sign(SECRET, ts, body)}, body
+    return {
+        "Content-Type": "application/json",
+        "X-API-Key": "gw",
+        "X-Timestamp": ts,
+        "X-Signature": sign(SECRET, ts, body),
+    }, body
 
 
 def _post(r, req, now=NOW, commit=True):
@@ -63,6 +77,7 @@ def test_a_memory_error_while_recording_leaves_the_guard_as_it_was():
 
     def broken(msg_id):
         raise MemoryError("injected")
+
     replay_mod._id_digest = broken
     try:
         res = _post(r, _req("during"))

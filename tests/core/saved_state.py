@@ -42,7 +42,7 @@ def _facts(t, now):
 
 
 def _state(t, now):
-    shown = t.display(now).to_dict()   # first: it ticks the clock the saved state records
+    shown = t.display(now).to_dict()  # first: it ticks the clock the saved state records
     return (shown, t.export_state(), t.state_version, t.dirty, t.last_now)
 
 
@@ -88,8 +88,10 @@ def test_a_busy_terminal_round_trips_through_its_saved_state():
     u.set_health("clock", True, NOON + 10)
     u.restore(d, NOON + 10)
     assert _written(u)["alarms"] == d["alarms"], (_written(u), d)
-    assert _facts(u, NOON + 10) == dict(_facts(t, NOON + 10), version=d["version"], dirty=False), \
-        (_facts(u, NOON + 10), _facts(t, NOON + 10))
+    assert _facts(u, NOON + 10) == dict(_facts(t, NOON + 10), version=d["version"], dirty=False), (
+        _facts(u, NOON + 10),
+        _facts(t, NOON + 10),
+    )
     # And again: what the restored terminal writes restores to the same.
     w = Terminal()
     w.set_health("clock", True, NOON + 20)

@@ -47,8 +47,9 @@ def make_glue(case, now):
     receiver = Receiver(KeyRing({KEY_ID: SECRET.encode()}))
     renderer = Renderer(Layout(16, 16), brightness=64, night_brightness=16, budget_ma=2000)
     b = case.get("button", {})
-    g = shell.ShellGlue(cfg.get("terminal"), receiver, renderer, Button(b.get("debounce_ms", 30),
-                        b.get("long_ms", 3000)), now)
+    g = shell.ShellGlue(
+        cfg.get("terminal"), receiver, renderer, Button(b.get("debounce_ms", 30), b.get("long_ms", 3000)), now
+    )
     g.health("clock", case.get("clock", True), now)
     return g
 
@@ -59,7 +60,7 @@ def samples(text):
     for line in text.split("\n"):
         if line and not line.startswith("#"):
             i = line.rindex(" ")
-            v = line[i + 1:]
+            v = line[i + 1 :]
             out[line[:i]] = float(v) if "." in v else int(v)
     return out
 
@@ -79,7 +80,7 @@ class Core:
         self.case = case
         self.start = case["start"]
         self.glue = make_glue(case, self.start)
-        self.voice = case.get("voice", True)   # False: a shell without a voice (busy=None)
+        self.voice = case.get("voice", True)  # False: a shell without a voice (busy=None)
         self.busy = False
         self.said = []
 

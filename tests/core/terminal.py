@@ -35,9 +35,19 @@ def test_defaults():
 
 def test_bad_config_names_the_key():
     bad = (
-        {"mute_s": 0}, {"mute_s": "900"}, {"speech_queue": 0}, {"speech_queue": 1000}, {"max_active": -1},
-        {"quiet_start": "25:00"}, {"quiet_end": "8"}, {"utc_offset_min": 9999}, {"quiet_enabled": "yes"},
-        {"heartbeat_misses": 0}, {"idle_pattern": "disco"}, {"label_max": 1}, {"speech_gap_s": -1},
+        {"mute_s": 0},
+        {"mute_s": "900"},
+        {"speech_queue": 0},
+        {"speech_queue": 1000},
+        {"max_active": -1},
+        {"quiet_start": "25:00"},
+        {"quiet_end": "8"},
+        {"utc_offset_min": 9999},
+        {"quiet_enabled": "yes"},
+        {"heartbeat_misses": 0},
+        {"idle_pattern": "disco"},
+        {"label_max": 1},
+        {"speech_gap_s": -1},
     )
     for cfg in bad:
         msg = _refused(Terminal, cfg)
@@ -74,8 +84,14 @@ def test_display_equality_and_dict():
     b = Display("flash", [255, 0, 0], P0, "x", False, "k")
     assert a == b and not (a != b)
     assert a != Display("flash", (255, 0, 0), P1, "x", False, "k")
-    assert a.to_dict() == {"pattern": "flash", "color": "#FF0000", "level": "P0", "text": "x", "night": False,
-                           "key": "k"}
+    assert a.to_dict() == {
+        "pattern": "flash",
+        "color": "#FF0000",
+        "level": "P0",
+        "text": "x",
+        "night": False,
+        "key": "k",
+    }
 
 
 def test_utterance_fields_and_busy_voice():
@@ -175,13 +191,50 @@ def test_restore_refuses_malformed_state_and_keeps_its_own():
     t.on_alarm(preset("p1", "optics", key="o"), NOON)
     before = t.export_state()
     bad = (
-        None, [], {"v": 3}, {"v": 0}, {"v": 1, "alarms": "x"}, {"v": 1, "alarms": [1]},
-        {"v": 1, "alarms": [{"key": "a", "text": "a", "level": 2, "color": [255, 0, 0], "light_mode": "flash",
-                             "audio_mode": "cycle", "repeat_times": 3, "since": "yesterday", "expires": None}]},
-        {"v": 1, "alarms": [{"key": "a", "text": "a", "level": 0, "color": [0, 255, 0], "light_mode": "solid",
-                             "audio_mode": "once", "repeat_times": 1, "since": NOON, "expires": None}]},
-        {"v": 1, "mute_until": "soon"}, {"v": 1, "acked": {"k": "x"}}, {"v": 1, "acked": []},
-        {"v": 1, "heartbeat": -1}, {"v": 1, "saved_at": "x"}, {"v": 1, "version": 1.5},
+        None,
+        [],
+        {"v": 3},
+        {"v": 0},
+        {"v": 1, "alarms": "x"},
+        {"v": 1, "alarms": [1]},
+        {
+            "v": 1,
+            "alarms": [
+                {
+                    "key": "a",
+                    "text": "a",
+                    "level": 2,
+                    "color": [255, 0, 0],
+                    "light_mode": "flash",
+                    "audio_mode": "cycle",
+                    "repeat_times": 3,
+                    "since": "yesterday",
+                    "expires": None,
+                }
+            ],
+        },
+        {
+            "v": 1,
+            "alarms": [
+                {
+                    "key": "a",
+                    "text": "a",
+                    "level": 0,
+                    "color": [0, 255, 0],
+                    "light_mode": "solid",
+                    "audio_mode": "once",
+                    "repeat_times": 1,
+                    "since": NOON,
+                    "expires": None,
+                }
+            ],
+        },
+        {"v": 1, "mute_until": "soon"},
+        {"v": 1, "acked": {"k": "x"}},
+        {"v": 1, "acked": []},
+        {"v": 1, "heartbeat": -1},
+        {"v": 1, "saved_at": "x"},
+        {"v": 1, "version": 1.5},
     )
     for d in bad:
         assert _refused(t.restore, d, NOON) is not None, d
@@ -256,8 +309,15 @@ def test_alarm_fields_left_at_their_defaults_read_back():
     # Fields equal to the constructor's defaults are answered by the class (not stored per alarm): they read back
     # the same, can be assigned, and a look-alike of another type is still kept, so the check still refuses it.
     a = Alarm("x", (255, 0, 0), "flash", "cycle", 3, P0)
-    assert (a.color, a.light_mode, a.audio_mode, a.repeat_times, a.key, a.id, a.duration) == \
-        ((255, 0, 0), "flash", "cycle", 3, None, None, None)
+    assert (a.color, a.light_mode, a.audio_mode, a.repeat_times, a.key, a.id, a.duration) == (
+        (255, 0, 0),
+        "flash",
+        "cycle",
+        3,
+        None,
+        None,
+        None,
+    )
     a.duration = 60
     assert a.duration == 60 and Alarm("y").duration is None
     assert Alarm("n", level=NORMAL).duration == 10

@@ -15,13 +15,21 @@ def _rgb(h):
 
 def make_alarm(spec):
     if "preset" in spec:
-        return preset(spec["preset"], spec.get("text"), key=spec.get("key"), id=spec.get("id"),
-                      duration=spec.get("duration"))
+        return preset(
+            spec["preset"], spec.get("text"), key=spec.get("key"), id=spec.get("id"), duration=spec.get("duration")
+        )
     level = spec.get("level")
-    return Alarm(spec["text"], _rgb(spec.get("color", "#FF0000")), spec.get("light_mode", "flash"),
-                 spec.get("audio_mode", "cycle"), spec.get("repeat_times", 3),
-                 None if level is None else level_from_name(level), spec.get("key"), spec.get("id"),
-                 spec.get("duration"))
+    return Alarm(
+        spec["text"],
+        _rgb(spec.get("color", "#FF0000")),
+        spec.get("light_mode", "flash"),
+        spec.get("audio_mode", "cycle"),
+        spec.get("repeat_times", 3),
+        None if level is None else level_from_name(level),
+        spec.get("key"),
+        spec.get("id"),
+        spec.get("duration"),
+    )
 
 
 class Voice:

@@ -52,7 +52,7 @@ def _synthesize(case, mod):
         spoken = []
         for f in frames:
             text = mod.decode(f)["text"]
-            spoken.append(text[text.rfind("]") + 1:] if not case.get("raw") else text)
+            spoken.append(text[text.rfind("]") + 1 :] if not case.get("raw") else text)
         assert spoken == case["chunks"], "chunks %r" % spoken
 
 
@@ -109,9 +109,13 @@ def test_encoder_defaults_and_per_call_overrides():
 
 
 def test_bad_configuration_fails_at_construction():
-    for make in (lambda: tts_syn6288.Encoder(volume=17), lambda: tts_syn6288.Encoder(music=-1),
-                 lambda: tts_syn6288.Encoder(max_text=2), lambda: tts_xfs5152.Encoder(tone=11),
-                 lambda: tts_xfs5152.Encoder(speed="fast")):
+    for make in (
+        lambda: tts_syn6288.Encoder(volume=17),
+        lambda: tts_syn6288.Encoder(music=-1),
+        lambda: tts_syn6288.Encoder(max_text=2),
+        lambda: tts_xfs5152.Encoder(tone=11),
+        lambda: tts_xfs5152.Encoder(speed="fast"),
+    ):
         try:
             make()
         except ValueError:
@@ -188,9 +192,16 @@ def test_the_board_never_loads_the_frame_reader_nor_the_command_builder():
     # Encoding, chip replies and the UART driver's imports must not pull tts_decode or tts_command into the board's
     # heap. The modules are imported afresh, then the originals are put back for the other tests.
     import sys
-    names = ("sentinel_core.tts_decode", "sentinel_core.tts_command", "sentinel_core.tts_syn6288",
-             "sentinel_core.tts_xfs5152", "sentinel_core.tts_frame", "sentinel_core.tts_text",
-             "sentinel_core.tts_reply")
+
+    names = (
+        "sentinel_core.tts_decode",
+        "sentinel_core.tts_command",
+        "sentinel_core.tts_syn6288",
+        "sentinel_core.tts_xfs5152",
+        "sentinel_core.tts_frame",
+        "sentinel_core.tts_text",
+        "sentinel_core.tts_reply",
+    )
     saved = {}
     for name in names:
         if name in sys.modules:

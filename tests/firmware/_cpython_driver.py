@@ -9,8 +9,12 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-for p in (os.path.join(HERE, "fakes"), os.path.join(ROOT, "firmware", "lib"), HERE,
-          os.path.join(ROOT, "tests", "core")):
+for p in (
+    os.path.join(HERE, "fakes"),
+    os.path.join(ROOT, "firmware", "lib"),
+    HERE,
+    os.path.join(ROOT, "tests", "core"),
+):
     sys.path.insert(0, p)
 
 

@@ -28,6 +28,7 @@ def fresh_fakes():
     from neopixel import NeoPixel
 
     from sentinel_fw import app
+
     app.quiet = True
     machine.reset_fakes()
     NeoPixel.instances = []
@@ -51,17 +52,23 @@ class FakeTime:
 def signed(body, now, key_id=KEY_ID, secret=SECRET, path="/api/v1/send_msg"):
     """Headers and body of a signed request for path, as the gateway sends it."""
     from sentinel_core.signing import scope, sign
+
     if isinstance(body, dict):
         body = json.dumps(body)
     if isinstance(body, str):
         body = body.encode()
     ts = str(now)
-    return {"Content-Type": "application/json", "X-API-Key": key_id, "X-Timestamp": ts,
-            "X-Signature": sign(secret.encode(), ts, body, scope("POST", path))}, body
+    return {
+        "Content-Type": "application/json",
+        "X-API-Key": key_id,
+        "X-Timestamp": ts,
+        "X-Signature": sign(secret.encode(), ts, body, scope("POST", path)),
+    }, body
 
 
 def preset_body(name, text=None, key=None, id=None):
     from sentinel_core.alarm import preset
+
     return preset(name, text, key=key, id=id).to_wire()
 
 
@@ -69,9 +76,11 @@ def scratch(name):
     """A path for a test file: the root of MicroPython's in-memory file system, a temp dir on CPython (never the
     host's real root)."""
     import sys
+
     if sys.implementation.name == "micropython":
         return "/" + name
     import tempfile
+
     return tempfile.gettempdir() + "/sentinel_fw_test_" + name
 
 
@@ -89,6 +98,7 @@ def boot(cfg_sections=None, state_path=STATE_PATH, now=1764460800, keep_state=Fa
     from sentinel_fw.app import Sentinel
     from sentinel_fw.clock import Clock
     from sentinel_fw.store import Store
+
     if not keep_state:
         fresh_fakes()
         for p in (state_path, state_path + ".tmp"):
@@ -105,8 +115,10 @@ def boot(cfg_sections=None, state_path=STATE_PATH, now=1764460800, keep_state=Fa
 
 def chip_answers(uart):
     """Make the fake UART behave like a SYN6288 that is idle: accept every frame, answer status queries idle."""
+
     def respond(frame):
         if frame == b"\xfd\x00\x02\x21\xde":
             return b"\x41\x4f"
         return b"\x41"
+
     uart.responder = respond

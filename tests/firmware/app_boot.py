@@ -18,9 +18,10 @@ STOP = tts_syn6288.STOP
 def _online(s, ft):
     """Wi-Fi up, NTP synced, speech chip answering: the state after a good boot."""
     import machine
+
     chip_answers(machine.UART.registry[2])
-    s.net_step(0)      # starts the association
-    s.net_step(500)    # associated -> NTP
+    s.net_step(0)  # starts the association
+    s.net_step(500)  # associated -> NTP
     s.speech_step(600)  # the health query and its answer
     s.speech_step(650)
     return machine.UART.registry[2]
@@ -37,14 +38,19 @@ def _expected_frame(s, t_ms):
     cfg = s.cfg
     m = cfg["matrix"]
     light = cfg["light"]
-    r = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
-                 brightness=light["brightness"], night_brightness=light["night_brightness"],
-                 budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
+    r = Renderer(
+        Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
+        brightness=light["brightness"],
+        night_brightness=light["night_brightness"],
+        budget_ma=light["budget_ma"],
+        ma_per_led=light["ma_per_led"],
+    )
     return bytes(r.render(s.terminal.display(s.clock.now()), t_ms))
 
 
 def test_boot_joins_wifi_and_syncs_clock():
     import ntptime
+
     s, ft = boot()
     _online(s, ft)
     st = s.status(ft())
@@ -55,6 +61,7 @@ def test_boot_joins_wifi_and_syncs_clock():
     assert st["device"]["matrix"]["ok"] is True
     # Building is boot-only code: dropped from the heap once the terminal is built.
     import sys
+
     assert "sentinel_fw.build" not in sys.modules and "sentinel_core.terminal_config" not in sys.modules
     assert "sentinel_core.wiring" not in sys.modules
 
@@ -62,6 +69,7 @@ def test_boot_joins_wifi_and_syncs_clock():
 def test_p0_preset_exact_bytes_to_leds_and_uart():
     import machine
     from neopixel import NeoPixel
+
     s, ft = boot()
     uart = _online(s, ft)
     uart.take()
@@ -98,7 +106,7 @@ def test_three_presets_in_a_row():
     ft.t += 1
     assert _post(s, preset_body("p1", "B07 NVLink slow", key="B07:nv"), ft())[0] == 200
     d = s.terminal.display(ft())
-    assert d.pattern == "flash" and d.level == 2     # P0 owns the display over P1
+    assert d.pattern == "flash" and d.level == 2  # P0 owns the display over P1
     ft.t += 1
     status, ans = _post(s, preset_body("normal", None, key=P0_KEY), ft())
     assert status == 200 and ans["level"] == "NORMAL"
@@ -130,6 +138,7 @@ def test_refusals_are_the_cores_answers():
 
 def test_button_short_press_mutes_and_stops_speech():
     import machine
+
     s, ft = boot()
     uart = _online(s, ft)
     _post(s, preset_body("p0", P0_TEXT, key=P0_KEY), ft())
@@ -139,7 +148,7 @@ def test_button_short_press_mutes_and_stops_speech():
     pin = machine.Pin.registry[32]
     t = 2000
     s.button_step(t)
-    pin.drive(0)                         # pressed: the contact pulls the pulled-up input low
+    pin.drive(0)  # pressed: the contact pulls the pulled-up input low
     for _ in range(10):
         t += 10
         assert s.button_step(t) is None
@@ -152,13 +161,14 @@ def test_button_short_press_mutes_and_stops_speech():
     snap = s.status(ft())
     assert snap["mute"]["active"] is True and P0_KEY in snap["mute"]["acknowledged"]
     s.speech_step(t)
-    assert uart.take()[0] == STOP          # cut at once
+    assert uart.take()[0] == STOP  # cut at once
     assert not s.tts.speaking
-    assert s.terminal.display(ft()).pattern == "flash"   # the light stays
+    assert s.terminal.display(ft()).pattern == "flash"  # the light stays
 
 
 def test_long_press_clears():
     import machine
+
     s, ft = boot()
     _online(s, ft)
     _post(s, preset_body("p0", P0_TEXT, key=P0_KEY), ft())
@@ -176,6 +186,7 @@ def test_long_press_clears():
 
 def test_watchdog_fed_only_while_tasks_beat():
     import machine
+
     s, ft = boot()
     _online(s, ft)
     for name in ("frame", "button", "speech", "net"):
@@ -210,7 +221,7 @@ def test_state_written_to_flash_and_restored_at_boot():
     assert s.store.writes == 1
     with open(STATE_PATH) as f:
         saved = json.load(f)
-    assert saved["alarms"][0][0] == P0_KEY and saved["alarms"][0][2] == 2   # [key, text, level, ...]
+    assert saved["alarms"][0][0] == P0_KEY and saved["alarms"][0][2] == 2  # [key, text, level, ...]
     # Nothing changed: nothing written (flash wear).
     s.net_step(1000)
     s.frame_step(1000)
@@ -223,11 +234,12 @@ def test_state_written_to_flash_and_restored_at_boot():
     assert s2.status(ft2())["active"][0]["id"] == "m-9"
     # Reading the state back is boot-only code: dropped from the heap once done.
     import sys
+
     assert "sentinel_core.restore" not in sys.modules
     uart2.take()
     for i in range(10):
         s2.speech_step(1000 + 100 * i)
-    assert all(f == STATUS for f in uart2.take())   # nothing re-spoken after a reboot
+    assert all(f == STATUS for f in uart2.take())  # nothing re-spoken after a reboot
     assert s2.store.writes == 0
 
 
@@ -259,7 +271,7 @@ def test_missing_speech_chip_reported_rest_works():
     s, ft = boot()
     s.net_step(0)
     s.net_step(500)
-    for i in range(30):           # nobody answers the status query
+    for i in range(30):  # nobody answers the status query
         s.speech_step(600 + 50 * i)
     st = s.status(ft())
     assert st["device"]["speech"]["answering"] is False
@@ -276,6 +288,7 @@ def test_missing_speech_chip_reported_rest_works():
 
 def test_missing_matrix_reported_rest_works():
     import neopixel
+
     neopixel.fail = True
     try:
         s, ft = boot()
@@ -287,7 +300,7 @@ def test_missing_matrix_reported_rest_works():
     assert any(p.startswith("matrix:") for p in st["device"]["problems"]), st["device"]["problems"]
     status, _ = _post(s, preset_body("p0", P0_TEXT, key=P0_KEY), ft())
     assert status == 200
-    s.frame_step(1000)               # renders, sends nowhere, does not raise
+    s.frame_step(1000)  # renders, sends nowhere, does not raise
     uart.take()
     s.speech_step(1000)
     assert uart.take() == [tts_syn6288.synthesize(P0_TEXT)[0]]
@@ -295,6 +308,7 @@ def test_missing_matrix_reported_rest_works():
 
 def test_wifi_lost_shows_health_network_and_rejoins():
     import network
+
     s, ft = boot()
     _online(s, ft)
     wlan = network.WLAN.instances[-1]

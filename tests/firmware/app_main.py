@@ -21,11 +21,13 @@ def test_build_from_a_valid_file_gives_a_running_terminal():
     # The config module and pins were dropped once the file was checked, before the terminal was built, and
     # building it did not load them back: they are not in the heap at boot's peak.
     import sys
+
     assert "sentinel_fw.config" not in sys.modules and "sentinel_fw.pins" not in sys.modules
 
 
 def test_missing_config_shows_config_error_on_the_leds():
     from neopixel import NeoPixel
+
     fresh_fakes()
     t = startup.build("/no/such/config.json")
     assert isinstance(t, config_error.ConfigErrorTerminal)
@@ -52,10 +54,11 @@ def test_invalid_config_message_names_the_field_and_hides_the_secret():
     _write(scratch("cfg_bad.json"), config_text(keys={"gw": "short"}, light={"fps": 999}))
     t = startup.build(scratch("cfg_bad.json"))
     assert isinstance(t, config_error.ConfigErrorTerminal)
-    assert "light.fps" in t.message and "keys.gw" in t.message and "short\"" not in t.message
+    assert "light.fps" in t.message and "keys.gw" in t.message and 'short"' not in t.message
     lines = []
     app.quiet = False
     import builtins
+
     real_print = builtins.print
     try:
         builtins.print = lambda *a: lines.append(" ".join(str(x) for x in a))
@@ -76,10 +79,11 @@ def test_bad_terminal_section_is_a_config_error_on_the_running_box():
 async def test_the_real_tasks_run_and_feed_the_watchdog():
     import machine
     from neopixel import NeoPixel
+
     s, ft = boot()
     tasks = [asyncio.create_task(c) for c in s.tasks()]
     try:
-        await asyncio.sleep(0.7)   # the network task runs every 500 ms: two steps join the fake AP
+        await asyncio.sleep(0.7)  # the network task runs every 500 ms: two steps join the fake AP
     finally:
         for t in tasks:
             t.cancel()
@@ -94,6 +98,7 @@ def test_terminal_keeps_working_after_boot_modules_are_dropped():
     import sys
 
     from _fw import preset_body, signed
+
     s, ft = boot()
     startup.drop_boot_modules()
     assert "sentinel_fw.config" not in sys.modules and "sentinel_fw.pins" not in sys.modules
@@ -106,6 +111,7 @@ def test_terminal_keeps_working_after_boot_modules_are_dropped():
 
 def test_boot_returns_the_running_terminal_without_the_boot_modules():
     import sys
+
     fresh_fakes()
     _write(scratch("cfg_boot.json"), config_text(name="room-b"))
     s = startup.boot(scratch("cfg_boot.json"), scratch("cfg_boot_state.json"))
@@ -118,9 +124,11 @@ def test_boot_returns_the_running_terminal_without_the_boot_modules():
 def test_board_boot_and_main_in_safe_mode():
     import os
     import sys
+
     if sys.implementation.name != "micropython":
         return  # main.py looks at the file system root: only the MicroPython VFS is a safe place for that
     import builtins
+
     _write("/safe_mode", "")
     lines = []
     real_print = builtins.print
@@ -136,11 +144,13 @@ def test_board_boot_and_main_in_safe_mode():
 
 async def test_run_serves_real_http_on_cpython():
     import sys
+
     if sys.implementation.name == "micropython":
         return  # the WebAssembly port has no sockets; on the board this is microdot's own start_server
     import socket
 
     from _fw import preset_body, signed
+
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

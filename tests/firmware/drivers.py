@@ -66,7 +66,7 @@ def test_clock_unix_time_and_ntp_retry():
     ft = FakeTime(1764460800)
     c = Clock(ntptime, "time.example", 3600, time_fn=ft)
     assert ntptime.host == "time.example"
-    assert c.now() == 1764460800 and not c.synced      # WebAssembly/unix ports count from 1970
+    assert c.now() == 1764460800 and not c.synced  # WebAssembly/unix ports count from 1970
     ntptime.fail = True
     assert c.due(0) and not c.sync(0)
     assert "OSError" in c.last_error and not c.synced
@@ -104,6 +104,7 @@ def test_pixels_wrong_length_refused_and_missing_driver_reported():
     else:
         raise AssertionError("short frame accepted")
     import neopixel
+
     neopixel.fail = True
     try:
         q = Pixels(13, 4)
@@ -121,9 +122,9 @@ def test_button_pins_read_the_raw_level_and_light_the_lamp():
     pin = machine.Pin(32, machine.Pin.IN, machine.Pin.PULL_UP)
     lamp = machine.Pin(33, machine.Pin.OUT, value=0)
     b = ButtonPoller(pin, True, lamp)
-    assert b.pressed() is False           # pulled up: released
+    assert b.pressed() is False  # pulled up: released
     pin.drive(0)
-    assert b.pressed() is True            # the contact pulls it low
+    assert b.pressed() is True  # the contact pulls it low
     high = ButtonPoller(machine.Pin(34, machine.Pin.IN, machine.Pin.PULL_DOWN), False)
     assert high.pressed() is False
     # Bounce reaches the core unfiltered, and the core's Button turns it into one press.
@@ -143,7 +144,7 @@ def test_button_pins_read_the_raw_level_and_light_the_lamp():
     b.set_lamp(True)
     b.set_lamp(True)
     b.set_lamp(False)
-    assert lamp.history == [1, 0]   # repeated "on" is not written again
+    assert lamp.history == [1, 0]  # repeated "on" is not written again
 
 
 # ---- TTS on the UART
@@ -168,7 +169,7 @@ def test_tts_long_text_paced_by_busy_pin():
     sent = [frames[0]]
     t = GRACE_MS + 10
     while True:
-        busy.drive(0)                  # the chip finished a frame
+        busy.drive(0)  # the chip finished a frame
         t += 50
         done = tts.step(t)
         got = uart.take()
@@ -197,9 +198,10 @@ def test_tts_xfs5152_frames_and_status_polling_without_busy_pin():
         if frame == tts_xfs5152.STATUS:
             return b"\x41" + (b"\x4e" if state["busy"] else b"\x4f")
         return b"\x41"
+
     uart.responder = chip
     tts.say("你好", 0)
-    assert uart.take() == [b"\xfd\x00\x06\x01\x03\x60\x4f\x7d\x59"]   # FACTS.md: the datasheet's example
+    assert uart.take() == [b"\xfd\x00\x06\x01\x03\x60\x4f\x7d\x59"]  # FACTS.md: the datasheet's example
     t = 0
     for _ in range(10):
         t += 100
@@ -218,7 +220,7 @@ def test_tts_xfs5152_frames_and_status_polling_without_busy_pin():
 def test_tts_absent_chip_detected_and_speech_still_ends():
     tts, uart, busy = _tts()
     t = 0
-    tts.step(t)                      # the idle health query goes out
+    tts.step(t)  # the idle health query goes out
     assert uart.take() == [tts_syn6288.STATUS]
     for _ in range(20):
         t += 50
@@ -257,7 +259,7 @@ def test_unknown_chip_refused():
 def test_watchdog_created_late_and_fed_only_when_all_beat():
     fresh_fakes()
     wd = Watchdog(8000)
-    assert machine.WDT.instances == []           # not at construction: it could never be stopped
+    assert machine.WDT.instances == []  # not at construction: it could never be stopped
     wd.expect("a", 0)
     wd.expect("b", 0)
     assert wd.check(100) and machine.WDT.instances[0].timeout == 8000
@@ -280,6 +282,7 @@ def test_watchdog_ticks_wrap():
 
 def test_store_atomic_write_and_corrupt_file():
     import os
+
     path = scratch("drv_state.json")
     s = Store(path)
     for p in (path, path + ".tmp"):
@@ -291,8 +294,8 @@ def test_store_atomic_write_and_corrupt_file():
     assert s.save({"v": 1, "version": 3})
     assert s.save({"v": 1, "version": 4})
     assert s.load() == {"v": 1, "version": 4} and s.writes == 2
-    d = path[:path.rindex("/")] or "/"
-    base = path[path.rindex("/") + 1:]
+    d = path[: path.rindex("/")] or "/"
+    base = path[path.rindex("/") + 1 :]
     names = os.listdir(d)
     assert base in names and base + ".tmp" not in names
     with open(path, "w") as f:

@@ -21,8 +21,14 @@ async def test_signed_p0_accepted_through_microdot():
     r = await c.post("/api/v1/send_msg", headers=h, body=b)
     assert r.status_code == 200, (r.status_code, r.text)
     assert r.headers["Content-Type"] == "application/json"
-    assert r.json == {"ok": True, "kind": "alarm", "duplicate": False, "level": "P0", "key": "A03:w8:NCCL",
-                      "id": "m-1"}, r.json
+    assert r.json == {
+        "ok": True,
+        "kind": "alarm",
+        "duplicate": False,
+        "level": "P0",
+        "key": "A03:w8:NCCL",
+        "id": "m-1",
+    }, r.json
     assert s.terminal.display(ft()).pattern == "flash"
     # The gateway's retry of the same message: 200 again, acted on once.
     r = await c.post("/api/v1/send_msg", headers=h, body=b)
@@ -31,8 +37,10 @@ async def test_signed_p0_accepted_through_microdot():
 
 async def test_rfc_v1_body_exactly_as_the_rfc_gateway_sends_it():
     s, ft, c = _client()
-    body = ('{"text": "NCCL deadlock on A03", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", '
-            '"repeat_times": 3}')
+    body = (
+        '{"text": "NCCL deadlock on A03", "color": "#FF0000", "light_mode": "flash", "audio_mode": "cycle", '
+        '"repeat_times": 3}'
+    )
     h, b = signed(body, ft())
     r = await c.post("/api/v1/send_msg", headers=h, body=b)
     assert r.status_code == 200 and r.json["level"] == "P0", r.text
@@ -109,11 +117,16 @@ async def test_metrics_in_prometheus_text():
     r = await c.get("/metrics")
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain"), r.headers
     lines = r.text.split("\n")
-    for want in ('sentinel_alarms_total{level="P0"} 1', 'sentinel_requests_total{outcome="accepted"} 1',
-                 'sentinel_requests_total{outcome="refused"} 1', 'sentinel_active_alarms{level="P0"} 1',
-                 "sentinel_shown_level 2", 'sentinel_health_ok{check="network"} 1',
-                 'sentinel_refusals_total{code="bad_signature"} 1',
-                 "# TYPE sentinel_frames_total counter"):
+    for want in (
+        'sentinel_alarms_total{level="P0"} 1',
+        'sentinel_requests_total{outcome="accepted"} 1',
+        'sentinel_requests_total{outcome="refused"} 1',
+        'sentinel_active_alarms{level="P0"} 1',
+        "sentinel_shown_level 2",
+        'sentinel_health_ok{check="network"} 1',
+        'sentinel_refusals_total{code="bad_signature"} 1',
+        "# TYPE sentinel_frames_total counter",
+    ):
         assert want in lines, (want, r.text)
 
 
@@ -121,8 +134,12 @@ def _fill(s, ft, n=20):
     """A full terminal: more alarms than it keeps (16 active), speech queued, one incident acknowledged."""
     for i in range(n):
         level = "p0" if i % 3 else "p1"
-        h, b = signed(preset_body(level, "A%02d gpu-worker-%02d NCCL timeout" % (i, i), key="A%02d:w%02d" % (i, i),
-                                  id="m-%d" % i), ft())
+        h, b = signed(
+            preset_body(
+                level, "A%02d gpu-worker-%02d NCCL timeout" % (i, i), key="A%02d:w%02d" % (i, i), id="m-%d" % i
+            ),
+            ft(),
+        )
         assert s.handle_http("POST", "/api/v1/send_msg", h, b)[0] == 200
         ft.t += 1
     h, b = signed({"key": "A19:w19", "long": False}, ft(), path="/api/v1/ack")
@@ -143,6 +160,7 @@ def _steady(st):
 
 async def test_status_in_pieces_is_the_whole_document():
     import sys
+
     s, ft, c = _client()
     _fill(s, ft)
     now = ft()
@@ -202,12 +220,16 @@ def _samples(lines):
 
 
 def _steady_lines(lines):
-    return [x for x in lines if not x.startswith("sentinel_heap_free_bytes ") and
-            not x.startswith("sentinel_uptime_seconds ")]
+    return [
+        x
+        for x in lines
+        if not x.startswith("sentinel_heap_free_bytes ") and not x.startswith("sentinel_uptime_seconds ")
+    ]
 
 
 async def test_metrics_in_pieces_read_from_the_terminal_say_what_the_status_says():
     import sys
+
     s, ft, c = _client()
     for fill in (False, True):
         if fill:
@@ -238,8 +260,10 @@ async def test_one_route_answers_every_path_and_method_in_json():
     s, ft, c = _client()
     for path in ("/", "/nope", "/api/v1/status/x", "/api/v2/send_msg"):
         r = await c.get(path)
-        assert r.status_code == 404 and r.json == {"ok": False, "error": "not_found",
-                                                   "message": "no such endpoint"}, (path, r.text)
+        assert r.status_code == 404 and r.json == {"ok": False, "error": "not_found", "message": "no such endpoint"}, (
+            path,
+            r.text,
+        )
     r = await c.post("/metrics", body=b"")
     assert r.status_code == 405 and r.json["error"] == "method_not_allowed", r.text
     for m in ("PUT", "DELETE", "PATCH"):
@@ -261,12 +285,12 @@ class _Conn:
 
     async def readline(self):
         i = self.data.find(b"\n", self.pos) + 1 or len(self.data)
-        line = self.data[self.pos:i]
+        line = self.data[self.pos : i]
         self.pos = i
         return line
 
     async def readexactly(self, n):
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -294,6 +318,7 @@ async def _serve(s, method, path, headers, body):
 
 async def test_answer_on_the_wire_then_the_state_written():
     import sys
+
     s, ft, _ = _client()
     h, b = signed(preset_body("p0", "A03 gpu-worker-08 NCCL timeout", key="A03:w8:NCCL", id="m-9"), ft())
     w0 = s.store.writes
@@ -303,8 +328,14 @@ async def test_answer_on_the_wire_then_the_state_written():
     lines = head.decode().split("\r\n")
     assert lines[0] == "HTTP/1.0 200 OK", lines
     assert sorted(lines[1:]) == ["Content-Length: %d" % len(body), "Content-Type: application/json"], lines
-    assert json.loads(body) == {"ok": True, "kind": "alarm", "duplicate": False, "level": "P0", "key": "A03:w8:NCCL",
-                                "id": "m-9"}, body
+    assert json.loads(body) == {
+        "ok": True,
+        "kind": "alarm",
+        "duplicate": False,
+        "level": "P0",
+        "key": "A03:w8:NCCL",
+        "id": "m-9",
+    }, body
     # The answer went out before the state was written to flash, and the state was written once it had.
     assert all(n == w0 for _, n in c.out) and s.store.writes == w0 + 1, (w0, c.out, s.store.writes)
     # A refusal: its status line, nothing written.
@@ -316,7 +347,7 @@ async def test_answer_on_the_wire_then_the_state_written():
     wire = b"".join(x for x, _ in c.out)
     head, body = wire.split(b"\r\n\r\n", 1)
     assert head.decode().split("\r\n")[1:] == ["Content-Type: text/plain; version=0.0.4; charset=utf-8"], head
-    assert b"sentinel_alarms_total{level=\"P0\"} 1\n" in body, body
+    assert b'sentinel_alarms_total{level="P0"} 1\n' in body, body
     assert "sentinel_core.metrics" not in sys.modules
     # OPTIONS is the core's to answer, as in the emulator.
     c = await _serve(s, "OPTIONS", "/api/v1/send_msg", {}, b"")

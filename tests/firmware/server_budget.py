@@ -29,9 +29,9 @@ def test_an_idle_one_goes_first_the_oldest_of_them():
 
 
 def test_then_the_fewest_bytes_per_second_since_the_accept():
-    drip = _conn(0, b"POST")                 # 4 B in 2 s: 2 B/s
-    liar = _conn(1500, P0_HEAD + b"0123")    # 101 B in 0.5 s: 202 B/s
-    fresh = _conn(1990, b"P")                # 1 B in 10 ms: 100 B/s
+    drip = _conn(0, b"POST")  # 4 B in 2 s: 2 B/s
+    liar = _conn(1500, P0_HEAD + b"0123")  # 101 B in 0.5 s: 202 B/s
+    fresh = _conn(1990, b"P")  # 1 B in 10 ms: 100 B/s
     s = _server(fresh, liar, drip)
     assert s.worst(2000) is drip
     s.conns.remove(drip)
@@ -112,8 +112,8 @@ def _whole(data):
 def test_what_counts_as_a_whole_head():
     assert _whole(b"GET /api/v1/status HTTP/1.1\r\nHost: box\r\n\r\n")
     assert _whole(P0_HEAD + b"01234567890 and more")
-    assert _whole(P0_HEAD)                               # the body follows in its own segment
-    assert not _whole(P0_HEAD[:-1])                      # one byte short of the blank line
+    assert _whole(P0_HEAD)  # the body follows in its own segment
+    assert not _whole(P0_HEAD[:-1])  # one byte short of the blank line
     assert not _whole(b"GET /api/v1/status HTTP/1.1\r\nHost: box\r\n")
     assert not _whole(b"")
 
@@ -127,6 +127,7 @@ def test_bytes_read_before_the_task_count_and_are_read_first():
 async def test_a_turn_looks_at_each_waiting_one_once():
     # One that still has sent nothing goes back to the wait, and the turn ends (it once looked at it forever).
     from sentinel_fw import ticks
+
     s = Server(None, 2048, max_conn=2)
     late = _Sock()
     s.fresh = [(late, ticks.ms())]

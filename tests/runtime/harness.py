@@ -43,11 +43,13 @@ def _inject(spec):
         return False
 
     if arm is not None:
+
         def wrapper(*a, **kw):
             if failing():
                 _inject({"at": arm, "nth": 1})
             return real(*a, **kw)
     elif hang:
+
         def wrapper(*a, **kw):
             if failing():
                 report("hanging at %s" % point)
@@ -55,11 +57,13 @@ def _inject(spec):
                     pass
             return real(*a, **kw)
     elif after is None:
+
         def wrapper(*a, **kw):
             if failing():
                 raise MemoryError("injected at " + point)
             return real(*a, **kw)
     else:
+
         def wrapper(*a, **kw):
             fail = failing()
             n = 0
@@ -68,6 +72,7 @@ def _inject(spec):
                     raise MemoryError("injected at " + point)
                 n += 1
                 yield piece
+
     setattr(owner, name, wrapper)
 
 
@@ -75,6 +80,7 @@ def _shim(real, **overrides):
     # A stand-in for a built-in module: everything of the real one, with the given attributes replaced.
     class Shim:
         pass
+
     shim = Shim()
     for k in dir(real):
         if not k.startswith("__"):
@@ -88,10 +94,12 @@ def _loopback():
     # The firmware listens on every interface, as a board does; in the tests it must only be reachable locally:
     # socket is a shim whose getaddrinfo() maps 0.0.0.0 to the loopback address.
     import socket as real
+
     bind = settings.get("bind", "127.0.0.1")
 
     def getaddrinfo(host, port, *a):
         return real.getaddrinfo(bind if host == "0.0.0.0" else host, port, *a)
+
     sys.modules["socket"] = _shim(real, getaddrinfo=getaddrinfo)
 
 
@@ -101,6 +109,7 @@ def _watchdog():
     import _thread
     import os
     import time
+
     fake = sys.modules["machine"]
     real_init = fake.WDT.__init__
     real_feed = fake.WDT.feed
@@ -120,6 +129,7 @@ def _watchdog():
             if time.ticks_diff(time.ticks_ms(), wdt.fed_at) > wdt.timeout:
                 print("[harness] watchdog reset: not fed for %d ms" % wdt.timeout)
                 os.system("kill -9 $PPID")  # the shell's parent: this process
+
     fake.WDT.__init__ = init
     fake.WDT.feed = feed
 
@@ -131,6 +141,7 @@ def _short_pause():
 
     def sleep(s):
         real.sleep(0.2 if s >= 5 else s)
+
     sys.modules["time"] = _shim(real, sleep=sleep)
 
 
@@ -143,8 +154,10 @@ def _collecting_mem_free():
         real.collect()
         if settings.get("qstr_report"):
             import micropython
+
             micropython.qstr_info()
         return real.mem_free()
+
     sys.modules["gc"] = _shim(real, mem_free=mem_free)
 
 

@@ -65,8 +65,18 @@ class Alarm:
     id = None
     duration = None
 
-    def __init__(self, text, color=(255, 0, 0), light_mode="flash", audio_mode="cycle", repeat_times=3,
-                 level=None, key=None, id=None, duration=None):
+    def __init__(
+        self,
+        text,
+        color=(255, 0, 0),
+        light_mode="flash",
+        audio_mode="cycle",
+        repeat_times=3,
+        level=None,
+        key=None,
+        id=None,
+        duration=None,
+    ):
         self.text = text
         color = shared_color(color)
         if color is not _COLORS[P0]:
@@ -117,8 +127,14 @@ class Alarm:
 PRESETS = {
     "p0": {"color": _COLORS[P0], "light_mode": "flash", "audio_mode": "cycle", "repeat_times": 3, "level": P0},
     "p1": {"color": _COLORS[P1], "light_mode": "breath", "audio_mode": "once", "repeat_times": 1, "level": P1},
-    "normal": {"color": _COLORS[NORMAL], "light_mode": "solid", "audio_mode": "once", "repeat_times": 1,
-               "level": NORMAL, "duration": NORMAL_DURATION_S},
+    "normal": {
+        "color": _COLORS[NORMAL],
+        "light_mode": "solid",
+        "audio_mode": "once",
+        "repeat_times": 1,
+        "level": NORMAL,
+        "duration": NORMAL_DURATION_S,
+    },
 }
 RECOVERED_TEXT = "训练集群已恢复正常"
 
@@ -132,5 +148,4 @@ def preset(name, text=None, key=None, id=None, duration=None):
         raise ValueError("preset %s needs a text" % name)
     if duration is None:
         duration = p.get("duration")
-    return Alarm(text, p["color"], p["light_mode"], p["audio_mode"], p["repeat_times"], p["level"],
-                 key, id, duration)
+    return Alarm(text, p["color"], p["light_mode"], p["audio_mode"], p["repeat_times"], p["level"], key, id, duration)

@@ -28,10 +28,10 @@ class Button:
         self.reset()
 
     def reset(self):
-        self.pressed = False      # the debounced level
+        self.pressed = False  # the debounced level
         self._raw = False
-        self._raw_since = None    # tick of the last raw edge
-        self._down_at = None      # tick the debounced press began (its first raw edge)
+        self._raw_since = None  # tick of the last raw edge
+        self._down_at = None  # tick the debounced press began (its first raw edge)
         self._long_fired = False
 
     def sample(self, pressed, t_ms):

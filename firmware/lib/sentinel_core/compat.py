@@ -5,5 +5,6 @@ try:
     # (type: ignore: the stubs' const is positional-only, a syntax MicroPython cannot parse in the fallback)
     from micropython import const  # type: ignore
 except ImportError:
+
     def const(x):
         return x

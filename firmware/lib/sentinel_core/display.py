@@ -20,7 +20,6 @@ HEALTH_PATTERNS = (
 )
 
 
-
 def ascii_label(s, limit):
     """s cut to limit characters if it is printable ASCII (the matrix font has nothing else), else None."""
     if not isinstance(s, str) or not s:
@@ -44,9 +43,15 @@ class Display:
         self.key = key
 
     def __eq__(self, other):
-        return isinstance(other, Display) and self.pattern == other.pattern and \
-            tuple(self.color) == tuple(other.color) and self.level == other.level and \
-            self.text == other.text and self.night == other.night and self.key == other.key
+        return (
+            isinstance(other, Display)
+            and self.pattern == other.pattern
+            and tuple(self.color) == tuple(other.color)
+            and self.level == other.level
+            and self.text == other.text
+            and self.night == other.night
+            and self.key == other.key
+        )
 
     def __ne__(self, other):
         return not self.__eq__(other)
@@ -62,5 +67,10 @@ class Display:
         }
 
     def __repr__(self):
-        return "Display(%s %r level=%r text=%r night=%r)" % (self.pattern, self.color, self.level, self.text,
-                                                             self.night)
+        return "Display(%s %r level=%r text=%r night=%r)" % (
+            self.pattern,
+            self.color,
+            self.level,
+            self.text,
+            self.night,
+        )

@@ -13,8 +13,8 @@ class Health:
         self.config = True
         self.config_detail = None
         self.misses = misses
-        self.interval = None      # seconds announced by the gateway; None: switch disarmed
-        self.last_beat = None     # now of the last heartbeat (or of arming after a restore)
+        self.interval = None  # seconds announced by the gateway; None: switch disarmed
+        self.last_beat = None  # now of the last heartbeat (or of arming after a restore)
 
     def set(self, name, ok):
         """Returns True when the flag changed."""

@@ -40,8 +40,15 @@ async def read(readline, max_body, headers):
     n = _line(line)
     a = line.find(b" ")
     b = line.find(b" ", a + 1)
-    if not 0 < a <= 16 or b < 0 or n - b != 9 or line[b + 1:b + 6] != b"HTTP/" or line[b + 7] != 46 or not (
-            48 <= line[b + 6] <= 57 and 48 <= line[b + 8] <= 57) or line[a + 1] != 47:
+    if (
+        not 0 < a <= 16
+        or b < 0
+        or n - b != 9
+        or line[b + 1 : b + 6] != b"HTTP/"
+        or line[b + 7] != 46
+        or not (48 <= line[b + 6] <= 57 and 48 <= line[b + 8] <= 57)
+        or line[a + 1] != 47
+    ):
         raise bad
     for k in range(a + 1, b):
         if not 33 <= line[k] <= 126:
@@ -50,8 +57,8 @@ async def read(readline, max_body, headers):
         if not 65 <= line[k] <= 90:
             raise bad
     method = line[:a].decode()
-    target = line[a + 1:b].decode()
-    version = line[b + 1:n].decode()
+    target = line[a + 1 : b].decode()
+    version = line[b + 1 : n].decode()
     seen = []
     length = 0
     while True:

@@ -40,13 +40,20 @@ class Layout:
     def __init__(self, width, height, serpentine=True, rotation=0, order="GRB"):
         # Checking and building the table is boot-only code (sentinel_core.wiring): the board drops it once built.
         from sentinel_core.wiring import wire
+
         wire(self, width, height, serpentine, rotation, order)
 
     def index(self, x, y):
         """LED index (position on the data line) of image pixel (x, y)."""
         from sentinel_core.wiring import index
+
         return index(self, x, y)
 
     def __repr__(self):
         return "Layout(%d, %d, serpentine=%r, rotation=%d, order=%r)" % (
-            self.width, self.height, self.serpentine, self.rotation, self.order)
+            self.width,
+            self.height,
+            self.serpentine,
+            self.rotation,
+            self.order,
+        )

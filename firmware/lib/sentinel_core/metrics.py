@@ -44,69 +44,131 @@ def parts(glue, now, extra):
     with family() too)."""
     t = glue.terminal
     t.tick(now)
-    yield from family("# HELP sentinel_requests_total Signed API requests by outcome.\n"
-                      "# TYPE sentinel_requests_total counter\n",
-                      'sentinel_requests_total{outcome="%s"} %s\n', glue.requests, ("accepted", "duplicate", "refused"))
-    yield from family("# HELP sentinel_refusals_total Refused requests by error code.\n"
-                      "# TYPE sentinel_refusals_total counter\n",
-                      'sentinel_refusals_total{code="%s"} %s\n', glue.refused)
-    yield from family("# HELP sentinel_accepted_total Accepted new requests by kind: alarm, ack, heartbeat, unmute.\n"
-                      "# TYPE sentinel_accepted_total counter\n",
-                      'sentinel_accepted_total{kind="%s"} %s\n', glue.accepted)
+    yield from family(
+        "# HELP sentinel_requests_total Signed API requests by outcome.\n# TYPE sentinel_requests_total counter\n",
+        'sentinel_requests_total{outcome="%s"} %s\n',
+        glue.requests,
+        ("accepted", "duplicate", "refused"),
+    )
+    yield from family(
+        "# HELP sentinel_refusals_total Refused requests by error code.\n# TYPE sentinel_refusals_total counter\n",
+        'sentinel_refusals_total{code="%s"} %s\n',
+        glue.refused,
+    )
+    yield from family(
+        "# HELP sentinel_accepted_total Accepted new requests by kind: alarm, ack, heartbeat, unmute.\n"
+        "# TYPE sentinel_accepted_total counter\n",
+        'sentinel_accepted_total{kind="%s"} %s\n',
+        glue.accepted,
+    )
     levels = ("NORMAL", "P1", "P0")
-    yield from family("# HELP sentinel_alarms_total Accepted alarms by level.\n# TYPE sentinel_alarms_total counter\n",
-                      'sentinel_alarms_total{level="%s"} %s\n', glue.alarms, levels)
-    yield from family("# HELP sentinel_button_presses_total ACK button presses by kind.\n"
-                      "# TYPE sentinel_button_presses_total counter\n",
-                      'sentinel_button_presses_total{kind="%s"} %s\n', glue.presses, ("short", "long"))
-    yield from family("# HELP sentinel_utterances_total Utterances by how they ended.\n"
-                      "# TYPE sentinel_utterances_total counter\n",
-                      'sentinel_utterances_total{outcome="%s"} %s\n', glue.utterances, ("completed", "cut", "failed"))
-    yield from family("# HELP sentinel_frames_total Frames rendered.\n# TYPE sentinel_frames_total counter\n",
-                      "sentinel_frames_total %s\n", glue.frames)
+    yield from family(
+        "# HELP sentinel_alarms_total Accepted alarms by level.\n# TYPE sentinel_alarms_total counter\n",
+        'sentinel_alarms_total{level="%s"} %s\n',
+        glue.alarms,
+        levels,
+    )
+    yield from family(
+        "# HELP sentinel_button_presses_total ACK button presses by kind.\n"
+        "# TYPE sentinel_button_presses_total counter\n",
+        'sentinel_button_presses_total{kind="%s"} %s\n',
+        glue.presses,
+        ("short", "long"),
+    )
+    yield from family(
+        "# HELP sentinel_utterances_total Utterances by how they ended.\n# TYPE sentinel_utterances_total counter\n",
+        'sentinel_utterances_total{outcome="%s"} %s\n',
+        glue.utterances,
+        ("completed", "cut", "failed"),
+    )
+    yield from family(
+        "# HELP sentinel_frames_total Frames rendered.\n# TYPE sentinel_frames_total counter\n",
+        "sentinel_frames_total %s\n",
+        glue.frames,
+    )
     c = [0, 0, 0]
     for x in t.active.values():
         c[x.alarm.level] += 1
-    yield from family("# HELP sentinel_active_alarms Active alarms by level.\n# TYPE sentinel_active_alarms gauge\n",
-                      'sentinel_active_alarms{level="%s"} %s\n', c, levels)
+    yield from family(
+        "# HELP sentinel_active_alarms Active alarms by level.\n# TYPE sentinel_active_alarms gauge\n",
+        'sentinel_active_alarms{level="%s"} %s\n',
+        c,
+        levels,
+    )
     c = None
     d = t.display(now)
-    yield from family("# HELP sentinel_shown_level Level shown: 2 P0, 1 P1, 0 NORMAL, -1 none.\n"
-                      "# TYPE sentinel_shown_level gauge\n", "sentinel_shown_level %s\n",
-                      -1 if d.level is None else d.level)
-    yield from family("# HELP sentinel_display_info The pattern shown (always 1).\n"
-                      "# TYPE sentinel_display_info gauge\n",
-                      'sentinel_display_info{pattern="%s"} %s\n', {d.pattern: 1})
+    yield from family(
+        "# HELP sentinel_shown_level Level shown: 2 P0, 1 P1, 0 NORMAL, -1 none.\n# TYPE sentinel_shown_level gauge\n",
+        "sentinel_shown_level %s\n",
+        -1 if d.level is None else d.level,
+    )
+    yield from family(
+        "# HELP sentinel_display_info The pattern shown (always 1).\n# TYPE sentinel_display_info gauge\n",
+        'sentinel_display_info{pattern="%s"} %s\n',
+        {d.pattern: 1},
+    )
     d = None
     muted = t.mute_until is not None and now < t.mute_until
-    yield from family("# HELP sentinel_mute_remaining_seconds Seconds left in the ACK mute.\n"
-                      "# TYPE sentinel_mute_remaining_seconds gauge\n", "sentinel_mute_remaining_seconds %s\n",
-                      int(t.mute_until - now) if muted else 0)
-    yield from family("# HELP sentinel_quiet_hours 1 inside quiet hours.\n# TYPE sentinel_quiet_hours gauge\n",
-                      "sentinel_quiet_hours %s\n", t.quiet_applies(now))
-    yield from family("# HELP sentinel_speaking 1 while speaking.\n# TYPE sentinel_speaking gauge\n",
-                      "sentinel_speaking %s\n", t.speaking is not None)
-    yield from family("# HELP sentinel_speech_queued Utterances waiting.\n# TYPE sentinel_speech_queued gauge\n",
-                      "sentinel_speech_queued %s\n", len(t.queue.entries))
-    yield from family("# HELP sentinel_speech_dropped_total Utterances dropped, queue full.\n"
-                      "# TYPE sentinel_speech_dropped_total counter\n", "sentinel_speech_dropped_total %s\n",
-                      t.queue.dropped)
+    yield from family(
+        "# HELP sentinel_mute_remaining_seconds Seconds left in the ACK mute.\n"
+        "# TYPE sentinel_mute_remaining_seconds gauge\n",
+        "sentinel_mute_remaining_seconds %s\n",
+        int(t.mute_until - now) if muted else 0,
+    )
+    yield from family(
+        "# HELP sentinel_quiet_hours 1 inside quiet hours.\n# TYPE sentinel_quiet_hours gauge\n",
+        "sentinel_quiet_hours %s\n",
+        t.quiet_applies(now),
+    )
+    yield from family(
+        "# HELP sentinel_speaking 1 while speaking.\n# TYPE sentinel_speaking gauge\n",
+        "sentinel_speaking %s\n",
+        t.speaking is not None,
+    )
+    yield from family(
+        "# HELP sentinel_speech_queued Utterances waiting.\n# TYPE sentinel_speech_queued gauge\n",
+        "sentinel_speech_queued %s\n",
+        len(t.queue.entries),
+    )
+    yield from family(
+        "# HELP sentinel_speech_dropped_total Utterances dropped, queue full.\n"
+        "# TYPE sentinel_speech_dropped_total counter\n",
+        "sentinel_speech_dropped_total %s\n",
+        t.queue.dropped,
+    )
     h = t.health
-    yield from family("# HELP sentinel_health_ok 1 when the health check is fine.\n# TYPE sentinel_health_ok gauge\n",
-                      'sentinel_health_ok{check="%s"} %s\n',
-                      (h.clock, h.network, h.speech, h.config, h.heartbeat_ok(now)),
-                      ("clock", "network", "speech", "config", "heartbeat"))
+    yield from family(
+        "# HELP sentinel_health_ok 1 when the health check is fine.\n# TYPE sentinel_health_ok gauge\n",
+        'sentinel_health_ok{check="%s"} %s\n',
+        (h.clock, h.network, h.speech, h.config, h.heartbeat_ok(now)),
+        ("clock", "network", "speech", "config", "heartbeat"),
+    )
     h = None
     # The shell's own figures: (its key in extra, HELP and TYPE, sample).
     for name, text, sample in (
-            ("state_writes_total", "# HELP sentinel_state_writes_total Saves of the state kept across restarts.\n"
-             "# TYPE sentinel_state_writes_total counter\n", "sentinel_state_writes_total %s\n"),
-            ("uptime_seconds", "# HELP sentinel_uptime_seconds Seconds since start.\n"
-             "# TYPE sentinel_uptime_seconds gauge\n", "sentinel_uptime_seconds %s\n"),
-            ("watchdog_feeds_total", "# HELP sentinel_watchdog_feeds_total Hardware watchdog feeds.\n"
-             "# TYPE sentinel_watchdog_feeds_total counter\n", "sentinel_watchdog_feeds_total %s\n"),
-            ("heap_free_bytes", "# HELP sentinel_heap_free_bytes Free MicroPython heap.\n"
-             "# TYPE sentinel_heap_free_bytes gauge\n", "sentinel_heap_free_bytes %s\n")):
+        (
+            "state_writes_total",
+            "# HELP sentinel_state_writes_total Saves of the state kept across restarts.\n"
+            "# TYPE sentinel_state_writes_total counter\n",
+            "sentinel_state_writes_total %s\n",
+        ),
+        (
+            "uptime_seconds",
+            "# HELP sentinel_uptime_seconds Seconds since start.\n# TYPE sentinel_uptime_seconds gauge\n",
+            "sentinel_uptime_seconds %s\n",
+        ),
+        (
+            "watchdog_feeds_total",
+            "# HELP sentinel_watchdog_feeds_total Hardware watchdog feeds.\n"
+            "# TYPE sentinel_watchdog_feeds_total counter\n",
+            "sentinel_watchdog_feeds_total %s\n",
+        ),
+        (
+            "heap_free_bytes",
+            "# HELP sentinel_heap_free_bytes Free MicroPython heap.\n# TYPE sentinel_heap_free_bytes gauge\n",
+            "sentinel_heap_free_bytes %s\n",
+        ),
+    ):
         v = extra.get(name)
         if v is not None:
             yield from family(text, sample, v)

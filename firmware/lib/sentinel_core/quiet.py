@@ -34,8 +34,12 @@ def local_minute(now, utc_offset_min):
 
 class QuietHours:
     def __init__(self, start="22:00", end="08:00", utc_offset_min=0, enabled=True):
-        if not isinstance(utc_offset_min, int) or isinstance(utc_offset_min, bool) or \
-                utc_offset_min < -720 or utc_offset_min > 840:
+        if (
+            not isinstance(utc_offset_min, int)
+            or isinstance(utc_offset_min, bool)
+            or utc_offset_min < -720
+            or utc_offset_min > 840
+        ):
             raise ValueError("utc_offset_min must be an int in -720..840")
         self.start = parse_hhmm(start)
         self.end = parse_hhmm(end)

@@ -40,8 +40,7 @@ register(PATH_UNMUTE, "unmute", parse_unmute)
 
 
 class Result:
-    def __init__(self, status, answer, kind=None, alarm=None, ack=None, heartbeat=None, duplicate=False,
-                 payload=None):
+    def __init__(self, status, answer, kind=None, alarm=None, ack=None, heartbeat=None, duplicate=False, payload=None):
         self.status = status
         self.answer = answer
         self.kind = kind
@@ -173,8 +172,9 @@ class Receiver:
         ts_text = _header(headers, "x-timestamp")
         sig_text = _header(headers, "x-signature")
         # Not a loop over (name, value) pairs: those tuples would be built on every request.
-        missing = "X-API-Key" if not key_id else "X-Timestamp" if not ts_text else "X-Signature" if not sig_text \
-            else None
+        missing = (
+            "X-API-Key" if not key_id else "X-Timestamp" if not ts_text else "X-Signature" if not sig_text else None
+        )
         if missing is not None:
             raise unauthorized("missing_auth", "missing header %s" % missing)
         ts_text = _ows_strip(ts_text or "")
@@ -193,8 +193,9 @@ class Receiver:
             # other endpoints' MACs are computed only on this failing path.
             for p in ENDPOINTS:
                 if p != path and equal(signer.digest(ts_text, body, ENDPOINTS[p][3]), given):
-                    raise unauthorized("wrong_endpoint", "signed for %s, not for %s (docs/PROTOCOL.md: Signing)"
-                                       % (p, path))
+                    raise unauthorized(
+                        "wrong_endpoint", "signed for %s, not for %s (docs/PROTOCOL.md: Signing)" % (p, path)
+                    )
             raise unauthorized("bad_signature", "signature does not match the body and timestamp")
         # Authenticated from here on: the time window, then the body, then idempotency.
         self.replay.check(ts, mac, None, now, synced)

@@ -33,17 +33,17 @@ _BLINK_MS = const(250)
 _BLINK_PAUSE_MS = const(1000)
 
 # Intensities (0..255, before the brightness cap) of ink and field.
-_SOLID_FIELD = const(40)          # a dim field behind the icon: the colour still reads from across the room
-_BREATH_INK_FLOOR = const(96)     # the label stays readable at the bottom of a breath
-_HEALTH_DIM = const(64)           # between blinks the health icon stays visible: never dark like a dead box
-_IDLE_STEP_MS = const(150)        # the idle trace (or the strip's dot) moves one LED per step
-_TEXT_HOLD_MS = const(1000)       # a new label stands still this long before it scrolls
-_TEXT_GAP = const(8)              # blank columns between the end of a label and its next start
-_MAX_TEXT_COLS = const(400)       # label columns kept (about 64 characters); the rest is cut
-_STRIP_HEALTH_EVERY = const(4)    # no icon room: health lights every 4th LED, sparse is "the box", not "an alarm"
+_SOLID_FIELD = const(40)  # a dim field behind the icon: the colour still reads from across the room
+_BREATH_INK_FLOOR = const(96)  # the label stays readable at the bottom of a breath
+_HEALTH_DIM = const(64)  # between blinks the health icon stays visible: never dark like a dead box
+_IDLE_STEP_MS = const(150)  # the idle trace (or the strip's dot) moves one LED per step
+_TEXT_HOLD_MS = const(1000)  # a new label stands still this long before it scrolls
+_TEXT_GAP = const(8)  # blank columns between the end of a label and its next start
+_MAX_TEXT_COLS = const(400)  # label columns kept (about 64 characters); the rest is cut
+_STRIP_HEALTH_EVERY = const(4)  # no icon room: health lights every 4th LED, sparse is "the box", not "an alarm"
 
-_TICKS_MASK = const(0x3FFFFFFF)   # time.ticks_ms() period on MicroPython ports: 2**30
-_INK = const(3)                   # mask values are byte offsets into the 2-entry palette: field 0, ink 3
+_TICKS_MASK = const(0x3FFFFFFF)  # time.ticks_ms() period on MicroPython ports: 2**30
+_INK = const(3)  # mask values are byte offsets into the 2-entry palette: field 0, ink 3
 
 
 def _level(name, v, lo, hi):
@@ -57,8 +57,17 @@ class Renderer:
     budget_ma: WLED's estimate of every frame stays at or under it; flash_ms: P0 flash period (50 % on);
     breath_ms: P1 breath period; scroll_ms: time per column of scrolling text."""
 
-    def __init__(self, layout, brightness=128, night_brightness=16, budget_ma=power.BUDGET_MA,
-                 ma_per_led=power.MA_PER_LED, flash_ms=400, breath_ms=3000, scroll_ms=80):
+    def __init__(
+        self,
+        layout,
+        brightness=128,
+        night_brightness=16,
+        budget_ma=power.BUDGET_MA,
+        ma_per_led=power.MA_PER_LED,
+        flash_ms=400,
+        breath_ms=3000,
+        scroll_ms=80,
+    ):
         self.layout = layout
         self.brightness = _level("brightness", brightness, 0, 255)
         self.night_brightness = _level("night_brightness", night_brightness, 0, 255)

@@ -110,13 +110,18 @@ class ReplayGuard:
         """ACCEPT or DUPLICATE; raises ProtocolError 401 stale_timestamp. Does not record: call accept()."""
         ref = self.reference(now, synced)
         if ref is not None and (ts < ref - self.window or ts > ref + self.window):
-            raise unauthorized("stale_timestamp", "timestamp is %d s away from the terminal's time (window %d s); "
-                               "check the sender's clock" % (ts - ref, self.window))
+            raise unauthorized(
+                "stale_timestamp",
+                "timestamp is %d s away from the terminal's time (window %d s); "
+                "check the sender's clock" % (ts - ref, self.window),
+            )
         if self._n and self._seen(self._mac(mac), self._digest(msg_id)):
             return DUPLICATE
         if ts <= self.floor:
-            raise unauthorized("stale_timestamp", "timestamp is older than the terminal's replay memory; "
-                               "sign again with the current time")
+            raise unauthorized(
+                "stale_timestamp",
+                "timestamp is older than the terminal's replay memory; sign again with the current time",
+            )
         return _ACCEPT
 
     def accept(self, ts, mac, msg_id, now, synced):

@@ -30,8 +30,18 @@ def _alarm(x, v):
         if not isinstance(x, dict):
             raise ValueError("not an object")
         # Missing fields become values check_alarm refuses, so a damaged file is reported, never half-restored.
-        x = [x.get("key"), x.get("text"), x.get("level"), x.get("color"), x.get("light_mode", ""),
-             x.get("audio_mode", ""), x.get("repeat_times", 0), x.get("id"), x.get("since"), x.get("expires")]
+        x = [
+            x.get("key"),
+            x.get("text"),
+            x.get("level"),
+            x.get("color"),
+            x.get("light_mode", ""),
+            x.get("audio_mode", ""),
+            x.get("repeat_times", 0),
+            x.get("id"),
+            x.get("since"),
+            x.get("expires"),
+        ]
     elif not isinstance(x, list) or len(x) != ROW_LEN:
         raise ValueError("not a row of %d fields" % ROW_LEN)
     col = x[3]

@@ -8,14 +8,14 @@ from sentinel_core.compat import const
 from sentinel_core.terminal import Terminal
 
 # What a step asks of its shell (None: nothing).
-PERSIST = "persist"   # the state that survives a reboot changed: write it (write_state, then saved)
-SAY = "say"           # hand glue.utterance to the voice: its text, and its seq to report back with voice_done
-STOP = "stop"         # cut the voice off now (the utterance is already over for the terminal)
+PERSIST = "persist"  # the state that survives a reboot changed: write it (write_state, then saved)
+SAY = "say"  # hand glue.utterance to the voice: its text, and its seq to report back with voice_done
+STOP = "stop"  # cut the voice off now (the utterance is already over for the terminal)
 
 # How an utterance ended, for voice_done (and the index of its counter in glue.utterances).
 COMPLETED = 0
 CUT = 1
-FAILED = 2          # the voice could not say it (a text the chip's encoder refuses, a voice that broke)
+FAILED = 2  # the voice could not say it (a text the chip's encoder refuses, a voice that broke)
 
 # Request outcomes: the index of each counter in glue.requests. Private constants, folded at compile time: no name
 # interned on the board for them (sentinel_core.metrics says why names count).
@@ -46,16 +46,16 @@ class ShellGlue:
         self.receiver = receiver
         self.renderer = renderer
         self.button = button
-        self.utterance = None   # what the last SAY asked to say
-        self.display = None     # what the last frame showed (a sentinel_core.display.Display)
-        self.lamp = False       # the button's lamp: on while an alarm above NORMAL is shown
+        self.utterance = None  # what the last SAY asked to say
+        self.display = None  # what the last frame showed (a sentinel_core.display.Display)
+        self.lamp = False  # the button's lamp: on while an alarm above NORMAL is shown
         # What /metrics counts (sentinel_core.metrics), the same on both shells.
-        self.requests = [0, 0, 0]      # accepted, duplicate, refused
-        self.refused = {}              # error code -> refused requests
-        self.accepted = {}             # kind (alarm, ack, heartbeat, unmute) -> accepted new requests
-        self.alarms = [0, 0, 0]        # accepted alarms by level (NORMAL, P1, P0)
-        self.presses = [0, 0]          # short, long
-        self.utterances = [0, 0, 0]    # COMPLETED, CUT, FAILED
+        self.requests = [0, 0, 0]  # accepted, duplicate, refused
+        self.refused = {}  # error code -> refused requests
+        self.accepted = {}  # kind (alarm, ack, heartbeat, unmute) -> accepted new requests
+        self.alarms = [0, 0, 0]  # accepted alarms by level (NORMAL, P1, P0)
+        self.presses = [0, 0]  # short, long
+        self.utterances = [0, 0, 0]  # COMPLETED, CUT, FAILED
         self.frames = 0
 
     # ---- inputs ----------------------------------------------------------------------------------------------
@@ -191,6 +191,7 @@ class ShellGlue:
         """Write the state document into the open text file f, field by field (never built whole in the heap).
         Returns its version: once the shell has committed the file, it calls saved(version)."""
         from sentinel_core.persist import write_state
+
         t = self.terminal
         version = t.state_version
         write_state(t, f, self.receiver.replay.export())

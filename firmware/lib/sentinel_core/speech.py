@@ -16,8 +16,15 @@ class Utterance:
         self.of = of
 
     def to_dict(self):
-        return {"text": self.text, "level": ("NORMAL", "P1", "P0")[self.level], "key": self.key, "id": self.id,
-                "seq": self.seq, "n": self.n, "of": self.of}
+        return {
+            "text": self.text,
+            "level": ("NORMAL", "P1", "P0")[self.level],
+            "key": self.key,
+            "id": self.id,
+            "seq": self.seq,
+            "n": self.n,
+            "of": self.of,
+        }
 
     def __repr__(self):
         return "Utterance(%r level=%d key=%r %d/%d)" % (self.text, self.level, self.key, self.n, self.of)

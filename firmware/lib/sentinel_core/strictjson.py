@@ -42,7 +42,7 @@ def _value(b, i, n, depth):
     if c == 45 or 48 <= c <= 57:
         return _number(b, i, n)
     for lit in (b"true", b"false", b"null"):
-        if b[i:i + len(lit)] == lit:
+        if b[i : i + len(lit)] == lit:
             return i + len(lit)
     _fail("unexpected character", i)
 
@@ -79,7 +79,7 @@ def _object(b, i, n, depth):
 
 def _key(b, start, end):
     """The key whose quoted form is b[start:end], as UTF-8 bytes: escapes decoded, so "t\\u0065xt" is "text"."""
-    raw = b[start + 1:end - 1]
+    raw = b[start + 1 : end - 1]
     if 92 not in raw:
         return raw
     return json.loads(b[start:end].decode("utf-8")).encode("utf-8")

@@ -23,6 +23,7 @@ CLOCK_STEP_S = 3600
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
 
+
 def is_int(v):
     """An int and not a bool (the checks of the config, the state file and the terminal's inputs share these)."""
     return isinstance(v, int) and not isinstance(v, bool)
@@ -108,10 +109,11 @@ class Terminal:
         # Checking the config is boot-only code, in its own module so that the board can drop it once built: it
         # sets mute_s, speech_gap_s, max_active, label_max, idle_pattern, quiet, health and queue.
         from sentinel_core.terminal_config import settings
+
         settings(self, config)
-        self.active = {}          # incident key -> Active
+        self.active = {}  # incident key -> Active
         self.mute_until = None
-        self.acked = {}           # incident key -> acknowledged until
+        self.acked = {}  # incident key -> acknowledged until
         self.speaking = None
         self._speaking_entry = None
         self._speaking_order = 0
@@ -120,11 +122,11 @@ class Terminal:
         self._order = 0
         self.state_version = 0
         self._saved_version = 0
-        self.last_now = None      # the latest now seen (what a saved state records as saved_at)
+        self.last_now = None  # the latest now seen (what a saved state records as saved_at)
         self.alarms_seen = 0
         self.evicted = 0
         self._last_display = None
-        self._labelled = None     # the Active whose ASCII label _label is ("": it has none)
+        self._labelled = None  # the Active whose ASCII label _label is ("": it has none)
         self._label = None
 
     # ---- time -------------------------------------------------------------------------------------------------
@@ -201,8 +203,10 @@ class Terminal:
             # Forget first what no longer matters: incidents not active, then the one whose mute ends soonest.
             first = None
             for k in self.acked:
-                if first is None or (k not in self.active, -self.acked[k]) > \
-                        (first not in self.active, -self.acked[first]):
+                if first is None or (k not in self.active, -self.acked[k]) > (
+                    first not in self.active,
+                    -self.acked[first],
+                ):
                     first = k
             del self.acked[first]
 
@@ -258,8 +262,11 @@ class Terminal:
             # (a green for an unknown incident must not push out a fire).
             victim = None
             for a in self.active.values():
-                if victim is None or a.alarm.level < victim.alarm.level or \
-                        (a.alarm.level == victim.alarm.level and a.order < victim.order):
+                if (
+                    victim is None
+                    or a.alarm.level < victim.alarm.level
+                    or (a.alarm.level == victim.alarm.level and a.order < victim.order)
+                ):
                     victim = a
             self._drop_active(victim.key)
             self.evicted += 1
@@ -288,7 +295,7 @@ class Terminal:
 
     def on_button(self, event, now):
         if event != "short" and event != "long":
-            raise ValueError("button event must be \"short\" or \"long\", got %r" % (event,))
+            raise ValueError('button event must be "short" or "long", got %r' % (event,))
         check_now(now)
         self.tick(now)
         if event == "short":
@@ -379,8 +386,11 @@ class Terminal:
         """The Active that owns the display: the highest level, the newest among equals; None when idle."""
         best = None
         for a in self.active.values():
-            if best is None or a.alarm.level > best.alarm.level or \
-                    (a.alarm.level == best.alarm.level and a.order > best.order):
+            if (
+                best is None
+                or a.alarm.level > best.alarm.level
+                or (a.alarm.level == best.alarm.level and a.order > best.order)
+            ):
                 best = a
         return best
 
@@ -418,8 +428,15 @@ class Terminal:
 
     def _display(self, pattern, color, level, text, night, key):
         d = self._last_display
-        if d is not None and d.pattern == pattern and d.color is color and d.level == level and \
-                d.text == text and d.night == night and d.key == key:
+        if (
+            d is not None
+            and d.pattern == pattern
+            and d.color is color
+            and d.level == level
+            and d.text == text
+            and d.night == night
+            and d.key == key
+        ):
             return d
         if not isinstance(color, tuple):
             color = (color[0], color[1], color[2])
@@ -484,7 +501,7 @@ class Terminal:
             return
         if cut:
             if self.permitted(e.alarm.level, e.key, now):
-                e.due = now      # pre-empted by a P0: say it again later, in full
+                e.due = now  # pre-empted by a P0: say it again later, in full
             else:
                 self.queue.remove(e.key)
             return
@@ -530,28 +547,65 @@ class Terminal:
         queued = []
         for e in self.queue.entries:
             due = e.due - now
-            queued.append({"key": e.key, "level": LEVEL_NAMES[e.alarm.level], "text": e.alarm.text,
-                           "remaining": e.remaining, "due_in_s": int(due) if due > 0 else 0})
-        yield "speech", {"speaking": None if self.speaking is None else self.speaking.to_dict(),
-                         "queued": queued, "capacity": self.queue.capacity, "dropped": self.queue.dropped}
+            queued.append(
+                {
+                    "key": e.key,
+                    "level": LEVEL_NAMES[e.alarm.level],
+                    "text": e.alarm.text,
+                    "remaining": e.remaining,
+                    "due_in_s": int(due) if due > 0 else 0,
+                }
+            )
+        yield (
+            "speech",
+            {
+                "speaking": None if self.speaking is None else self.speaking.to_dict(),
+                "queued": queued,
+                "capacity": self.queue.capacity,
+                "dropped": self.queue.dropped,
+            },
+        )
         queued = None
         muted = self.mute_until is not None and now < self.mute_until
         acked = list(self.acked.keys())
         acked.sort()
-        yield "mute", {"active": muted, "remaining_s": int(self.mute_until - now) if muted else 0,
-                       "acknowledged": acked}
+        yield (
+            "mute",
+            {"active": muted, "remaining_s": int(self.mute_until - now) if muted else 0, "acknowledged": acked},
+        )
         acked = None
         h = self.health
-        yield "quiet", {"active": self.quiet_applies(now), "enabled": self.quiet.enabled,
-                        "start": format_hhmm(self.quiet.start), "end": format_hhmm(self.quiet.end),
-                        "utc_offset_min": self.quiet.utc_offset_min, "applied": h.clock,
-                        "local_time": self.quiet.local_time(now)}
+        yield (
+            "quiet",
+            {
+                "active": self.quiet_applies(now),
+                "enabled": self.quiet.enabled,
+                "start": format_hhmm(self.quiet.start),
+                "end": format_hhmm(self.quiet.end),
+                "utc_offset_min": self.quiet.utc_offset_min,
+                "applied": h.clock,
+                "local_time": self.quiet.local_time(now),
+            },
+        )
         problems = h.problems(now)
-        yield "health", {"ok": not problems, "problems": problems, "clock": h.clock, "network": h.network,
-                         "speech": h.speech, "config": h.config, "config_detail": h.config_detail,
-                         "heartbeat": {"armed": h.interval is not None, "ok": h.heartbeat_ok(now),
-                                       "interval_s": h.interval,
-                                       "last_age_s": None if h.last_beat is None else int(now - h.last_beat)}}
+        yield (
+            "health",
+            {
+                "ok": not problems,
+                "problems": problems,
+                "clock": h.clock,
+                "network": h.network,
+                "speech": h.speech,
+                "config": h.config,
+                "config_detail": h.config_detail,
+                "heartbeat": {
+                    "armed": h.interval is not None,
+                    "ok": h.heartbeat_ok(now),
+                    "interval_s": h.interval,
+                    "last_age_s": None if h.last_beat is None else int(now - h.last_beat),
+                },
+            },
+        )
         yield "counters", {"alarms": self.alarms_seen, "evicted": self.evicted}
 
     def active_rows(self, now):
@@ -560,9 +614,15 @@ class Terminal:
             al = a.alarm
             until = self.acked.get(a.key)
             yield {
-                "key": a.key, "level": LEVEL_NAMES[al.level], "text": al.text, "color": _color_hex(al.color),
-                "light_mode": al.light_mode, "audio_mode": al.audio_mode, "id": al.id,
-                "age_s": int(now - a.since), "expires_in_s": None if a.expires is None else int(a.expires - now),
+                "key": a.key,
+                "level": LEVEL_NAMES[al.level],
+                "text": al.text,
+                "color": _color_hex(al.color),
+                "light_mode": al.light_mode,
+                "audio_mode": al.audio_mode,
+                "id": al.id,
+                "age_s": int(now - a.since),
+                "expires_in_s": None if a.expires is None else int(a.expires - now),
                 "acknowledged": until is not None and until > now,
             }
 
@@ -571,6 +631,7 @@ class Terminal:
     def export_state(self):
         """What must survive a reboot, as a small JSON-able dict (sentinel_core.persist)."""
         from sentinel_core import persist
+
         return persist.export_state(self)
 
     def restore(self, d, now):
@@ -579,6 +640,7 @@ class Terminal:
         when the document is malformed or of a format this terminal does not read."""
         # Checking the document is boot-only code (sentinel_core.restore): the board drops it once restored.
         from sentinel_core.restore import parse_state
+
         s = parse_state(self, d, now)
         for k in list(self.active.keys()):
             if self.active[k].alarm.level != NORMAL:
@@ -598,4 +660,3 @@ class Terminal:
         self.state_version = s.version if s.version > self.state_version else self.state_version + 1
         self.mark_saved()
         self.tick(now)
-

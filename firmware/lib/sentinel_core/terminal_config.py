@@ -52,7 +52,7 @@ def settings(terminal, config):
     if not is_num(misses) or misses < 1 or misses > 10:
         raise ValueError("config heartbeat_misses: expected a number in 1..10, got %r" % (misses,))
     if cfg["idle_pattern"] not in ("idle", "off"):
-        raise ValueError("config idle_pattern: expected \"idle\" or \"off\", got %r" % (cfg["idle_pattern"],))
+        raise ValueError('config idle_pattern: expected "idle" or "off", got %r' % (cfg["idle_pattern"],))
     idle = cfg["idle_pattern"]
     for name in ("quiet_start", "quiet_end"):
         try:

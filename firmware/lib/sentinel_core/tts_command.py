@@ -18,7 +18,7 @@ def build(cmd, param, data, checksum):
     buf[3] = cmd
     if param is not None:
         buf[4] = param
-    buf[4 + extra:4 + extra + len(data)] = data
+    buf[4 + extra : 4 + extra + len(data)] = data
     if checksum:
         buf[-1] = xor(buf, len(buf) - 1)
     return bytes(buf)

@@ -19,7 +19,7 @@ def parse(data, checksum, name, param_cmds):
         raise ValueError("checksum %02X does not match %02X" % (data[n - 1], xor(data, n - 1)))
     cmd = data[3]
     param = None
-    body = bytes(data[4:n - 1] if checksum else data[4:])
+    body = bytes(data[4 : n - 1] if checksum else data[4:])
     if cmd in param_cmds:
         if not body:
             raise ValueError("command %02X needs a parameter byte" % cmd)

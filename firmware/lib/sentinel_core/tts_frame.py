@@ -51,8 +51,8 @@ def speak(cmd, param, tags_text, text, raw, max_text, limit, big_endian, checksu
         buf[2] = (n + 2 + tail) & 0xFF
         buf[3] = cmd
         buf[4] = param
-        buf[5:5 + len(head)] = head
-        buf[5 + len(head):5 + n] = view[start:end]
+        buf[5 : 5 + len(head)] = head
+        buf[5 + len(head) : 5 + n] = view[start:end]
         if checksum:
             buf[-1] = xor(buf, n + 5)
         out.append(bytes(buf))

@@ -44,12 +44,14 @@ parse_reply = tts_reply.parse_reply
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data, checksum."""
     from sentinel_core import tts_command
+
     return tts_command.build(cmd, param, data, True)
 
 
 def set_baud(rate):
     """The frame that moves the chip's UART to rate (it answers at the old rate, then switches)."""
     from sentinel_core import tts_command
+
     return tts_command.choice(_BAUD_CMD, BAUD_RATES, rate, "baud rate", True)
 
 
@@ -69,14 +71,24 @@ def synthesize(text, volume=None, speed=None, music=0, music_volume=None, raw=Fa
     """The frames that speak text, in order: a list of bytes, each at most max_text bytes of text (tts_frame.speak
     says how long text is cut and why brackets are neutralised)."""
     tts_frame.check_int(music, MUSIC[0], MUSIC[1], "background music")
-    return tts_frame.speak(_SYNTHESIZE, (music << 3) | _UNICODE, tags(volume, speed, music_volume), text, raw, max_text,
-                           _LIMIT_TEXT, True, True)
+    return tts_frame.speak(
+        _SYNTHESIZE,
+        (music << 3) | _UNICODE,
+        tags(volume, speed, music_volume),
+        text,
+        raw,
+        max_text,
+        _LIMIT_TEXT,
+        True,
+        True,
+    )
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length, checksum)."""
     from sentinel_core import tts_decode
+
     return tts_decode.decode(data, True, "SYN6288", (_SYNTHESIZE, _BAUD_CMD), 7, _UNICODE, True)
 
 
@@ -101,8 +113,15 @@ class Encoder:
         self.max_text = max_text
 
     def synthesize(self, text, volume=None, speed=None, raw=False):
-        return synthesize(text, self.volume if volume is None else volume, self.speed if speed is None else speed,
-                          self.music, self.music_volume, raw, self.max_text)
+        return synthesize(
+            text,
+            self.volume if volume is None else volume,
+            self.speed if speed is None else speed,
+            self.music,
+            self.music_volume,
+            raw,
+            self.max_text,
+        )
 
     def stop(self):
         return STOP

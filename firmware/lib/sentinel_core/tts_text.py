@@ -6,9 +6,23 @@ from sentinel_core.compat import const
 
 # Whitespace and punctuation, ASCII and CJK: a cut just after one of these falls where a reader would pause.
 BREAKS = (
-    0x09, 0x0A, 0x0D, 0x20, 0x21, 0x2C, 0x2E, 0x3A, 0x3B, 0x3F,  # \t \n \r space ! , . : ; ?
-    0x3001, 0x3002,  # 、 。
-    0xFF01, 0xFF0C, 0xFF1A, 0xFF1B, 0xFF1F,  # ！ ， ： ； ？
+    0x09,
+    0x0A,
+    0x0D,
+    0x20,
+    0x21,
+    0x2C,
+    0x2E,
+    0x3A,
+    0x3B,
+    0x3F,  # \t \n \r space ! , . : ; ?
+    0x3001,
+    0x3002,  # 、 。
+    0xFF01,
+    0xFF0C,
+    0xFF1A,
+    0xFF1B,
+    0xFF1F,  # ！ ， ： ； ？
 )
 
 # The longest inline tag the chips know ("[m16]", "[v10]") is 5 code units; a cut never lands inside a bracket

@@ -43,6 +43,7 @@ parse_reply = tts_reply.parse_reply
 def frame(cmd, param=None, data=b""):
     """One frame: header, cmd, the optional param byte, data."""
     from sentinel_core import tts_command
+
     return tts_command.build(cmd, param, data, False)
 
 
@@ -64,14 +65,16 @@ def synthesize(text, volume=None, speed=None, tone=None, raw=False, max_text=MAX
     Every frame starts with the same tags. Unless raw, square brackets become parentheses (tts_text.plain).
     Long text is cut by the rule in tts_text.cut. ValueError for empty text or a value out of range.
     """
-    return tts_frame.speak(_SYNTHESIZE, _UNICODE, tags(volume, speed, tone), text, raw, max_text, _LIMIT_TEXT, False,
-                           False)
+    return tts_frame.speak(
+        _SYNTHESIZE, _UNICODE, tags(volume, speed, tone), text, raw, max_text, _LIMIT_TEXT, False, False
+    )
 
 
 def decode(data):
     """A frame back to {"cmd", "param", "data", "text"}: text is the spoken text of a Unicode synthesis frame,
     else None. ValueError for anything that is not one well-formed frame (header, length)."""
     from sentinel_core import tts_decode
+
     return tts_decode.decode(data, False, "XFS5152CE", (_SYNTHESIZE,), 0xFF, _UNICODE, False)
 
 
@@ -96,8 +99,14 @@ class Encoder:
         self.max_text = max_text
 
     def synthesize(self, text, volume=None, speed=None, raw=False):
-        return synthesize(text, self.volume if volume is None else volume, self.speed if speed is None else speed,
-                          self.tone, raw, self.max_text)
+        return synthesize(
+            text,
+            self.volume if volume is None else volume,
+            self.speed if speed is None else speed,
+            self.tone,
+            raw,
+            self.max_text,
+        )
 
     def stop(self):
         return STOP

@@ -61,16 +61,32 @@ def _invisible(o):
     """Whitespace and format characters: shown as nothing (U+200B, U+FEFF, U+3000, variation selectors, ...).
     Written out rather than str.isspace(), which differs between CPython and MicroPython."""
     if o < 0x2000:
-        return (o == 0x20 or o == 0xA0 or o == 0xAD or o == 0x34F or o == 0x61C or 0x115F <= o <= 0x1160 or
-                o == 0x1680 or 0x17B4 <= o <= 0x17B5 or 0x180B <= o <= 0x180F)
+        return (
+            o == 0x20
+            or o == 0xA0
+            or o == 0xAD
+            or o == 0x34F
+            or o == 0x61C
+            or 0x115F <= o <= 0x1160
+            or o == 0x1680
+            or 0x17B4 <= o <= 0x17B5
+            or 0x180B <= o <= 0x180F
+        )
     if o < 0x3000:
         return o <= 0x200F or 0x202F == o or 0x205F <= o <= 0x206F or o == 0x2800
-    return (o == 0x3000 or o == 0x3164 or 0xFE00 <= o <= 0xFE0F or o == 0xFEFF or o == 0xFFA0 or
-            0x1BCA0 <= o <= 0x1BCA3 or 0xE0000 <= o <= 0xE0FFF)
+    return (
+        o == 0x3000
+        or o == 0x3164
+        or 0xFE00 <= o <= 0xFE0F
+        or o == 0xFEFF
+        or o == 0xFFA0
+        or 0x1BCA0 <= o <= 0x1BCA3
+        or 0xE0000 <= o <= 0xE0FFF
+    )
 
 
 def parse_color(v):
-    """"#RRGGBB" -> (r, g, b), or ProtocolError 422."""
+    """ "#RRGGBB" -> (r, g, b), or ProtocolError 422."""
     if not isinstance(v, str) or len(v) != 7 or v[0] != "#":
         raise invalid("color", "must be #RRGGBB")
     for ch in v[1:]:
@@ -139,8 +155,7 @@ def parse_heartbeat(obj):
     """{"interval": optional seconds until the next heartbeat is due; 0 disarms the dead-man's switch}."""
     if not isinstance(obj, dict):
         raise invalid("body", "must be a JSON object")
-    return {"interval": _int(obj, "interval", 0, HEARTBEAT_MAX_S, None),
-            "id": _text(obj, "id", KEY_MAX_BYTES, False)}
+    return {"interval": _int(obj, "interval", 0, HEARTBEAT_MAX_S, None), "id": _text(obj, "id", KEY_MAX_BYTES, False)}
 
 
 def parse_unmute(obj):

@@ -34,6 +34,7 @@ def log(msg):
 
 async def _sleep_ms(ms):
     import asyncio
+
     if hasattr(asyncio, "sleep_ms"):
         await asyncio.sleep_ms(ms)
     else:
@@ -89,6 +90,7 @@ class Sentinel:
         self.started_ms = ticks.ms()
         # Building the parts is boot-only code, in its own module so that its bytecode leaves the heap once built.
         from sentinel_fw.build import build
+
         try:
             build(self, wlan, wdt_factory, config_error)  # sets the parts annotated above, by name
         finally:
@@ -170,9 +172,12 @@ class Sentinel:
         scrape and dropped after it: a scrape every few seconds costs a .mpy load, a box holding it between scrapes
         its heap for good."""
         from sentinel_core import metrics
-        shell = {"state_writes_total": 0 if self.store is None else self.store.writes,
-                 "uptime_seconds": ticks.diff(ticks.ms(), self.started_ms) // 1000,
-                 "watchdog_feeds_total": self.watchdog.feeds}
+
+        shell = {
+            "state_writes_total": 0 if self.store is None else self.store.writes,
+            "uptime_seconds": ticks.diff(ticks.ms(), self.started_ms) // 1000,
+            "watchdog_feeds_total": self.watchdog.feeds,
+        }
         try:
             shell["heap_free_bytes"] = gc.mem_free()
         except AttributeError:
@@ -196,11 +201,21 @@ class Sentinel:
         yield "firmware", VERSION
         yield "uptime_s", ticks.diff(ticks.ms(), self.started_ms) // 1000
         yield "matrix", {"ok": self.pixels.ok, "leds": self.pixels.n, "frames": self.pixels.frames}
-        yield "speech", {"chip": self.cfg["tts"]["chip"], "present": tts is not None,
-                         "answering": None if tts is None else tts.answering}
+        yield (
+            "speech",
+            {
+                "chip": self.cfg["tts"]["chip"],
+                "present": tts is not None,
+                "answering": None if tts is None else tts.answering,
+            },
+        )
         yield "clock", {"synced": self.clock.synced, "syncs": self.clock.syncs, "error": self.clock.last_error}
-        yield "wifi", None if self.wifi is None else {"connected": self.wifi.connected, "ip": self.wifi.address(),
-                                                      "attempts": self.wifi.attempts}
+        yield (
+            "wifi",
+            None
+            if self.wifi is None
+            else {"connected": self.wifi.connected, "ip": self.wifi.address(), "attempts": self.wifi.attempts},
+        )
         yield "watchdog", {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())}
         n = self.glue.requests
         yield "http", {"requests": n[0] + n[1] + n[2], "refused": n[2]}
@@ -302,14 +317,19 @@ class Sentinel:
         t0 = ticks.ms()
         for name in ("frame", "button", "speech", "net"):
             self.watchdog.expect(name, t0)
-        return [self._every(self.frame_ms, self.frame_step), self._every(10, self.button_step),
-                self._every(50, self.speech_step), self._every(500, self.net_step),
-                self._every(1000, self.watchdog_step)]
+        return [
+            self._every(self.frame_ms, self.frame_step),
+            self._every(10, self.button_step),
+            self._every(50, self.speech_step),
+            self._every(500, self.net_step),
+            self._every(1000, self.watchdog_step),
+        ]
 
     async def run(self):
         import asyncio
 
         from sentinel_fw.server import make_server
+
         http = self.cfg["http"]
         self.server = make_server(self, http)
         for coro in self.tasks():
@@ -335,5 +355,6 @@ def main(terminal):
     except AttributeError:
         pass
     import asyncio
+
     log("GPU Sentinel %s on %s" % (VERSION, terminal.cfg["board"]))
     asyncio.run(terminal.run())

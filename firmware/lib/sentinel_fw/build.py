@@ -29,22 +29,26 @@ def build(s, wlan, wdt_factory, config_error):
     receiver = Receiver(KeyRing(secrets), window=cfg["http"]["window_s"], max_body=cfg["http"]["max_body"])
     m = cfg["matrix"]
     light = cfg["light"]
-    renderer = Renderer(Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
-                        brightness=light["brightness"], night_brightness=light["night_brightness"],
-                        budget_ma=light["budget_ma"], ma_per_led=light["ma_per_led"])
+    renderer = Renderer(
+        Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
+        brightness=light["brightness"],
+        night_brightness=light["night_brightness"],
+        budget_ma=light["budget_ma"],
+        ma_per_led=light["ma_per_led"],
+    )
     app.forget("sentinel_core", "wiring")  # boot-only: the LED table is built
     pixels = Pixels(cfg["pins"]["pixels"], m["width"] * m["height"])
     if not pixels.ok:
         s.problem("matrix", "LED output not available: %s" % pixels.error)
     button = _make_button(s)
     b = cfg["button"]
-    glue = ShellGlue(cfg["terminal"], receiver, renderer, Button(b["debounce_ms"], b["long_ms"]), now,
-                     config_error)
+    glue = ShellGlue(cfg["terminal"], receiver, renderer, Button(b["debounce_ms"], b["long_ms"]), now, config_error)
     app.forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
     tts = _make_tts(s)
     wifi = None
     if wlan is not None:
         from sentinel_fw.wifi import WiFi
+
         w = cfg["wifi"]
         wifi = WiFi(wlan, w["ssid"], w["password"], w["hostname"])
     watchdog = Watchdog(cfg["watchdog"]["timeout_ms"], wdt_factory=wdt_factory)
@@ -61,6 +65,7 @@ def build(s, wlan, wdt_factory, config_error):
     # run in 4 (the first write and scrape came during or after the storm); 8 in 8 pass with this.
     import sentinel_core.metrics  # noqa: F401
     import sentinel_core.persist  # noqa: F401
+
     app.forget("sentinel_core", "metrics")
     s.glue = glue
     s.frame_ms = 1000 // light["fps"]
@@ -75,6 +80,7 @@ def _make_button(s):
     from machine import Pin
 
     from sentinel_fw.buttonpoll import ButtonPoller
+
     b = s.cfg["button"]
     pins = s.cfg["pins"]
     try:
@@ -96,6 +102,7 @@ def _make_tts(s):
     from machine import UART, Pin
 
     from sentinel_fw.tts_uart import TtsUart, make_encoder
+
     pins = s.cfg["pins"]
     try:
         enc = make_encoder(t["chip"], t["volume"], t["speed"])

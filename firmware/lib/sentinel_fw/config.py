@@ -25,8 +25,14 @@ def defaults(board="esp32"):
         "pins": dict(_pins.DEFAULTS[board]),
         "matrix": {"width": 16, "height": 16, "serpentine": True, "rotation": 0, "order": "GRB"},
         "light": {"brightness": 64, "night_brightness": 16, "budget_ma": 2000, "ma_per_led": 55, "fps": 25},
-        "tts": {"chip": "syn6288", "uart": _pins.TTS_UART[board], "baud": 9600, "volume": None, "speed": None,
-                "busy_active_high": True},
+        "tts": {
+            "chip": "syn6288",
+            "uart": _pins.TTS_UART[board],
+            "baud": 9600,
+            "volume": None,
+            "speed": None,
+            "busy_active_high": True,
+        },
         "button": {"debounce_ms": 30, "long_ms": 3000, "active_low": True},
         "watchdog": {"timeout_ms": 10000},
         "terminal": {},
@@ -69,8 +75,7 @@ FIELDS = (
     ("button", "active_low", "bool", 0, 0),
     ("watchdog", "timeout_ms", "int", 2000, 60000),
 )
-SECTIONS = ("wifi", "keys", "http", "time", "pins", "matrix", "light", "tts", "button", "watchdog",
-            "terminal")
+SECTIONS = ("wifi", "keys", "http", "time", "pins", "matrix", "light", "tts", "button", "watchdog", "terminal")
 SECRET_WORDS = ("password", "secret")
 
 
@@ -134,6 +139,7 @@ def validate(raw, source="config.json"):
         if sec == "terminal":
             # The state machine ignores keys it does not know; a typo in quiet hours must not pass silently.
             from sentinel_core.terminal_config import DEFAULTS as TERMINAL_KEYS
+
             for k in v:
                 if k not in TERMINAL_KEYS and not k.startswith("_"):
                     problems.append("terminal.%s: unknown setting (known: %s)" % (k, ", ".join(sorted(TERMINAL_KEYS))))
@@ -157,7 +163,7 @@ def validate(raw, source="config.json"):
         if err:
             problems.append("%s: %s" % (where, err))
     if not cfg["keys"]:
-        problems.append("keys: at least one \"key-id\": \"secret\" pair is required (senders sign with it)")
+        problems.append('keys: at least one "key-id": "secret" pair is required (senders sign with it)')
     for kid in cfg["keys"]:
         sec = cfg["keys"][kid]
         if not kid or len(kid) > 64 or not all("!" <= c <= "~" for c in kid):
@@ -165,8 +171,10 @@ def validate(raw, source="config.json"):
         elif not isinstance(sec, str):
             problems.append("keys.%s: the secret must be a string" % kid)
         elif sec == EXAMPLE_SECRET:
-            problems.append("keys.%s: still the example secret: generate one with "
-                            "python3 -c 'import secrets; print(secrets.token_hex(32))'" % kid)
+            problems.append(
+                "keys.%s: still the example secret: generate one with "
+                "python3 -c 'import secrets; print(secrets.token_hex(32))'" % kid
+            )
         elif len(sec) < MIN_SECRET:
             problems.append("keys.%s: the secret is too short (at least %d characters)" % (kid, MIN_SECRET))
     for msg in _pins.check(board, cfg["pins"]):
@@ -191,8 +199,10 @@ def load(path=PATH):
         with open(path) as f:
             text = f.read()
     except OSError:
-        raise ConfigError("%s not found: copy firmware/config.example.json, fill in Wi-Fi and a key, and deploy "
-                          "it (python3 firmware/deploy.py --config my.json)" % path)
+        raise ConfigError(
+            "%s not found: copy firmware/config.example.json, fill in Wi-Fi and a key, and deploy "
+            "it (python3 firmware/deploy.py --config my.json)" % path
+        )
     return parse(text, path)
 
 

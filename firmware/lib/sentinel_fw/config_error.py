@@ -8,9 +8,10 @@ from sentinel_fw.app import log
 
 
 def detect_board():
-    """"esp32s3" on an ESP32-S3, else "esp32" (also the answer under CPython and WebAssembly)."""
+    """ "esp32s3" on an ESP32-S3, else "esp32" (also the answer under CPython and WebAssembly)."""
     try:
         import os
+
         m = os.uname().machine
     except Exception:
         return "esp32"
@@ -27,6 +28,7 @@ class ConfigErrorTerminal:
         from sentinel_core.terminal import Terminal
         from sentinel_fw import pins
         from sentinel_fw.pixels import Pixels
+
         self.message = message
         self.board = board or detect_board()
         self.terminal = Terminal()

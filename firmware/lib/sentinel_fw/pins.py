@@ -45,8 +45,7 @@ def check(board, pins):
         if name == "button" and n in INPUT_ONLY[board]:
             out.append("warning: pins.button: GPIO%d has no internal pull-up: fit a 10k pull-up to 3V3" % n)
         if n in STRAPPING[board]:
-            out.append("warning: pins.%s: GPIO%d is a strapping pin: the board may not boot with it loaded"
-                       % (name, n))
+            out.append("warning: pins.%s: GPIO%d is a strapping pin: the board may not boot with it loaded" % (name, n))
         if n in seen:
             out.append("pins.%s: GPIO%d is already pins.%s" % (name, n, seen[n]))
         seen[n] = name

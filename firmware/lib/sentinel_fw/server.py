@@ -70,8 +70,10 @@ _ANSWER = const(3)
 
 BUSY = b'{"ok": false, "error": "busy", "message": "out of memory; try again"}'
 # The whole answer to an out-of-memory, ready in flash: writing it allocates nothing.
-BUSY_HTTP = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-             b"Content-Length: 69\r\n\r\n" + BUSY)
+BUSY_HTTP = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Content-Length: 69\r\n\r\n" + BUSY
+)
 BAD_REQUEST = b'{"ok": false, "error": "bad_request", "message": "malformed HTTP request"}'
 
 _sentinel = None
@@ -153,7 +155,7 @@ class _Conn:
             raise EOFError()
         self.got += len(b)
         if self.pos < len(self.buf):
-            self.buf = self.buf[self.pos:] + b
+            self.buf = self.buf[self.pos :] + b
         else:
             self.buf = b
         self.pos = 0
@@ -169,13 +171,13 @@ class _Conn:
             try:
                 await self._more()
             except EOFError:
-                line = self.buf[self.pos:]
+                line = self.buf[self.pos :]
                 self.buf = b""
                 self.pos = 0
                 return line
         if i - self.pos > MAX_LINE:
             raise _Refused(400, BAD_REQUEST)
-        line = self.buf[self.pos:i + 1]
+        line = self.buf[self.pos : i + 1]
         self.pos = i + 1
         if self.phase == _ANSWER:
             pass  # the rest of a refused head (drain_body)
@@ -201,14 +203,19 @@ class _Conn:
         n = int(v)
         if n > self.max_body:
             self.length = n
-            raise _Refused(413, ('{"ok": false, "error": "too_large", "message": "body is %d bytes, at most %d"}'
-                                 % (n, self.max_body)).encode())
+            raise _Refused(
+                413,
+                (
+                    '{"ok": false, "error": "too_large", "message": "body is %d bytes, at most %d"}'
+                    % (n, self.max_body)
+                ).encode(),
+            )
         self.length = n
 
     async def readexactly(self, n):
         while len(self.buf) - self.pos < n:
             await self._more()
-        b = self.buf[self.pos:self.pos + n] if self.pos or n < len(self.buf) else self.buf
+        b = self.buf[self.pos : self.pos + n] if self.pos or n < len(self.buf) else self.buf
         self.pos += n
         return b
 
@@ -273,13 +280,15 @@ async def _read_request(web, c):
     try:
         method, url, version, n = await httphead.read(c.readline, Request.max_content_length, headers)
     except httphead.HeadError as e:
-        raise _Refused(e.args[0], ('{"ok": false, "error": "%s", "message": "%s"}' % (e.args[1], e.args[2]))
-                       .encode()) from None
+        raise _Refused(
+            e.args[0], ('{"ok": false, "error": "%s", "message": "%s"}' % (e.args[1], e.args[2])).encode()
+        ) from None
     try:
         body = await c.readexactly(n) if n else b""
     except EOFError:  # the client ended its side inside the body (it may still read the answer, as the emulator's)
-        raise _Refused(400, b'{"ok": false, "error": "bad_request", "message": "the connection ended inside the body"}'
-                       ) from None
+        raise _Refused(
+            400, b'{"ok": false, "error": "bad_request", "message": "the connection ended inside the body"}'
+        ) from None
     return Request(web, ("", 0), method, url, version[5:], headers, body=body, sock=(c, c))
 
 
@@ -301,6 +310,7 @@ class Server:
         """Read one request from c (a _Conn), answer it, close. Never raises (a handler's exception, a deadline or
         a shed is the end of this connection only)."""
         import asyncio
+
         try:
             try:
                 req = await _read_request(self.web, c)
@@ -374,8 +384,11 @@ class Server:
         for c in self.conns:
             if c.phase == _ANSWER:
                 continue
-            if w is None or (not c.got and (w.got or ticks.diff(c.since, w.since) < 0)) or (c.got and w.got and (
-                    c.got * ticks.diff(t_ms, w.since) < w.got * ticks.diff(t_ms, c.since))):
+            if (
+                w is None
+                or (not c.got and (w.got or ticks.diff(c.since, w.since) < 0))
+                or (c.got and w.got and (c.got * ticks.diff(t_ms, w.since) < w.got * ticks.diff(t_ms, c.since)))
+            ):
                 w = c
         if data is None or w is None or not w.got and data or data.find(b"\r\n\r\n") >= 0:
             return w
@@ -390,6 +403,7 @@ class Server:
 
     def listen(self, host, port):
         import socket
+
         ai = socket.getaddrinfo(host, port)[0]
         s = socket.socket(ai[0], socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -404,6 +418,7 @@ class Server:
         One that has sent nothing yet waits in self.fresh, its socket only, and is looked at again at each turn for
         _GRACE_MS. True if it was served with bytes already in (it then gets a turn to take its request)."""
         import asyncio
+
         data = b""  # what it has sent so far, read without waiting
         try:
             while len(data) < self.max_body + MAX_LINE:
@@ -474,6 +489,7 @@ class Server:
 
     async def run(self, host, port):
         import select
+
         s = self.listen(host, port)
         poller = select.poll()
         poller.register(s, select.POLLIN)
@@ -494,6 +510,7 @@ class Server:
 
 async def _sleep_ms(ms):
     import asyncio
+
     if _MPY:
         await asyncio.sleep_ms(ms)
     else:

@@ -21,11 +21,13 @@ def build(config_path="/config.json", state_path="/state.json"):
 def load_config(config_path):
     """The checked config (a dict), or the ConfigErrorTerminal that shows why it cannot be used."""
     from sentinel_fw import config
+
     try:
         return config.load(config_path)
     except config.ConfigError as e:
         # Loaded only on this path: a board with a good config never holds it, not even during boot.
         from sentinel_fw.config_error import ConfigErrorTerminal
+
         return ConfigErrorTerminal(str(e))
 
 
@@ -38,6 +40,7 @@ def make_terminal(cfg, state_path):
 
     from sentinel_fw.clock import Clock
     from sentinel_fw.store import Store
+
     clock = Clock(ntptime, cfg["time"]["ntp_host"], cfg["time"]["resync_s"])
     return Sentinel(cfg, clock, Store(state_path), network.WLAN(network.STA_IF))
 

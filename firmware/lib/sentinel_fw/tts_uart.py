@@ -4,11 +4,11 @@
 from sentinel_core.compat import const
 from sentinel_fw import ticks
 
-GRACE_MS = const(300)         # BUSY rises a few ms after a frame is accepted; the status reply lags similarly
-_POLL_MS = const(250)         # status query period while speaking without a BUSY pin
-_ANSWER_MS = const(600)       # a query not answered within this: the chip is not answering
-_HEALTH_MS = const(15000)     # idle status query period: notices a chip that was unplugged or lost power
-_MS_PER_UNIT = const(280)     # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
+GRACE_MS = const(300)  # BUSY rises a few ms after a frame is accepted; the status reply lags similarly
+_POLL_MS = const(250)  # status query period while speaking without a BUSY pin
+_ANSWER_MS = const(600)  # a query not answered within this: the chip is not answering
+_HEALTH_MS = const(15000)  # idle status query period: notices a chip that was unplugged or lost power
+_MS_PER_UNIT = const(280)  # estimated speaking time per UTF-16 unit when nothing tells us (~3.5 syllables/s)
 
 
 class TtsUart:
@@ -17,17 +17,17 @@ class TtsUart:
         self.encoder = encoder
         self.busy_pin = busy_pin
         self.busy_high = busy_active_high
-        self._frames = None     # frames of the utterance being spoken; None: idle
-        self.seq = None         # the seq the shell gave the utterance being spoken (reported back when it ends)
-        self._next = 0          # index of the frame to send when the chip is free
+        self._frames = None  # frames of the utterance being spoken; None: idle
+        self.seq = None  # the seq the shell gave the utterance being spoken (reported back when it ends)
+        self._next = 0  # index of the frame to send when the chip is free
         self._sent_at = 0
         self._estimate_ms = 0
         self._busy_reply = None  # last busy/idle the chip told us
-        self._asked_at = None    # ticks of an unanswered status query
+        self._asked_at = None  # ticks of an unanswered status query
         self._last_query = None
         self._rx = bytearray(32)
-        self.answering = None    # None until the first query resolves; then True / False
-        self.errors = 0          # frames the chip refused (0x45)
+        self.answering = None  # None until the first query resolves; then True / False
+        self.errors = 0  # frames the chip refused (0x45)
         self.frames_sent = 0
         self.bytes_sent = 0
 

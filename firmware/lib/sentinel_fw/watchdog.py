@@ -33,6 +33,7 @@ class Watchdog:
         if self._wdt is None:
             if self._factory is None:
                 from machine import WDT
+
                 self._wdt = WDT(timeout=self.timeout_ms)
             else:
                 self._wdt = self._factory(self.timeout_ms)

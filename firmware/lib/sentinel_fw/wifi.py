@@ -24,6 +24,7 @@ class WiFi:
             # the WLAN config key before that. The name is a convenience, never a reason not to join.
             try:
                 import network
+
                 network.hostname(hostname)
             except Exception:
                 try:

@@ -5,9 +5,9 @@ STAT_IDLE = 0
 STAT_CONNECTING = 1
 STAT_GOT_IP = 1010
 
-ap_up = True        # whether connect() succeeds
+ap_up = True  # whether connect() succeeds
 _hostname = "mpy-esp32"
-connect_after = 0   # isconnected() calls before an attempt completes
+connect_after = 0  # isconnected() calls before an attempt completes
 
 
 def hostname(name=None):
