@@ -3,16 +3,113 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 
 from .config import ConfigError, load_config
 from .service import JsonFormatter, TextFormatter
 
 DEFAULT_CONFIG = "/etc/sentinel/gateway.toml"
+EXIT_OK, EXIT_CONFIG, EXIT_CANNOT_START = 0, 2, 3
+LOCK_NAME = "gateway.lock"
+
+EPILOG = """exit status: 0 stopped cleanly (or --check-config: valid), 2 configuration error,
+3 cannot start: the port is in use or the address is not this host's, the state_dir cannot be written, or another
+gateway holds the state_dir. Each is one line on stderr naming the thing and the fix; nothing is written to the
+state_dir before the port is bound and the state_dir locked."""
+
+
+class CannotStart(Exception):
+    """The host refuses what the configuration asks for (port, address, state_dir): one line, exit 3."""
+
+
+def listen_error(host, port, e) -> str:
+    """One line for an OSError from bind: what is wrong and what to do."""
+    where = "%s:%d" % ("[%s]" % host if ":" in host else host, port)
+    if isinstance(e, socket.gaierror):
+        return "cannot listen on %s: %s is not an address of this host (gateway.host or --host)" % (where, host)
+    if e.errno == errno.EADDRINUSE:
+        return (
+            "cannot listen on %s: the port is in use (is another gateway running? `ss -ltnp` shows which program); "
+            "stop it or choose another port with --port or gateway.port" % where
+        )
+    if e.errno == errno.EADDRNOTAVAIL:
+        return (
+            "cannot listen on %s: address not available (it is not one of this host's addresses); "
+            "use one of them, 0.0.0.0 for all, or 127.0.0.1, with --host or gateway.host" % where
+        )
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return (
+            "cannot listen on %s: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE); "
+            "use a port above 1023 with --port or gateway.port" % where
+        )
+    return "cannot listen on %s: %s" % (where, e.strerror or e)
+
+
+def bind(cfg) -> list:
+    """The listening sockets the server will use, bound before anything else happens."""
+    from .server import listen
+
+    n = cfg.io_loops if cfg.server == "epoll" else 1
+    socks = []
+    try:
+        first = listen(cfg.host, cfg.port, reuse_port=n > 1)
+        socks.append(first)
+        port = first.getsockname()[1]
+        for _ in range(n - 1):
+            socks.append(listen(cfg.host, port, reuse_port=True))
+    except OSError as e:
+        for s in socks:
+            s.close()
+        raise CannotStart(listen_error(cfg.host, cfg.port, e)) from None
+    return socks
+
+
+def lock_state_dir(state_dir):
+    """Hold state_dir/gateway.lock (flock) for the life of the process, so two gateways never share one state_dir.
+    Returns the open lock file (keep it), or raises CannotStart."""
+    fix = "the gateway's user must own it (systemd's StateDirectory= does this) or choose another gateway.state_dir"
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+        fd = os.open(os.path.join(state_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise CannotStart("cannot use state_dir %s: %s; %s" % (state_dir, e.strerror or e, fix)) from None
+    f = os.fdopen(fd, "r+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = f.read().strip()
+        f.close()
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise CannotStart(
+                "state_dir %s is in use by another gateway%s; stop it, or give this one its own gateway.state_dir"
+                % (state_dir, " (pid %s)" % holder if holder.isdigit() else "")
+            ) from None
+        raise CannotStart("cannot lock state_dir %s: %s" % (state_dir, e.strerror or e)) from None
+    f.seek(0)
+    f.truncate()
+    f.write("%d\n" % os.getpid())
+    f.flush()
+    return f
+
+
+def check_state_dir(state_dir):
+    """--check-config: a state_dir that exists must be a directory this user can write (one that does not is
+    created at start)."""
+    if state_dir and os.path.exists(state_dir):
+        if not os.path.isdir(state_dir):
+            raise ConfigError("gateway.state_dir %s is not a directory" % state_dir)
+        if not os.access(state_dir, os.W_OK | os.X_OK):
+            raise ConfigError(
+                "gateway.state_dir %s is not writable by this user (uid %d): chown it to the gateway's user"
+                % (state_dir, os.getuid())
+            )
 
 
 def setup_logging(fmt: str, level: str) -> None:
@@ -34,6 +131,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="sentinel-gateway",
         description="GPU Sentinel gateway: GPU events and Alertmanager webhooks in, signed alarms to terminals out.",
+        epilog=EPILOG,
     )
     p.add_argument(
         "-c",
@@ -47,7 +145,7 @@ def main(argv=None) -> int:
         help="validate the configuration, print it (no secrets), exit 0 if valid, 2 if not",
     )
     p.add_argument("--host", help="listen address (overrides gateway.host)")
-    p.add_argument("--port", type=int, help="listen port (overrides gateway.port)")
+    p.add_argument("--port", type=_port, help="listen port (overrides gateway.port)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     a = p.parse_args(argv)
     try:
@@ -60,16 +158,48 @@ def main(argv=None) -> int:
     if a.port is not None:
         cfg.port = a.port
     if a.check_config:
+        try:
+            check_state_dir(cfg.state_dir)
+        except ConfigError as e:
+            print("sentinel-gateway: configuration error: %s" % e, file=sys.stderr)
+            return EXIT_CONFIG
         print(json.dumps(cfg.describe(), ensure_ascii=False, indent=2))
         print("configuration OK: %s" % a.config, file=sys.stderr)
         return 0
+    # the order matters: the port, then the state_dir's lock, and only then the Gateway, which writes its queues
+    try:
+        socks = bind(cfg)
+        cfg.port = socks[0].getsockname()[1]  # port 0: the one the kernel chose, for the log
+        try:
+            lock = lock_state_dir(cfg.state_dir) if cfg.state_dir else None
+        except CannotStart:
+            for s in socks:
+                s.close()
+            raise
+    except CannotStart as e:
+        print("sentinel-gateway: %s" % e, file=sys.stderr)
+        return EXIT_CANNOT_START
     setup_logging(cfg.log_format, a.log_level)
-    if cfg.server == "epoll":
-        return _serve_epoll(cfg)
-    return _serve_waitress(cfg)
+    try:
+        if cfg.server == "epoll":
+            return _serve_epoll(cfg, socks)
+        return _serve_waitress(cfg, socks)
+    finally:
+        if lock is not None:
+            lock.close()
 
 
-def _serve_epoll(cfg) -> int:
+def _port(v):
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a port number" % v) from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError("%d is not a port (0..65535)" % n)
+    return n
+
+
+def _serve_epoll(cfg, socks) -> int:
     from .server import IngestFront
     from .service import Gateway
 
@@ -83,14 +213,14 @@ def _serve_epoll(cfg) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     try:
-        front.run(cfg.host, cfg.port)
+        front.run(cfg.host, cfg.port, socks=socks)
     finally:
         gw.stop()
         logging.getLogger("sentinel.gateway").info("gateway_stopped")
     return 0
 
 
-def _serve_waitress(cfg) -> int:
+def _serve_waitress(cfg, socks) -> int:
     import waitress
 
     from .app import create_app, gateway_of
@@ -103,7 +233,7 @@ def _serve_waitress(cfg) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        waitress.serve(app, host=cfg.host, port=cfg.port, threads=cfg.threads, ident="sentinel-gateway", _quiet=True)
+        waitress.serve(app, sockets=socks, threads=cfg.threads, ident="sentinel-gateway", _quiet=True)
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:

@@ -825,25 +825,21 @@ class IngestFront:
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
-    def _socket(self, host, port):
-        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if self.io_loops > 1:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        s.bind((host, port))
-        s.listen(1024)
-        s.setblocking(False)
-        return s
-
-    def run(self, host, port, ready=None):
+    def run(self, host, port, ready=None, *, socks=None):
+        """socks: listening sockets bound beforehand (listen()), one per io_loop; the CLI binds before it writes
+        anything, so a port in use stops it cleanly."""
         # Everything built at start lives to the end: out of the collector's way, and collections rarer, since a
         # request allocates a few hundred short-lived objects and creates no cycles
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 20, 50)
-        first = self._socket(host, port)
-        self.port = first.getsockname()[1]
-        socks = [first] + [self._socket(host, self.port) for _ in range(self.io_loops - 1)]
+        if socks:
+            socks = list(socks)
+            self.port = socks[0].getsockname()[1]
+        else:
+            first = listen(host, port, reuse_port=self.io_loops > 1)
+            self.port = first.getsockname()[1]
+            socks = [first] + [listen(host, self.port, reuse_port=True) for _ in range(self.io_loops - 1)]
         self.loops = [_Loop(self, sock, native_send=self.native_send) for sock in socks]
         if self.native_wanted and not self.native_send:
             log.warning(
@@ -872,3 +868,19 @@ class IngestFront:
     def stop(self):
         for home in self.loops:
             home.stop()
+
+
+def listen(host, port, *, reuse_port=False):
+    """A bound, listening, non-blocking TCP socket on host:port (OSError as bind raises it)."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((host, port))
+        s.listen(1024)
+        s.setblocking(False)
+    except OSError:
+        s.close()
+        raise
+    return s
