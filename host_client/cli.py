@@ -5,8 +5,8 @@ import shlex
 import sys
 
 from host_client.client import AlarmClient, copy_alarm, send_many
-from host_client.config import resolve
-from host_client.errors import ConfigError, RefusedError, SentinelError
+from host_client.config import check_url, resolve
+from host_client.errors import ConfigError, RefusedError, SentinelError, ServerError, TransportError
 from sentinel_core.alarm import AUDIO_MODES, LIGHT_MODES, PRESETS, level_from_name, preset
 from sentinel_core.errors import ProtocolError
 from sentinel_core.validate import REPEAT_MAX, parse_color
@@ -24,7 +24,8 @@ EPILOG = """examples:
 
 terminal: --url/--key-id/--secret-file, or SENTINEL_URL, SENTINEL_KEY_ID, SENTINEL_SECRET(_FILE), or --config FILE;
 with none of these, the local emulator's config file is used.
-exit status: 0 delivered, 1 refused by the terminal, 2 usage or configuration error, 3 terminal unreachable."""
+exit status: 0 delivered, 1 refused by the terminal, 2 usage or configuration error (a bad URL, --timeout 0, an
+unreadable secret file), 3 terminal unreachable (refused, timed out: after the retries, each said on stderr)."""
 
 
 def build_parser():
@@ -118,14 +119,63 @@ def curl_command(req):
     return " ".join(shlex.quote(x) for x in parts)
 
 
+def say_retry(url, fan_out):
+    """on_retry for the CLI: one line on stderr per retry, so a slow terminal is not silence."""
+
+    def on_retry(attempt, tries, delay, error):
+        why = error.reason if isinstance(error, TransportError) else "answered %d %s" % (error.status, error.code)
+        print(
+            "sentinel-send: %stry %d/%d after %.1f s: %s" % (url + ": " if fan_out else "", attempt, tries, delay, why),
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return on_retry
+
+
+def unreachable(e, timeout):
+    """For a terminal that never answered: what happened, how often, and what to check."""
+    tries = "%d tr%s" % (e.attempts, "y" if e.attempts == 1 else "ies")
+    if isinstance(e, TransportError):
+        if e.reason == "timed out":
+            return "timed out (%s of %g s each): is it running, and is this its address?" % (tries, timeout)
+        return "%s (%s): is it running? (sentinel-emulator, or the box's power and Wi-Fi)" % (e.reason, tries)
+    return "answered %d %s: %s (%s)" % (e.status, e.code, e.message, tries)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if not args.timeout > 0:  # 0 makes the socket non-blocking; a negative one is meaningless
+            raise ConfigError("--timeout must be more than 0 seconds (got %g)" % args.timeout)
+        if args.retries < 0:
+            raise ConfigError("--retries must be 0 or more (got %d)" % args.retries)
+        if args.url is not None:
+            check_url(args.url, "--url")
         t = resolve(url=args.url, key_id=args.key_id, secret_file=args.secret_file, config=args.config)
-        clients = [AlarmClient(t.url, t.key_id, t.secret, timeout=args.timeout, retries=args.retries)]
+        fan_out = bool(args.also)
+        clients = [
+            AlarmClient(
+                t.url,
+                t.key_id,
+                t.secret,
+                timeout=args.timeout,
+                retries=args.retries,
+                on_retry=say_retry(t.url, fan_out),
+            )
+        ]
         for extra in args.also:
             e = resolve(config=extra, env={})
-            clients.append(AlarmClient(e.url, e.key_id, e.secret, timeout=args.timeout, retries=args.retries))
+            clients.append(
+                AlarmClient(
+                    e.url,
+                    e.key_id,
+                    e.secret,
+                    timeout=args.timeout,
+                    retries=args.retries,
+                    on_retry=say_retry(e.url, fan_out),
+                )
+            )
         if args.ack or args.unmute or args.heartbeat is not None:
             if sum((args.ack, args.unmute, args.heartbeat is not None)) > 1:
                 raise ConfigError("give one of --ack, --unmute and --heartbeat")
@@ -172,6 +222,9 @@ def main(argv=None):
                         "" if d.ack.attempts == 1 else "s",
                     )
                 )
+            elif isinstance(d.error, (TransportError, ServerError)):
+                print("%s: FAILED: %s" % (d.url, unreachable(d.error, args.timeout)), file=sys.stderr)
+                worst = max(worst, EXIT_UNREACHABLE)
             else:
                 print("%s: FAILED: %s" % (d.url, d.error), file=sys.stderr)
                 worst = max(worst, EXIT_REFUSED if isinstance(d.error, RefusedError) else EXIT_UNREACHABLE)
@@ -182,6 +235,9 @@ def main(argv=None):
     except RefusedError as e:
         print("sentinel-send: refused: %s" % e, file=sys.stderr)
         return EXIT_REFUSED
+    except (TransportError, ServerError) as e:
+        print("sentinel-send: %s: %s" % (e.url, unreachable(e, args.timeout)), file=sys.stderr)
+        return EXIT_UNREACHABLE
     except SentinelError as e:
         print("sentinel-send: %s" % e, file=sys.stderr)
         return EXIT_UNREACHABLE

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from host_client.config import Target, resolve
-from host_client.errors import AuthError, RefusedError, SentinelError, ServerError, TransportError
+from host_client.errors import AuthError, ConfigError, RefusedError, SentinelError, ServerError, TransportError
 from host_client.transport import HTTPTransport, Transport
 from sentinel_core.alarm import Alarm
 from sentinel_core.errors import ProtocolError
@@ -61,7 +61,10 @@ class AlarmClient:
     """Sends signed requests to one terminal.
 
     timeout is per attempt (the RFC's gateway uses 3 s). retries counts extra attempts after connection errors,
-    5xx and 429; a 4xx is never retried. Every attempt is signed afresh, and an alarm without an id gets one, so a
+    5xx and 429; a 4xx is never retried. on_retry(attempt, tries, delay, error), when given, is called before each
+    retry: attempt is the one about to be made (2..tries), delay the pause before it, error what failed.
+    The error raised after the last attempt carries attempts (how many were made).
+    Every attempt is signed afresh, and an alarm without an id gets one, so a
     retry the terminal already acted on is answered as a duplicate instead of sounding twice.
     Everything after the secret is keyword-only.
     """
@@ -79,8 +82,14 @@ class AlarmClient:
         transport: Transport | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        on_retry: Callable[[int, int, float, SentinelError], None] | None = None,
     ):
         self.target = Target(url, key_id, secret)
+        if not timeout > 0:  # 0 would make the socket non-blocking: "Operation now in progress"
+            raise ConfigError("timeout must be more than 0 seconds (got %r)" % (timeout,))
+        if retries < 0:
+            raise ConfigError("retries must be 0 or more (got %r)" % (retries,))
+        self.on_retry = on_retry
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -158,10 +167,11 @@ class AlarmClient:
             req = self.sign(path, obj)
             try:
                 r = self.transport.post(req.url, req.headers, req.body, self.timeout)
-            except TransportError:
+            except TransportError as e:
                 if attempt > self.retries:
+                    e.attempts = attempt
                     raise
-                self._pause(attempt, None)
+                self._pause(attempt, None, e)
                 continue
             answer = _parse_answer(r.body)
             if r.status == 200 and answer.get("ok") is True:
@@ -176,15 +186,17 @@ class AlarmClient:
             code = answer.get("error", "http_%d" % r.status)
             message = answer.get("message", "unexpected answer")
             if r.status in RETRY_STATUSES:
+                err = ServerError(req.url, r.status, code, message)
                 if attempt > self.retries:
-                    raise ServerError(req.url, r.status, code, message)
-                self._pause(attempt, r.headers.get("retry-after"))
+                    err.attempts = attempt
+                    raise err
+                self._pause(attempt, r.headers.get("retry-after"), err)
                 continue
             if r.status == 401:
                 raise AuthError(req.url, r.status, code, message)
             raise RefusedError(req.url, r.status, code, message)
 
-    def _pause(self, attempt, retry_after):
+    def _pause(self, attempt, retry_after, error):
         # Exponential back-off with full jitter, so a room of senders does not retry in lock step.
         delay = random.uniform(0, min(self.backoff_max, self.backoff * (2 ** (attempt - 1))))
         if retry_after:
@@ -192,6 +204,8 @@ class AlarmClient:
                 delay = max(delay, min(float(retry_after), self.backoff_max))
             except ValueError:
                 pass
+        if self.on_retry is not None:
+            self.on_retry(attempt + 1, self.retries + 1, delay, error)
         self._sleep(delay)
 
 

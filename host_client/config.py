@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from collections.abc import Mapping
 
 from host_client.errors import ConfigError
@@ -33,6 +34,7 @@ class Target:
     def __init__(self, url: str, key_id: str, secret: str | bytes):
         if not url or not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError("terminal URL must start with http:// or https:// (got %r)" % (url,))
+        check_url(url, "terminal URL")
         if not key_id or not isinstance(key_id, str):
             raise ConfigError("key id is missing")
         if isinstance(secret, str):
@@ -45,6 +47,21 @@ class Target:
 
     def __repr__(self):
         return "Target(url=%r, key_id=%r, secret=<hidden>)" % (self.url, self.key_id)
+
+
+def check_url(url: str, what: str = "URL") -> None:
+    """Raise ConfigError unless url is http(s)://host[:port][/path] with a host and a port that parses."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https"):
+        raise ConfigError("%s must start with http:// or https:// (got %r)" % (what, url))
+    try:
+        port = u.port
+    except ValueError:
+        raise ConfigError("%s %r: the port is not a number in 0..65535" % (what, url)) from None
+    if not u.hostname:
+        raise ConfigError("%s %r has no host name" % (what, url))
+    if port == 0:
+        raise ConfigError("%s %r: port 0 is not a port one can connect to" % (what, url))
 
 
 def read_file(path: str) -> dict:

@@ -11,14 +11,17 @@
     │                             ValueError): host_client.gateway.events
     ├── BodyError                 the gateway: an ingest body that is not strict JSON, too deep or not encodable
     │                             (also a ValueError): host_client.gateway.ingest
-    └── SourceError               the probe: no GPU source usable at all (no NVML, no nvidia-smi, unreadable replay
-                                  file): host_client.probes.gpu_source
+    ├── SourceError               the probe: no GPU source usable at all (no NVML, no nvidia-smi, unreadable replay
+    │                             file): host_client.probes.gpu_source
+    └── CannotStart               sentinel-gateway: the host refuses what the configuration asks (port in use,
+                                  address not this host's, state_dir unwritable or held by another gateway):
+                                  host_client.gateway.cli
 
 host_client.gateway.config.ConfigError, host_client.probes.config.ConfigError and emulator.config.ConfigError are
 this ConfigError, so `except host_client.ConfigError` catches a bad configuration wherever it was read. EventError,
-BodyError and SourceError are defined where they are raised (the client does not import the gateway or the probes);
-tests/test_client.py walks every host_client module and checks that each public exception class is in this tree. (The
-board's firmware has its own small ConfigError: it runs on MicroPython, without host_client.)
+BodyError, SourceError and CannotStart are defined where they are raised (the client does not import the gateway or
+the probes); tests/test_client.py walks every host_client module and checks that each public exception class is in
+this tree. (The board's firmware has its own small ConfigError: it runs on MicroPython, without host_client.)
 """
 
 __all__ = ["SentinelError", "ConfigError", "TransportError", "ServerError", "RefusedError", "AuthError"]
@@ -33,7 +36,9 @@ class ConfigError(SentinelError, ValueError):
 
 
 class TransportError(SentinelError):
-    """No HTTP answer arrived (the request may or may not have reached the terminal)."""
+    """No HTTP answer arrived (the request may or may not have reached the terminal). attempts: how many were made."""
+
+    attempts = 1
 
     def __init__(self, url: str, reason: str):
         super().__init__("%s: %s" % (url, reason))
@@ -42,6 +47,8 @@ class TransportError(SentinelError):
 
 
 class _Answered(SentinelError):
+    attempts = 1  # how many attempts were made (a ServerError after retries: all of them)
+
     def __init__(self, url: str, status: int, code: str, message: str):
         super().__init__("%s answered %d %s: %s" % (url, status, code, message))
         self.url = url

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import http.client
+import socket
 import urllib.parse
 
 from host_client.errors import ConfigError, TransportError
@@ -42,6 +44,23 @@ class HTTPTransport(Transport):
             data = r.read(65536)
             return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
         except (TimeoutError, OSError, http.client.HTTPException) as e:
-            raise TransportError(url, "%s: %s" % (type(e).__name__, e)) from None
+            raise TransportError(url, describe(e)) from None
         finally:
             conn.close()
+
+
+def describe(e: BaseException) -> str:
+    """A network error in a few words an operator reads at a glance ("connection refused", "timed out")."""
+    if isinstance(e, TimeoutError):  # socket.timeout is TimeoutError since Python 3.10
+        return "timed out"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(e, socket.gaierror):
+        return "host name not found (%s)" % (e.strerror or e)
+    if isinstance(e, http.client.RemoteDisconnected):
+        return "connection closed without an answer"
+    if isinstance(e, ConnectionResetError):
+        return "connection reset"
+    if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL):
+        return "%s" % (e.strerror or e).lower()
+    return "%s: %s" % (type(e).__name__, e)

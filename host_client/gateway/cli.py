@@ -12,6 +12,8 @@ import signal
 import socket
 import sys
 
+from host_client.errors import SentinelError
+
 from .config import ConfigError, load_config
 from .service import JsonFormatter, TextFormatter
 
@@ -25,7 +27,7 @@ gateway holds the state_dir. Each is one line on stderr naming the thing and the
 state_dir before the port is bound and the state_dir locked."""
 
 
-class CannotStart(Exception):
+class CannotStart(SentinelError):
     """The host refuses what the configuration asks for (port, address, state_dir): one line, exit 3."""
 
 
