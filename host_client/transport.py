@@ -64,3 +64,26 @@ def describe(e: BaseException) -> str:
     if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL):
         return "%s" % (e.strerror or e).lower()
     return "%s: %s" % (type(e).__name__, e)
+
+
+def listen_error(host: str, port: int, e: OSError, setting: str) -> str:
+    """One line for an OSError from bind(): what is wrong and the fix; setting names where the address is set."""
+    where = "%s:%d" % ("[%s]" % host if ":" in host else host, port)
+    if isinstance(e, socket.gaierror):
+        return "cannot listen on %s: %s is not an address of this host (%s)" % (where, host, setting)
+    if e.errno == errno.EADDRINUSE:
+        return (
+            "cannot listen on %s: the port is in use (is it already running? `ss -ltnp` shows which program); "
+            "stop that one or choose another port (%s)" % (where, setting)
+        )
+    if e.errno == errno.EADDRNOTAVAIL:
+        return (
+            "cannot listen on %s: address not available (it is not one of this host's addresses); use one of them, "
+            "0.0.0.0 for all, or 127.0.0.1 (%s)" % (where, setting)
+        )
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return (
+            "cannot listen on %s: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE); use a "
+            "port above 1023 (%s)" % (where, setting)
+        )
+    return "cannot listen on %s: %s (%s)" % (where, e.strerror or e, setting)

@@ -9,10 +9,10 @@ import json
 import logging
 import os
 import signal
-import socket
 import sys
 
 from host_client.errors import SentinelError
+from host_client.transport import listen_error
 
 from .config import ConfigError, load_config
 from .service import JsonFormatter, TextFormatter
@@ -31,29 +31,6 @@ class CannotStart(SentinelError):
     """The host refuses what the configuration asks for (port, address, state_dir): one line, exit 3."""
 
 
-def listen_error(host, port, e) -> str:
-    """One line for an OSError from bind: what is wrong and what to do."""
-    where = "%s:%d" % ("[%s]" % host if ":" in host else host, port)
-    if isinstance(e, socket.gaierror):
-        return "cannot listen on %s: %s is not an address of this host (gateway.host or --host)" % (where, host)
-    if e.errno == errno.EADDRINUSE:
-        return (
-            "cannot listen on %s: the port is in use (is another gateway running? `ss -ltnp` shows which program); "
-            "stop it or choose another port with --port or gateway.port" % where
-        )
-    if e.errno == errno.EADDRNOTAVAIL:
-        return (
-            "cannot listen on %s: address not available (it is not one of this host's addresses); "
-            "use one of them, 0.0.0.0 for all, or 127.0.0.1, with --host or gateway.host" % where
-        )
-    if e.errno in (errno.EACCES, errno.EPERM):
-        return (
-            "cannot listen on %s: permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE); "
-            "use a port above 1023 with --port or gateway.port" % where
-        )
-    return "cannot listen on %s: %s" % (where, e.strerror or e)
-
-
 def bind(cfg) -> list:
     """The listening sockets the server will use, bound before anything else happens."""
     from .server import listen
@@ -69,7 +46,7 @@ def bind(cfg) -> list:
     except OSError as e:
         for s in socks:
             s.close()
-        raise CannotStart(listen_error(cfg.host, cfg.port, e)) from None
+        raise CannotStart(listen_error(cfg.host, cfg.port, e, "--host/--port or gateway.host/port")) from None
     return socks
 
 

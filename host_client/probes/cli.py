@@ -20,6 +20,8 @@ import time
 import urllib.error
 import urllib.request
 
+from host_client.transport import listen_error
+
 from . import config as config_mod
 from . import events, follow, gpu_source
 from .daemon import Daemon
@@ -87,6 +89,9 @@ def main(argv=None):
         cfg = _load_config(args)
         if not args.once:
             config_mod.ingest_token(cfg)  # a named token that cannot be read stops here, naming it, not later
+            config_mod.check_files(cfg)
+            if not cfg["node"]["gateway"]:
+                raise config_mod.ConfigError("no gateway URL ([node] gateway or --gateway): the daemon needs one")
     except config_mod.ConfigError as e:
         print("sentinel-probe: configuration error: %s" % e, file=sys.stderr)
         return 2
@@ -114,9 +119,6 @@ def main(argv=None):
         return 0
     if args.once:
         return run_once(cfg, as_json=args.json)
-    if not cfg["node"]["gateway"]:
-        print("sentinel-probe: no gateway URL ([node] gateway or --gateway)", file=sys.stderr)
-        return 2
     return run_daemon(cfg)
 
 
@@ -146,7 +148,13 @@ def run_daemon(cfg):
     try:
         d.start()
     except OSError as e:
-        print("sentinel-probe: cannot start: %s" % e, file=sys.stderr)
+        listen = cfg["status"]["listen"]
+        if d.status_server is None and listen and getattr(e, "errno", None) is not None:
+            host, port = listen.rsplit(":", 1)
+            why = listen_error(host, int(port), e, "[status] listen")
+        else:
+            why = "cannot start: %s" % e
+        print("sentinel-probe: %s" % why, file=sys.stderr)
         d.close()
         return 2
     log.info(

@@ -10,6 +10,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
+from host_client.config import check_url
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
 
 from .gpu_checks import GpuRules
@@ -144,8 +145,12 @@ def build(raw):
     if cfg["sender"]["token_env"] and cfg["sender"]["token_file"]:
         raise ConfigError("[sender] set token_env or token_file, not both")
     listen = cfg["status"]["listen"]
-    if listen and (":" not in listen or not listen.rsplit(":", 1)[1].isdigit()):
-        raise ConfigError("[status] listen must be host:port or empty, got %r" % listen)
+    if listen and (
+        ":" not in listen or not listen.rsplit(":", 1)[1].isdigit() or int(listen.rsplit(":", 1)[1]) > 65535
+    ):
+        raise ConfigError("[status] listen must be host:port (port 0..65535) or empty, got %r" % listen)
+    if node["gateway"]:
+        check_url(node["gateway"], "[node] gateway")  # the daemon's sender refuses it later otherwise
     try:
         gpu = cfg["gpu"]
         GpuRules(confirm=gpu["confirm"], load_power_frac=gpu["load_power_frac"])
@@ -153,6 +158,25 @@ def build(raw):
     except ValueError as e:
         raise ConfigError(str(e)) from e
     return cfg
+
+
+def check_files(cfg):
+    """The files the daemon opens at start must be readable by this user: say so now, naming the key."""
+    import os
+
+    for key, path, wanted in (
+        ("[gpu] replay", cfg["gpu"]["replay"], cfg["gpu"]["source"] == "replay"),
+        ("[xid] path", cfg["xid"]["path"], cfg["xid"]["source"] == "file"),
+    ):
+        if wanted and path:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as e:
+                raise ConfigError("%s: cannot read %s: %s" % (key, path, e.strerror or e)) from None
+    for path in cfg["nccl"]["logs"]:
+        if os.path.exists(path) and not os.access(path, os.R_OK):
+            raise ConfigError("[nccl] logs: cannot read %s: Permission denied" % path)
 
 
 def ingest_token(cfg, env=None):

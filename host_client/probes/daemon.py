@@ -75,6 +75,7 @@ class Daemon:
         self._xid_sources = set()
         self.sock = None
         self.status_server = None
+        self._status_serving = False
         self.counts = {t: 0 for t in events.EVENT_TYPES}
         self.recent = []  # the last events sent, newest last, for /status
         self.samples = 0
@@ -92,6 +93,9 @@ class Daemon:
 
     def start(self):
         cfg = self.cfg
+        # the status port first: a port in use stops the start before the progress socket or anything is made
+        if cfg["status"]["listen"]:
+            self._start_status(cfg["status"]["listen"])
         if self.sender is None:
             s = cfg["sender"]
             self.sender = Sender(
@@ -121,8 +125,9 @@ class Daemon:
         if cfg["progress"]["enabled"]:
             self.sock = progress.ProgressSocket(cfg["progress"]["socket"], cfg["progress"]["socket_mode"])
             self._spawn(self._progress_reader, "progress")
-        if cfg["status"]["listen"]:
-            self._start_status(cfg["status"]["listen"])
+        if self.status_server is not None:
+            self._spawn(self.status_server.serve_forever, "status")
+            self._status_serving = True
         self._spawn(self._loop, "probe-loop")
         return self
 
@@ -449,8 +454,7 @@ class Daemon:
             def log_message(self, *args):
                 pass
 
-        self.status_server = ThreadingHTTPServer((host, int(port)), Handler)
-        self._spawn(self.status_server.serve_forever, "status")
+        self.status_server = ThreadingHTTPServer((host, int(port)), Handler)  # bound now, served at the end of start
 
     @property
     def status_address(self):
@@ -463,7 +467,8 @@ class Daemon:
             if hasattr(f, "close"):
                 f.close()
         if self.status_server is not None:
-            self.status_server.shutdown()
+            if self._status_serving:  # shutdown() waits for serve_forever, which a failed start never ran
+                self.status_server.shutdown()
             self.status_server.server_close()
         if self.sock is not None:
             self.sock.close()
