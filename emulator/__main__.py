@@ -4,6 +4,9 @@ sentinel-emulator                  window + HTTP on 127.0.0.1:8765 + voice on th
 sentinel-emulator --headless       no window (frames kept in memory; GET /snapshot.png)
 sentinel-emulator --wav-dir DIR    each utterance written to DIR/NNNN-<lang>.wav instead of the sound card
 sentinel-emulator demo             play the RFC's story (P0 NCCL deadlock, ACK, recovery) against a running one
+
+Exit status: 0 stopped, 1 cannot run (the port is in use or the address is not this host's; the engine failed),
+2 configuration error. SIGHUP re-reads the config file's live settings (quiet hours, mute, speech gap).
 """
 
 import argparse
@@ -13,13 +16,34 @@ import sys
 import threading
 import time
 
+EXIT_OK, EXIT_CANNOT_RUN, EXIT_CONFIG = 0, 1, 2
+
 
 def _log(msg):
     print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
 
 
+def reload_settings(args, engine, path):
+    """SIGHUP: read the config file again and give the running terminal the settings that can change live (quiet
+    hours, mute, speech gap, label length, idle pattern); the others are named as needing a restart."""
+    from emulator import config as config_mod
+
+    try:
+        cfg, _, _, _ = config_mod.load(path, _overrides(args))
+        said = engine.reload(cfg)
+    except (config_mod.ConfigError, ValueError) as e:
+        _log("reload refused, the running settings stay: %s" % e)
+        return
+    _log("reloaded %s: %s" % (path, said))
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="sentinel-emulator", description="GPU Sentinel terminal emulator")
+    p = argparse.ArgumentParser(
+        prog="sentinel-emulator",
+        description="GPU Sentinel terminal emulator",
+        epilog="exit status: 0 stopped, 1 cannot run (port in use, address not this host's, the engine failed), "
+        "2 configuration error. kill -HUP re-reads quiet hours, mute and speech gap from the config file.",
+    )
     p.add_argument(
         "--config",
         help="config file (default: $SENTINEL_EMULATOR_CONFIG or "
@@ -76,16 +100,23 @@ def serve(args):
     from emulator.engine import Engine
     from emulator.voice import Voice
     from emulator.web import Server, create_app
+    from host_client.transport import listen_error
 
     try:
         cfg, path, created, warnings = config_mod.load(args.config, _overrides(args))
     except config_mod.ConfigError as e:
         _log("config error: %s" % e)
-        return 2
+        return EXIT_CONFIG
     for w in warnings:
         _log("warning: " + w)
     if created:
         _log("first start: created %s (mode 600) with a new random secret" % path)
+    # The port first: one that is taken stops the start before the voice, the engine or the saved state are touched.
+    try:
+        server = Server(None, cfg["host"], cfg["port"])
+    except OSError as e:
+        _log(listen_error(cfg["host"], cfg["port"], e, "--host/--port, or host/port in %s" % path))
+        return EXIT_CANNOT_RUN
     if args.no_voice:
         voice = Voice(mode="off")
     elif args.wav_dir:
@@ -101,16 +132,10 @@ def serve(args):
     except ValueError as e:
         _log("config error: %s" % e)
         voice.stop()
-        return 2
-    try:
-        app = create_app(cfg, engine)
-        server = Server(app, cfg["host"], cfg["port"])
-    except OSError as e:
-        _log("cannot listen on %s:%d: %s" % (cfg["host"], cfg["port"], e))
-        engine.stop()
-        voice.stop()
-        return 1
-    server.start()
+        server.stop()
+        return EXIT_CONFIG
+    app = create_app(cfg, engine)
+    server.mount(app).start()
     cfg_url = config_mod.listen_url(dict(cfg, port=server.port))
     if not voice.available:
         voice_desc = "off" if voice.mode == "off" else "unavailable"
@@ -126,12 +151,28 @@ def serve(args):
     )
     _log("key id: %s   (secret in %s)" % (cfg["key_id"], path))
     _log("send the first alarm from another terminal:")
-    print("    " + config_mod.send_command(dict(cfg, port=server.port)), flush=True)
+    print(
+        "    " + config_mod.send_command(dict(cfg, port=server.port), program=config_mod.sender_program()), flush=True
+    )
     _log("status: curl %s/api/v1/status    metrics: %s/metrics" % (cfg_url, cfg_url))
     # The page's right to press, for this run only: a browser on this machine gets it inside the page; the URL
     # below carries it to another screen (stdout, like the send command; it is not the signing secret).
-    _log("the terminal in a browser: %s/  (to press ACK from another machine, open:)" % cfg_url)
-    print("    %s/?token=%s" % (cfg_url, app.extensions["sentinel_ui_token"]), flush=True)
+    remote = config_mod.remote_url(dict(cfg, port=server.port))
+    if remote is None:
+        _log("the terminal in a browser: %s/  (this machine only: --host 0.0.0.0 lets other machines in)" % cfg_url)
+    else:
+        _log("the terminal in a browser: %s/  (to press ACK from another machine, open:)" % cfg_url)
+        print("    %s/?token=%s" % (remote, app.extensions["sentinel_ui_token"]), flush=True)
+    _log(
+        "kill -HUP %d re-reads %s: quiet hours, mute and speech gap change live (docs/EMULATOR.md)"
+        % (os.getpid(), path)
+    )
+
+    def on_hup(_sig, _frame):
+        # the reload waits for the engine's thread: not inside the signal handler
+        threading.Thread(target=reload_settings, args=(args, engine, path), name="reload", daemon=True).start()
+
+    signal.signal(signal.SIGHUP, on_hup)
 
     stop = threading.Event()
 
@@ -163,7 +204,7 @@ def serve(args):
                     break
                 stop.wait(0.2)
         if engine.error:
-            rc = 1
+            rc = EXIT_CANNOT_RUN
     finally:
         _log("stopping")
         server.stop()

@@ -9,7 +9,10 @@ import ipaddress
 import json
 import os
 import secrets
+import shutil
+import socket
 import stat
+import sys
 
 # A configuration the emulator must not start with (the message names the key, never the secret): the host
 # side's one ConfigError, re-exported here.
@@ -241,9 +244,37 @@ def listen_url(cfg):
     return url_for(host, cfg["port"])
 
 
-def send_command(cfg, text="GPU 7 fell off the bus"):
+def remote_url(cfg, hostname=None):
+    """The URL another machine uses for this run, or None when it listens on loopback only (no other machine can
+    reach it). Listening on every address, it is this host's name (the addresses are the network's business)."""
+    host = cfg["host"]
+    if is_loopback(host):
+        return None
+    if host in ("0.0.0.0", "::", ""):
+        host = hostname or socket.gethostname()
+    return url_for(host, cfg["port"])
+
+
+def sender_program(which=None, executable=None, cwd=None, environ=None):
+    """How to run sentinel-send from the shell that started the emulator: its name when it is on that shell's PATH,
+    else the script next to this Python, relative to cwd when inside it. Under make (MAKELEVEL is set) the PATH is
+    make's own, which `make emulator` extends with .venv/bin: the operator's shell does not have it."""
+    which = which or shutil.which
+    environ = os.environ if environ is None else environ
+    if which("sentinel-send") and not environ.get("MAKELEVEL"):
+        return "sentinel-send"
+    executable = executable or sys.executable
+    script = os.path.join(os.path.dirname(executable), "sentinel-send")
+    if not os.path.exists(script):
+        return "%s -m host_client.cli" % executable
+    cwd = cwd or os.getcwd()
+    rel = os.path.relpath(script, cwd)
+    return rel if not rel.startswith("..") else script
+
+
+def send_command(cfg, text="GPU 7 fell off the bus", program="sentinel-send"):
     """A ready-to-paste command for the host_client CLI (it reads the same config file by default)."""
-    cmd = 'sentinel-send --preset p0 --text "%s"' % text
+    cmd = '%s --preset p0 --text "%s"' % (program, text)
     stored = cfg.get("url")
     if stored and stored.rstrip("/") != listen_url(cfg):
         cmd += " --url %s" % listen_url(cfg)

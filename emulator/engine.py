@@ -17,12 +17,16 @@ import threading
 import time
 
 from emulator import png
+from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.button import Button
 from sentinel_core.keyring import KeyRing
 from sentinel_core.layout import Layout
+from sentinel_core.quiet import format_hhmm
 from sentinel_core.receiver import Receiver
 from sentinel_core.render import Renderer
 from sentinel_core.shell import COMPLETED, CUT, SAY, STOP, ShellGlue
+from sentinel_core.terminal_config import RESTART_KEYS as CORE_RESTART_KEYS
+from sentinel_core.terminal_config import apply_live
 
 ANSWER_TIMEOUT_S = 2.0
 FRAMES_KEPT = 120
@@ -95,9 +99,63 @@ def local_utc_offset_min(now=None):
     return int(t.tm_gmtoff // 60)
 
 
+def terminal_settings(cfg, now):
+    """The core Terminal's settings from the emulator's config: its terminal section, with the laptop's UTC offset
+    (or the config's utc_offset_min) for quiet hours."""
+    term_cfg = dict(cfg.get("terminal") or {})
+    if term_cfg.get("utc_offset_min") is None:
+        off = cfg.get("utc_offset_min")
+        term_cfg["utc_offset_min"] = local_utc_offset_min(now) if off is None else off
+    return term_cfg
+
+
+# The config keys a running emulator does not take: they size the matrix, the window, the voice, the replay memory
+# or the terminal's health and speech queue. A reload names those that changed.
+RESTART_KEYS = (
+    "host",
+    "port",
+    "width",
+    "height",
+    "serpentine",
+    "rotation",
+    "fps",
+    "brightness",
+    "night_brightness",
+    "budget_ma",
+    "replay_capacity",
+    "voice",
+    "key_id",
+    "secret",
+)
+
+
+def accepted_line(result):
+    """One line for the log of a request the terminal accepted and acted on (an alarm, an ACK, an unmute), else
+    None. Never the secret or a signature: the request's kind, level, key, id and text."""
+    kind = result.kind
+    if kind == "alarm":
+        a = result.alarm
+        text = a.text if len(a.text) <= 60 else a.text[:57] + "..."
+        return "accepted %s alarm%s%s: %s" % (
+            LEVEL_NAMES[a.level],
+            " key %s" % a.key if a.key else "",
+            " id %s" % a.id if a.id else "",
+            text,
+        )
+    if kind == "ack":
+        ack = result.ack
+        what = "clear (long press)" if ack["long"] else "mute"
+        return "accepted ACK: %s%s" % (what, " of incident %s" % ack["key"] if ack.get("key") else "")
+    if kind == "unmute":
+        key = (result.payload or {}).get("key")
+        return "accepted unmute%s" % (" of incident %s" % key if key else ": the mute and the acknowledgements end")
+    return None
+
+
 class Engine:
     def __init__(self, cfg, voice=None, state_path=None, log=None, clock=time.time, ticks=time.monotonic):
         self.cfg = cfg
+        self._boot_cfg = cfg
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.clock = clock
         self.ticks = ticks
@@ -118,10 +176,7 @@ class Engine:
         self.error = None
 
         now = clock()
-        term_cfg = dict(cfg.get("terminal") or {})
-        if term_cfg.get("utc_offset_min") is None:
-            off = cfg.get("utc_offset_min")
-            term_cfg["utc_offset_min"] = local_utc_offset_min(now) if off is None else off
+        term_cfg = terminal_settings(cfg, now)
         receiver = Receiver(
             KeyRing({cfg["key_id"]: cfg["secret"].encode("utf-8")}), replay_capacity=cfg.get("replay_capacity", 2048)
         )
@@ -196,6 +251,29 @@ class Engine:
         if isinstance(p.result, BaseException):
             raise p.result
         return p.result
+
+    def reload(self, cfg):
+        """Give the running terminal cfg's live settings (sentinel_core.terminal_config.LIVE); ValueError (nothing
+        changed) on a bad one. Returns a line saying what is in force and which changed keys need a restart."""
+        term_cfg = terminal_settings(cfg, self.clock())
+        quiet = self.call(lambda t, now: apply_live(t, term_cfg))
+        boot = self._boot_cfg  # what the parts that do not change live were built from
+        old_term, new_term = boot.get("terminal") or {}, cfg.get("terminal") or {}
+        restart = [k for k in RESTART_KEYS if boot.get(k) != cfg.get(k)]
+        restart += [
+            "terminal." + k
+            for k in CORE_RESTART_KEYS + ("debounce_ms", "long_ms")
+            if old_term.get(k) != new_term.get(k)
+        ]
+        self.cfg = dict(self.cfg, terminal=new_term, utc_offset_min=cfg.get("utc_offset_min"))
+        line = "quiet hours %s, mute %d s, speech gap %s s" % (
+            "%s-%s" % (format_hhmm(quiet.start), format_hhmm(quiet.end)) if quiet.enabled else "off",
+            term_cfg.get("mute_s", 900),
+            term_cfg.get("speech_gap_s", 2),
+        )
+        if restart:
+            line += "; %s changed: they take a restart" % ", ".join(restart)
+        return line
 
     def set_button(self, *, pressed):
         """The raw button level (window click, keyboard, tests). The core's Button debounces it."""
@@ -291,6 +369,9 @@ class Engine:
             p.result = self._apply_request(p.args, now)
             changed = p.result.status == 200 and not p.result.duplicate
             if changed:
+                line = accepted_line(p.result)
+                if line is not None:
+                    self.log(line)
                 # Publish before answering, so a client that reads /status right after its 200 sees its alarm.
                 self._speech(now)
                 self._publish(now, self._view.frame if self._view else None)

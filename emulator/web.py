@@ -180,7 +180,8 @@ def ui_act(engine, kind):
 
 class Server:
     """The app behind emulator.front.Front in a background thread; port 0 picks a free port (tests).
-    max_connections and the deadlines are Front's (docs/EMULATOR.md)."""
+    max_connections and the deadlines are Front's (docs/EMULATOR.md). The port is bound at construction; app may
+    be None then and mount()ed before start(), so the CLI binds before it builds anything that writes state."""
 
     def __init__(self, app, host, port, threads=8, **front):
         front.setdefault("max_body", READ_LIMIT)
@@ -192,6 +193,10 @@ class Server:
     def url(self):
         host = "[%s]" % self.host if ":" in self.host else self.host
         return "http://%s:%d" % (host, self.port)
+
+    def mount(self, app):
+        self.front.app = app
+        return self
 
     def start(self):
         self.front.start()
