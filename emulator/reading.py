@@ -15,6 +15,9 @@ Technical tokens are read as an operator says them, in both languages:
     XID 79          X I D seventy-nine             (a number on its own stays a number)
     Gen3 x4         Gen three by four              (a PCIe link's generation and width)
     NCCL, NVLink    nickel, N V link
+    8 GPUs, XIDs    eight G P U's, X I D's         (an initialism's plural: "G P Us" is read "G P us")
+    85 C, 85°C      eighty-five degrees; 八十五度   (a temperature: a number, then C, °C or ℃)
+    91%             ninety-one percent; 百分之九十一
     第 3 号卡        第三号卡 (Mandarin numerals inside a Chinese sentence; 2 before a measure word is 两)
 """
 
@@ -47,7 +50,7 @@ def is_chinese(text):
 SAY_EN = {
     "nccl": "nickel",
     "gpu": "G P U",
-    "gpus": "G P Us",
+    "gpus": "G P U's",  # "G P Us" is read "G P us"; espeak says the 's as the plural's z
     "cpu": "C P U",
     "xid": "X I D",
     "pci": "P C I",
@@ -169,6 +172,8 @@ def say_word_en(tok):
                 words.append("by")  # x4: the link width, "by four"
             elif low in SAY_EN:
                 words.append(SAY_EN[low])
+            elif len(piece) >= 3 and piece[-1] == "s" and piece[:-1].isupper():
+                words.append(_say_letters(piece))  # GPUs, XIDs: an initialism's plural, not camel case
             elif not piece.isupper() and not piece.islower() and not piece.istitle():
                 words.extend(_say_letters(w) for w in _CAMEL.findall(piece))  # GpuXidFatal: Gpu Xid Fatal
             else:
@@ -181,6 +186,9 @@ def _say_letters(piece):
     low = piece.lower()
     if low in SAY_EN:
         return SAY_EN[low]
+    if len(piece) >= 3 and piece[-1] == "s" and piece[:-1].isupper():
+        stem = _say_letters(piece[:-1])  # XIDs, NICs: the plural of an initialism
+        return stem + ("'s" if " " in stem else "s")
     if len(piece) == 1:
         return _letter(piece)
     if piece.isupper() and len(piece) <= 5 and not _pronounceable(piece):
@@ -249,8 +257,20 @@ def _tokens(text):
         i += 1
 
 
+# A temperature: a number, then C, °C or ℃ (the Prometheus rules say "at 85 C"); not 85Cx or 85 CPU.
+_DEGREES = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?) ?(?:°\s?C|℃|°|C)(?![A-Za-z0-9])")
+
+
+def _degrees_en(m):
+    return "%s degree%s" % (m.group(1), "" if m.group(1) == "1" else "s")
+
+
 def runs(text):
     """Split an utterance into Runs. Text without any CJK character is one English run."""
+    if not is_chinese(text):
+        text = _DEGREES.sub(_degrees_en, text)
+    else:
+        text = _DEGREES.sub(lambda m: m.group(1) + "度", text)
     if not is_chinese(text):
         parts = []
         for kind, tok in _tokens(text):

@@ -278,3 +278,35 @@ def test_runs_that_cannot_be_joined_fall_back_to_one_voice(tmp_path, monkeypatch
     rec = v.spoken[-1]
     assert [lang for lang, _v, _t in rec.runs] == ["zh"] and rec.seconds > 1
     assert any("one voice reads it all" in m for m in logs)
+
+
+# Units and plurals an alarm text can hold (the Prometheus rules' summaries: "at 85 C", "x16", "Gen4"; a summary
+# written by hand: "8 GPUs", "91%"), in each language: what espeak-ng speaks for each run, by the voice that reads
+# it. (text, phonemes that must be heard, phonemes that must not).
+UNIT_CASES = [
+    # "G P Us" was read "G P us" ('Vs); the plural of the initialism is "you-z"
+    ("8 GPUs went down on gpu-worker-08", ["'eIt dZ'i: p'i: j'u:z"], ["Vs"]),
+    ("XIDs on 2 GPUs", ["'Eks aI d'i:z", "j'u:z"], ["'Es"]),
+    ("PCIe link of gpu-worker-08 GPU 3 runs at x16, below its maximum", ["baI s'Iksti:n"], ["'Eks"]),
+    ("PCIe link runs at Gen4", ["dZ'En f'o@"], []),
+    ("gpu-worker-08 GPU 3 is at 85 C, 5 C from its shutdown temperature", ["f'aIv dI#gr'i:z"], ["s'i:,", "s'i:\n"]),
+    ("GPU 3 is at 1 C", ["w'Vn dI#gr'i:"], ["dI#gr'i:z"]),
+    ("GPU 3 is at 85°C", ["dI#gr'i:z"], []),
+    ("GPU utilisation dropped to 37%", ["p3s'Ent"], []),
+    # Mandarin: 度 (t'u51) for degrees, 百分之 for per cent, the plural G P U's by the English voice, x16 by it too
+    ("温度预警，节点 gpu-worker-08 第 3 号卡温度 85°C", ["t'u51_|"], ["s'ei55"]),
+    ("温度 85 ℃", ["p'A55_| s.'i.35_| w'u21_| t'u51_|"], ["s'ei55"]),
+    ("算力利用率突降至 37%", ["p'ai21_| f'@55n_| ts.'i.55_|"], []),
+    ("机架 A03 共 8 个 GPUs 掉线", ["j'u:z"], ["Vs"]),
+    ("PCIe 链路降级至 x16", ["baI s'Iksti:n"], ["'Eks"]),
+]
+
+
+@pytest.mark.parametrize("text,heard,not_heard", UNIT_CASES)
+def test_units_and_plurals_are_spoken_right_in_both_languages(synth, text, heard, not_heard):
+    _s, voices = synth
+    spoken = "".join(espeak_phonemes(voices[r.lang], r.text) for r in reading.runs(text))
+    for ph in heard:
+        assert ph in spoken, (text, [r.text for r in reading.runs(text)], spoken)
+    for ph in not_heard:
+        assert ph not in spoken, (text, [r.text for r in reading.runs(text)], spoken)
