@@ -1,5 +1,7 @@
 """Runs every bench/bench_*.py in turn and prints their figures: `make bench`.
-A single one: .venv/bin/python bench/bench_<topic>.py"""
+A single one: .venv/bin/python bench/bench_<topic>.py
+Progress: each bench is announced as [i/n] with the time so far, and one that is still running says so every
+PROGRESS_S seconds (some take many minutes, with nothing to print until they finish)."""
 
 import glob
 import os
@@ -8,6 +10,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRESS_S = float(os.environ.get("SENTINEL_BENCH_PROGRESS_S", "30"))
+
+
+def _clock(seconds):
+    m, s = divmod(int(seconds), 60)
+    return "%dm%02ds" % (m, s) if m else "%ds" % s
 
 
 def main(argv):
@@ -15,14 +23,30 @@ def main(argv):
     if argv:
         names = [n for n in names if any(a in os.path.basename(n) for a in argv)]
     failed = []
-    for path in names:
+    start = time.time()
+    for i, path in enumerate(names, 1):
+        name = os.path.basename(path)
         print("=" * 78)
-        print("## %s" % os.path.basename(path), flush=True)
+        print("## [%d/%d] %s  (%s so far)" % (i, len(names), name, _clock(time.time() - start)), flush=True)
         t0 = time.time()
-        r = subprocess.run([sys.executable, path], cwd=os.path.dirname(HERE))
-        print("(%s: %.1f s, exit %d)" % (os.path.basename(path), time.time() - t0, r.returncode), flush=True)
-        if r.returncode:
-            failed.append(os.path.basename(path))
+        proc = subprocess.Popen([sys.executable, path], cwd=os.path.dirname(HERE))
+        while True:
+            try:
+                rc = proc.wait(timeout=PROGRESS_S)
+                break
+            except subprocess.TimeoutExpired:
+                print(
+                    "... [%d/%d] %s still running (%s)" % (i, len(names), name, _clock(time.time() - t0)),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait()
+                raise
+        print("(%s: %.1f s, exit %d)" % (name, time.time() - t0, rc), flush=True)
+        if rc:
+            failed.append(name)
     if failed:
         print("failed: %s" % ", ".join(failed))
         return 1

@@ -35,10 +35,16 @@ if [ "${1:-}" = "--bench" ]; then
   # SENTINEL_FROZEN_MICROPYTHON figures: the ESP32's object sizes; docs/FIRMWARE.md "Memory" says how to build it).
   [ "$(uname -m)" != x86_64 ] || compgen -G "/usr/lib/gcc/x86_64-linux-gnu/*/32/crtbegin.o" >/dev/null || need+=(gcc-multilib)
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+if [ ${#need[@]} -eq 0 ]; then
+  echo "Debian packages: everything needed is installed"
+  exit 0
+fi
 echo "installing Debian packages: ${need[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
+echo "+ $SUDO apt-get update"
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "+ $SUDO apt-get install --no-install-recommends ${need[*]}"
+# apt's own progress lines (Get:, Unpacking, Setting up) show what it fetches and installs
+$SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
