@@ -1,8 +1,10 @@
 """docs/DEPLOY.md's plain-host steps, run as written in a clean temporary directory: the two marked shell blocks
-with their paths redirected (PREFIX, ETC, UNITS under tmp; SRC a copy of this checkout), the lines that change
-the machine itself left out (useradd, systemctl) and the owners mapped to the test's own user. The result must
-be a gateway (and a probe) that passes --check-config, files with the documented modes, a venv holding only the
-extra each part needs, and units that `systemd-analyze verify` accepts (where it is installed)."""
+with their paths redirected (PREFIX, ETC, UNITS under tmp; SRC a copy of this checkout; SECRETS the directory
+holding step 1's secrets), the lines that change the machine itself left out (useradd, systemctl). The service
+user `sentinel` is played by `nobody` when the suite runs as root (the block's --check-config runs as that user,
+through setpriv, against the files the block installed for it); otherwise the owners are the test's own user. The
+result must be a gateway (and a probe) that passes --check-config, files with the documented modes, a venv holding
+only the extra each part needs, and units that `systemd-analyze verify` accepts (where it is installed)."""
 
 import os
 import re
@@ -13,6 +15,7 @@ import sys
 
 import pytest
 from deploy_live import ROOT
+from opcheck import NOBODY, remove, shared_tmp
 
 DOC = os.path.join(ROOT, "docs", "DEPLOY.md")
 
@@ -26,7 +29,12 @@ def block(name):
     return m.group(1)
 
 
-def redirect(script, tmp, src):
+AS_ROOT = os.geteuid() == 0
+SECRETS = "SECRETS=$HOME/sentinel-secrets"
+SETPRIV = "setpriv --reuid=sentinel --regid=sentinel --init-groups "
+
+
+def redirect(script, tmp, src, secrets):
     """The block as the test runs it; every rewrite must apply, so the docs keep a form this test understands."""
     lines = script.rstrip("\n").split("\n")
     first = lines[0]
@@ -37,16 +45,27 @@ def redirect(script, tmp, src):
         ("UNITS", "/etc/systemd/system"),
     ):
         assert "%s=%s" % (var, path) in first, (var, first)
+    assert SECRETS in script
     first = first.replace("SRC=$PWD", "SRC=%s" % src)
     for var, path in (("PREFIX", "/opt/gpu-sentinel"), ("ETC", "/etc/sentinel"), ("UNITS", "/etc/systemd/system")):
         first = first.replace("%s=%s" % (var, path), "%s=%s%s" % (var, tmp, path))
-    out = ["set -euo pipefail", first]
+    out = ["set -euo pipefail", first.replace(SECRETS, "SECRETS=%s" % secrets)]
     skipped = []
+    # the service user: nobody (and its group) when root can switch to it, else this user, who is not root anyway
+    service = (NOBODY, NOBODY) if AS_ROOT else (os.getuid(), os.getgid())
     for ln in lines[1:]:
         if re.match(r"(useradd|systemctl) ", ln):
             skipped.append(ln.split()[0])
             continue
-        ln = re.sub(r"-o root -g (sentinel|root)", "-o %d -g %d" % (os.getuid(), os.getgid()), ln)
+        ln = ln.replace(SECRETS, "SECRETS=%s" % secrets)
+        ln = re.sub(r"-o root -g root", "-o %d -g %d" % (os.getuid(), os.getgid()), ln)
+        ln = re.sub(r"-o root -g sentinel", "-o %d -g %d" % (os.getuid(), service[1]), ln)
+        if SETPRIV in ln:
+            skipped.append("setpriv")
+            ln = ln.replace(
+                SETPRIV,
+                "setpriv --reuid=%d --regid=%d --clear-groups " % service if AS_ROOT else "",
+            )
         out.append(ln)
     return "\n".join(out) + "\n", skipped
 
@@ -85,13 +104,34 @@ def src(tmp_path_factory):
     return str(d)
 
 
+TOKEN = "tok-" + "7b2d" * 10
+
+
+@pytest.fixture
+def host_tmp(tmp_path):
+    """The install's root: a directory the service user can enter (pytest's tmp_path is root's 0700 under root)."""
+    if not AS_ROOT:
+        yield tmp_path
+        return
+    import pathlib
+
+    d = shared_tmp()
+    try:
+        yield pathlib.Path(d)
+    finally:
+        remove(d)
+
+
 def run_block(name, tmp, src):
-    script, skipped = redirect(block(name), str(tmp), src)
-    (tmp / "etc" / "systemd" / "system").mkdir(parents=True)  # what every systemd host has
     work = tmp / "work"
+    secrets = tmp / "sentinel-secrets"
+    script, skipped = redirect(block(name), str(tmp), src, str(secrets))
+    (tmp / "etc" / "systemd" / "system").mkdir(parents=True)  # what every systemd host has
     work.mkdir()
-    (work / "machine-room.secret").write_text("a3f1" * 16 + "\n")
-    (work / "office.secret").write_text("9c0e" * 16 + "\n")
+    secrets.mkdir(mode=0o700)
+    (secrets / "machine-room.secret").write_text("a3f1" * 16 + "\n")
+    (secrets / "office.secret").write_text("9c0e" * 16 + "\n")
+    (secrets / "ingest.token").write_text(TOKEN + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "SENTINEL_"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -131,23 +171,35 @@ def verify_unit(unit, tmp):
     return float(m.group(1)) if m else None
 
 
-def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(tmp_path, src):
+def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(host_tmp, src):
+    tmp_path = host_tmp
     p, skipped = run_block("gateway", tmp_path, src)
-    assert skipped == ["useradd", "systemctl"]
+    assert skipped == ["useradd", "setpriv", "systemctl"]
     etc, prefix = tmp_path / "etc" / "sentinel", str(tmp_path / "opt" / "gpu-sentinel")
+    # the check ran as the service user, with the files and the venv the block made for it
     assert "configuration OK" in p.stderr
-    assert "a3f1" * 16 not in p.stdout + p.stderr and "9c0e" * 16 not in p.stdout + p.stderr  # no secret printed
+    assert '"ingest_auth": "bearer token required (1 token(s): env SENTINEL_INGEST_TOKEN)"' in p.stdout
+    secrets = ("a3f1" * 16, "9c0e" * 16, TOKEN)
+    assert not any(x in p.stdout + p.stderr for x in secrets)  # no secret printed
     assert (mode(etc), mode(etc / "gateway.toml"), mode(etc / "gateway.env")) == (0o750, 0o640, 0o600)
-    assert (etc / "gateway.env").read_text() == "SENTINEL_SECRET_MACHINE_ROOM=%s\nSENTINEL_SECRET_OFFICE=%s\n" % (
-        "a3f1" * 16,
-        "9c0e" * 16,
+    if AS_ROOT:
+        assert os.stat(etc / "gateway.toml").st_gid == NOBODY and os.stat(etc / "gateway.env").st_uid == 0
+    assert (etc / "gateway.env").read_text() == (
+        "SENTINEL_SECRET_MACHINE_ROOM=%s\nSENTINEL_SECRET_OFFICE=%s\nSENTINEL_INGEST_TOKEN=%s\n" % secrets
     )
+    # the venv is the system Python's, which the service user can run (not one under /root)
+    assert os.path.realpath(os.path.join(prefix, ".venv", "bin", "python")).startswith("/usr/")
     # only the gateway's extra: its server, not the emulator's window or the probes' NVML
     pkgs = installed(prefix)
     assert {"gpu-sentinel-alarm", "flask", "waitress"} <= pkgs
     assert not pkgs & {"pygame", "pyttsx3", "nvidia-ml-py", "pytest"}
     # the installed gateway checks the installed file again, as the unit's ExecStartPre does
-    env = dict(os.environ, SENTINEL_SECRET_MACHINE_ROOM="a3f1" * 16, SENTINEL_SECRET_OFFICE="9c0e" * 16)
+    env = dict(
+        os.environ,
+        SENTINEL_SECRET_MACHINE_ROOM="a3f1" * 16,
+        SENTINEL_SECRET_OFFICE="9c0e" * 16,
+        SENTINEL_INGEST_TOKEN=TOKEN,
+    )
     q = subprocess.run(
         [os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c", str(etc / "gateway.toml")],
         env=env,
@@ -158,28 +210,57 @@ def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(tmp_pa
     assert q.returncode == 0, q.stderr
     q = subprocess.run(
         [os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c", str(etc / "gateway.toml")],
-        env={"PATH": os.environ["PATH"]},
+        env={"PATH": os.environ["PATH"], "SENTINEL_INGEST_TOKEN": TOKEN},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert q.returncode == 2 and "SENTINEL_SECRET_MACHINE_ROOM" in q.stderr  # no secret, no start: named
+    q = subprocess.run(
+        [os.path.join(prefix, ".venv", "bin", "sentinel-gateway"), "--check-config", "-c", str(etc / "gateway.toml")],
+        env=dict(env, SENTINEL_INGEST_TOKEN=""),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert q.returncode == 2 and "SENTINEL_INGEST_TOKEN" in q.stderr  # the example is authenticated by default
     score = verify_unit(str(tmp_path / "etc" / "systemd" / "system" / "sentinel-gateway.service"), tmp_path)
     assert score is None or score <= 2.0, score
     print("systemd-analyze security sentinel-gateway.service: %s" % score)
 
 
-def test_plain_host_probe_steps_give_a_probe_that_passes_check_config(tmp_path, src):
+def test_plain_host_probe_steps_give_a_probe_that_passes_check_config(host_tmp, src):
+    tmp_path = host_tmp
     p, skipped = run_block("probe", tmp_path, src)
     assert skipped == ["systemctl"]
     etc, prefix = tmp_path / "etc" / "sentinel", str(tmp_path / "opt" / "gpu-sentinel")
     assert "configuration OK: rack A03" in p.stdout and "gateway http://10.0.0.5:8080" in p.stdout
-    assert mode(etc / "probe.toml") == 0o644
+    assert "ingest token file %s" % (etc / "ingest.token") in p.stdout and TOKEN not in p.stdout + p.stderr
+    assert mode(etc / "probe.toml") == 0o644 and mode(etc / "ingest.token") == 0o600
     pkgs = installed(prefix)
     assert {"gpu-sentinel-alarm", "nvidia-ml-py"} <= pkgs and not pkgs & {"flask", "waitress", "pygame"}
     score = verify_unit(str(tmp_path / "etc" / "systemd" / "system" / "sentinel-probe.service"), tmp_path)
     assert score is None or score <= 3.5, score
     print("systemd-analyze security sentinel-probe.service: %s" % score)
+
+
+def test_the_example_gateway_is_authenticated_as_the_alertmanager_snippet_expects():
+    """The example listens on 0.0.0.0, so ingest needs a token; Alertmanager's receivers send one (Bearer, from a
+    file), and the probes' example has the key to send it."""
+    import yaml
+
+    from host_client.gateway.config import load_config
+
+    env = {"SENTINEL_SECRET_MACHINE_ROOM": "a3f1" * 16, "SENTINEL_SECRET_OFFICE": "9c0e" * 16}
+    cfg = load_config(os.path.join(ROOT, "examples", "gateway.toml"), env=dict(env, SENTINEL_INGEST_TOKEN=TOKEN))
+    assert cfg.host == "0.0.0.0" and len(cfg.ingest_tokens) == 1
+    am = yaml.safe_load(open(os.path.join(ROOT, "deploy", "alertmanager", "alertmanager.yml")))
+    for r in am["receivers"]:
+        for w in r.get("webhook_configs", []):
+            if w["url"].endswith("/api/v1/alertmanager"):
+                auth = w["http_config"]["authorization"]
+                assert auth["type"] == "Bearer" and auth["credentials_file"].startswith("/etc/alertmanager/")
+    assert re.search(r"^token_file = ", open(os.path.join(ROOT, "examples", "probe.toml")).read(), re.M)
 
 
 def test_units_name_the_paths_the_docs_install():

@@ -116,6 +116,7 @@ def test_example_gateway_config_maps_the_same_severities():
 
     os.environ.setdefault("SENTINEL_SECRET_MACHINE_ROOM", "x" * 32)
     os.environ.setdefault("SENTINEL_SECRET_OFFICE", "y" * 32)
+    os.environ.setdefault("SENTINEL_INGEST_TOKEN", "z" * 32)
     cfg = load_config(os.path.join(ROOT, "examples", "gateway.toml"))
     assert cfg.am_levels["critical"] == 2 and cfg.am_levels["warning"] == 1
 

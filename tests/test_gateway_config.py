@@ -12,7 +12,11 @@ from host_client.gateway.config import Config, ConfigError, load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "gateway.toml")
-ENV = {"SENTINEL_SECRET_MACHINE_ROOM": "room-secret-123", "SENTINEL_SECRET_OFFICE": "office-secret-456"}
+ENV = {
+    "SENTINEL_SECRET_MACHINE_ROOM": "room-secret-123",
+    "SENTINEL_SECRET_OFFICE": "office-secret-456",
+    "SENTINEL_INGEST_TOKEN": "example-ingest-token-0123456789",
+}
 
 
 def base(**terminal):
