@@ -93,3 +93,9 @@ def test_the_daemon_with_its_status_port_in_use_is_one_line_and_makes_no_socket(
     line = one_line(p, 2)
     assert "cannot listen on 127.0.0.1:%d: the port is in use" % port in line and "[status] listen" in line
     assert not (tmp_path / "progress.sock").exists()
+
+
+def test_status_of_a_daemon_that_is_not_running_asks_if_it_is(tmp_path):
+    url = "http://127.0.0.1:%d" % free_port()
+    line = one_line(run(PROBE + ["status", "--url", url]), 2)
+    assert line == "sentinel-probe: daemon not reachable at %s/status: connection refused: is it running?" % url

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 
-from host_client.transport import listen_error
+from host_client.transport import describe, listen_error
 
 from . import config as config_mod
 from . import events, follow, gpu_source
@@ -341,7 +341,9 @@ def status_main(argv):
         with urllib.request.urlopen(url, timeout=3) as r:
             s = json.loads(r.read().decode())
     except (urllib.error.URLError, OSError, ValueError) as e:
-        print("sentinel-probe: daemon not reachable at %s: %s" % (url, e), file=sys.stderr)
+        why = e.reason if isinstance(e, urllib.error.URLError) and isinstance(e.reason, OSError) else e
+        why = describe(why) if isinstance(why, OSError) else why
+        print("sentinel-probe: daemon not reachable at %s: %s: is it running?" % (url, why), file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(s, indent=1))
