@@ -139,3 +139,15 @@ def test_both_fronts_serve_on_the_socket_the_cli_bound(tmp_path, server):
         assert (tmp_path / "state" / "gateway.lock").read_text().strip() == str(proc.pid)
     finally:
         stop(proc)
+
+
+def test_a_terminal_url_whose_port_does_not_parse_is_refused_by_check_config_and_the_daemon(tmp_path):
+    cfg = config(str(tmp_path), port=free_port(), state_dir=str(tmp_path / "state"))
+    with open(cfg) as f:
+        text = f.read().replace('url = "http://127.0.0.1:9"', 'url = "http://127.0.0.1:87x5"')
+    with open(cfg, "w") as f:
+        f.write(text)
+    for args in (["--check-config"], []):
+        line = one_line(gateway(cfg, *args), 2)
+        assert "terminals.emu.url 'http://127.0.0.1:87x5': the port is not a number" in line
+    assert not (tmp_path / "state").exists()

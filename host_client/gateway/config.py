@@ -17,6 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from host_client.config import check_url
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
 from sentinel_core.alarm import LEVEL_NAMES
 
@@ -507,6 +508,7 @@ def _terminal(name, t, env, base_dir) -> Terminal:
     url = _str(t, "url", where)
     if not url or not re.match(r"https?://[^/\s]+", url):
         raise ConfigError("%s.url must be an http:// or https:// URL" % where)
+    check_url(url, "%s.url" % where)  # a host, and a port that parses: the client refuses it later otherwise
     key_id = _str(t, "key_id", where)
     if not key_id:
         raise ConfigError("%s.key_id is required" % where)
