@@ -215,10 +215,16 @@ def load(path=None, overrides=None, environ=None):
             created = True
         except FileExistsError:
             pass  # another process created it first: read theirs so both agree on the secret
+        except OSError as e:
+            raise ConfigError(
+                "cannot create config %s: %s (give another with --config or $%s)" % (path, e.strerror or e, ENV_PATH)
+            ) from None
     try:
         with open(path, encoding="utf-8") as f:
             stored = json.load(f)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise ConfigError("cannot read config %s: %s" % (path, e.strerror or e)) from None
+    except ValueError as e:
         raise ConfigError("cannot read config %s: %s" % (path, e)) from None
     if not isinstance(stored, dict):
         raise ConfigError("config %s must hold a JSON object" % path)

@@ -211,3 +211,22 @@ def test_sender_program_is_what_the_operators_shell_can_run(tmp_path):
     assert emu_config.sender_program(which=lambda n: None, executable=exe, cwd=elsewhere, environ={}) == str(
         bindir / "sentinel-send"
     )
+
+
+def test_a_config_the_user_cannot_read_or_create_is_one_line_exit_2():
+    from opcheck import remove, shared_tmp, unprivileged
+
+    d = shared_tmp()
+    try:
+        path = os.path.join(d, "emulator.json")
+        emu_config.load(path, {})  # root's, mode 600
+        cmd = EMU + ["--headless", "--no-voice", "--config", path, "--run-for", "5"]
+        line = one_line(run(unprivileged(cmd)), 2)
+        assert line.endswith("config error: cannot read config %s: Permission denied" % path)
+        os.chmod(d, 0o755)  # root's directory: nobody cannot create a config in it
+        other = os.path.join(d, "other.json")
+        line = one_line(run(unprivileged(EMU + ["--headless", "--no-voice", "--config", other, "--run-for", "5"])), 2)
+        assert "cannot create config %s: Permission denied" % other in line
+        assert not os.path.exists(other)
+    finally:
+        remove(d)

@@ -99,3 +99,9 @@ def test_status_of_a_daemon_that_is_not_running_asks_if_it_is(tmp_path):
     url = "http://127.0.0.1:%d" % free_port()
     line = one_line(run(PROBE + ["status", "--url", url]), 2)
     assert line == "sentinel-probe: daemon not reachable at %s/status: connection refused: is it running?" % url
+
+
+def test_check_config_refuses_a_zero_sender_timeout(tmp_path):
+    cfg = probe_toml(str(tmp_path), extra="\n[sender]\ntimeout_s = 0\n")
+    line = one_line(run(PROBE + ["--check-config", "-c", cfg]), 2)
+    assert "[sender] timeout_s must be >= 0.05 s, got 0" in line

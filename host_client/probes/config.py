@@ -142,6 +142,8 @@ def build(raw):
         )
     if cfg["sender"]["batch_bytes"] < 1024:
         raise ConfigError("[sender] batch_bytes must be >= 1024 (keep it under the gateway's max_body, 65536)")
+    if cfg["sender"]["timeout_s"] < 0.05:  # 0 would make the socket non-blocking: every send fails at once
+        raise ConfigError("[sender] timeout_s must be >= 0.05 s, got %r" % cfg["sender"]["timeout_s"])
     if cfg["sender"]["token_env"] and cfg["sender"]["token_file"]:
         raise ConfigError("[sender] set token_env or token_file, not both")
     listen = cfg["status"]["listen"]
