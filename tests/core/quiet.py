@@ -65,3 +65,18 @@ def test_active_uses_the_offset():
 def test_bad_offsets_are_refused():
     for off in (-721, 841, "480", 1.5, True):
         assert _refused(QuietHours, "22:00", "08:00", off), off
+
+
+def test_live_settings_reach_a_running_terminal_and_a_bad_one_changes_nothing():
+    # the emulator's SIGHUP: quiet hours and the mute change on the running terminal, its queue and health stay
+    from sentinel_core.terminal import Terminal
+    from sentinel_core.terminal_config import apply_live
+
+    t = Terminal({"quiet_start": "22:00", "quiet_end": "08:00", "utc_offset_min": 0})
+    queue, health = t.queue, t.health
+    assert t.quiet.active(MIDNIGHT)
+    q = apply_live(t, {"quiet_enabled": False, "mute_s": 60, "speech_queue": 2})
+    assert q is t.quiet and not t.quiet.enabled and not t.quiet.active(MIDNIGHT)
+    assert t.mute_s == 60 and t.queue is queue and t.health is health
+    assert _refused(apply_live, t, {"quiet_start": "25:00", "mute_s": 5})
+    assert not t.quiet.enabled and t.mute_s == 60

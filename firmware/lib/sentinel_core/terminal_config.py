@@ -90,4 +90,4 @@ def apply_live(terminal, config):
     settings(s, config)
     for name in LIVE:
         setattr(terminal, name, getattr(s, name))
-    return s.quiet
+    return terminal.quiet
