@@ -8,6 +8,7 @@ own file ($XDG_CONFIG_HOME/gpu-sentinel/emulator.json, written at its first star
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import urllib.parse
@@ -49,6 +50,13 @@ class Target:
         return "Target(url=%r, key_id=%r, secret=<hidden>)" % (self.url, self.key_id)
 
 
+def unreadable_hint(e: OSError) -> str:
+    """The fix for a file this user may not read, to follow its error; else nothing."""
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return " (this user, uid %d, may not read it: chown or chmod it, or run as its owner)" % os.getuid()
+    return ""
+
+
 def check_url(url: str, what: str = "URL") -> None:
     """Raise ConfigError unless url is http(s)://host[:port][/path] with a host and a port that parses."""
     u = urllib.parse.urlsplit(url)
@@ -88,7 +96,7 @@ def _secret_from_file(path: str) -> bytes:
         with open(path, "rb") as f:
             s = f.read().strip()
     except OSError as e:
-        raise ConfigError("cannot read secret file %s: %s" % (path, e.strerror or e)) from None
+        raise ConfigError("cannot read secret file %s: %s%s" % (path, e.strerror or e, unreadable_hint(e))) from None
     if not s:
         raise ConfigError("secret file %s is empty" % path)
     return s

@@ -90,7 +90,8 @@ def test_secret_file_the_user_cannot_read_is_one_line_exit_2():
         state = os.path.join(d, "state")
         p = gateway(config(d, port=free_port(), state_dir=state, secret_file=secret), as_nobody=True)
         line = one_line(p, 2)
-        assert "cannot read secret_file %s: Permission denied" % secret in line
+        assert "cannot read secret_file %s: Permission denied (this user, uid" % secret in line
+        assert "chown or chmod it" in line
         assert SECRET not in p.stderr
         assert not os.path.exists(state)
     finally:

@@ -102,5 +102,6 @@ def test_a_secret_file_the_user_cannot_read_is_a_usage_error():
         p = run(unprivileged(cmd))
         line = one_line(p, 2)
         assert "cannot read secret file %s: Permission denied" % path in line and SECRET not in p.stderr
+        assert "chown or chmod it, or run as its owner" in line
     finally:
         remove(d)

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from host_client.config import check_url
+from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
 from sentinel_core.alarm import LEVEL_NAMES
 
@@ -474,7 +474,9 @@ def _ingest_tokens(d, env, base_dir) -> list:
             with open(path, "rb") as fh:
                 raw = fh.read()
         except OSError as e:
-            raise ConfigError("ingest.token_file: cannot read %s: %s" % (path, e.strerror)) from None
+            raise ConfigError(
+                "ingest.token_file: cannot read %s: %s%s" % (path, e.strerror, unreadable_hint(e))
+            ) from None
         raw = raw.strip()
         if not raw:
             raise ConfigError("ingest.token_file: %s is empty" % path)
@@ -526,7 +528,9 @@ def _terminal(name, t, env, base_dir) -> Terminal:
             with open(path, "rb") as f:
                 raw = f.read()
         except OSError as e:
-            raise ConfigError("%s: cannot read secret_file %s: %s" % (where, path, e.strerror)) from None
+            raise ConfigError(
+                "%s: cannot read secret_file %s: %s%s" % (where, path, e.strerror, unreadable_hint(e))
+            ) from None
         raw = raw.rstrip(b"\r\n")
         if not raw:
             raise ConfigError("%s: secret_file %s is empty" % (where, path))

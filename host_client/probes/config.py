@@ -10,7 +10,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-from host_client.config import check_url
+from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
 
 from .gpu_checks import GpuRules
@@ -175,7 +175,9 @@ def check_files(cfg):
                 with open(path, "rb"):
                     pass
             except OSError as e:
-                raise ConfigError("%s: cannot read %s: %s" % (key, path, e.strerror or e)) from None
+                raise ConfigError(
+                    "%s: cannot read %s: %s%s" % (key, path, e.strerror or e, unreadable_hint(e))
+                ) from None
     for path in cfg["nccl"]["logs"]:
         if os.path.exists(path) and not os.access(path, os.R_OK):
             raise ConfigError("[nccl] logs: cannot read %s: Permission denied" % path)
@@ -199,7 +201,12 @@ def ingest_token(cfg, env=None):
                 v = f.read().strip()
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(
-                "[sender] token_file: cannot read %s: %s" % (s["token_file"], getattr(e, "strerror", None) or e)
+                "[sender] token_file: cannot read %s: %s%s"
+                % (
+                    s["token_file"],
+                    getattr(e, "strerror", None) or e,
+                    unreadable_hint(e) if isinstance(e, OSError) else "",
+                )
             ) from None
         if not v:
             raise ConfigError("[sender] token_file: %s is empty" % s["token_file"])
