@@ -159,6 +159,31 @@ EVENT_TYPES = {
         "zh_phrase": "集合通信网络报错",
         "en_phrase": "collective network errors",
     },
+    # --- job-killing failures that are not timeouts (issue 24): the process group aborts ---
+    "NCCL_PEER_LOST": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 %s 节点 %s 集合通信对端失联，训练任务中断",
+        "en": "Training cluster emergency: rack %s node %s lost a communication peer, the job is aborting",
+        "zh_phrase": "通信对端失联",
+        "en_phrase": "communication peer lost",
+    },
+    "NCCL_ERROR": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 %s 节点 %s 集合通信库报错，训练任务中断",
+        "en": "Training cluster emergency: rack %s node %s hit a collective communication error, the job is aborting",
+        "zh_phrase": "集合通信库报错",
+        "en_phrase": "collective communication error",
+    },
+    "CUDA_ERROR": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练任务致命错误，机架 %s 节点 %s 发生 CUDA 致命错误，训练任务中断",
+        "en": "Fatal training error: rack %s node %s hit a fatal CUDA error, the job is aborting",
+        "zh_phrase": "CUDA 致命错误",
+        "en_phrase": "fatal CUDA error",
+    },
     "RECOVERED": {
         "level": NORMAL,
         "fields": "rh",

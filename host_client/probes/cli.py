@@ -246,7 +246,7 @@ def run_once(cfg, *, as_json=False, out=None):
                         findings.append(f)
                         n += 1
             if not n:
-                rows.append(("nccl", "-", "OK", "no watchdog timeout in %s" % path))
+                rows.append(("nccl", "-", "OK", "no watchdog timeout or job-killing failure in %s" % path))
         except OSError as e:
             rows.append(("nccl", "-", "SKIP", "%s: %s" % (path, e.strerror)))
     for f in findings:

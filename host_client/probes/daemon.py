@@ -254,10 +254,9 @@ class Daemon:
         return None
 
     def on_nccl_line(self, line, source, now):
-        t = self.nccl_log.feed(line, source)
-        if t is None:
+        f = self.nccl_log.finding(line, source)
+        if f is None:
             return None
-        f = nccl.finding(t, source)
         if self.nccl_once.admit(f.key, now):
             self.emit(f)
             return f
@@ -390,6 +389,9 @@ class Daemon:
                     events.XID_WARNING,
                     events.NCCL_TIMEOUT,
                     events.NCCL_NET_ERROR,
+                    events.NCCL_PEER_LOST,
+                    events.NCCL_ERROR,
+                    events.CUDA_ERROR,
                 )
             ],
         )

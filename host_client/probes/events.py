@@ -21,6 +21,10 @@ PROGRESS_STALL = "PROGRESS_STALL"
 GPU_UTIL_DROP = "GPU_UTIL_DROP"
 GPU_LOST = "GPU_LOST"  # a GPU that stopped answering NVML / nvidia-smi (issue 11)
 NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign of a fabric fault
+# job-killing failures that are not timeouts (issue 24): the process group aborts, usually minutes before a timeout
+NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
+NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
+CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
 RECOVERED = "RECOVERED"
 
 EVENT_TYPES = (
@@ -34,6 +38,9 @@ EVENT_TYPES = (
     GPU_UTIL_DROP,
     GPU_LOST,
     NCCL_NET_ERROR,
+    NCCL_PEER_LOST,
+    NCCL_ERROR,
+    CUDA_ERROR,
     RECOVERED,
 )
 
@@ -46,6 +53,9 @@ LEVELS = {
     XID_FATAL: "P0",
     GPU_LOST: "P0",
     PROGRESS_STALL: "P0",
+    NCCL_PEER_LOST: "P0",
+    NCCL_ERROR: "P0",
+    CUDA_ERROR: "P0",
     XID_WARNING: "P1",
     PCIE_DOWNGRADE: "P1",
     THERMAL: "P1",
@@ -56,7 +66,7 @@ LEVELS = {
 HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
 
 # Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.
-CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST))
+CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST, NCCL_PEER_LOST, NCCL_ERROR, CUDA_ERROR))
 
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).

@@ -273,9 +273,10 @@ def _smi_num(text):
 SEED_MIN_GEN = 4
 SEED_MIN_WIDTH = 16
 # nvidia-smi prints this in place of a GPU's row (the others still follow): "Unable to determine the device handle
-# for GPU 0000:0B:00.0: Unknown Error" (also "GPU0000:65:00.0", and "Unable to detect" on Windows builds)
+# for GPU 0000:0B:00.0: Unknown Error" (also "GPU0000:65:00.0", and "Unable to detect" on Windows builds); current
+# drivers put the index first: "Unable to determine the device handle for GPU0: 0000:01:00.0: Unknown Error"
 _NO_HANDLE = re.compile(
-    r"Unable to (?:determine|detect) the device handle for GPU ?((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]+:"
+    r"Unable to (?:determine|detect) the device handle for GPU ?(?:(\d+): )?((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]+:"
     r"[0-9A-Fa-f]+\.?[0-9A-Fa-f]*):\s*(.*)"
 )
 
@@ -297,12 +298,13 @@ def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
             continue
         m = _NO_HANDLE.search(line)
         if m:
-            key = pci_key(m.group(1))
-            idx = (known or {}).get(key, pos)
+            key = pci_key(m.group(2))
+            printed = int(m.group(1)) if m.group(1) is not None else None
+            idx = (known or {}).get(key, printed if printed is not None else pos)
             pos += 1
-            err = m.group(2).strip() or "Unknown Error"
+            err = m.group(3).strip() or "Unknown Error"
             devices.append(
-                dict(_device_defaults({"index": idx, "bus_id": m.group(1), "pci": key}), lost=True, error=err)
+                dict(_device_defaults({"index": idx, "bus_id": m.group(2), "pci": key}), lost=True, error=err)
             )
             readings.append(dict(_reading_defaults(idx), lost=True, error=err))
             continue

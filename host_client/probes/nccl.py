@@ -9,6 +9,12 @@ Forms (each is a ``Timeout`` with its ``form``):
 - ``watchdog_stuck``: "Heartbeat monitor timed out!" / "ProcessGroupNCCL's watchdog got stuck for N seconds" (2.2+):
   the watchdog itself hung, so no "Watchdog caught" line ever comes.
 - ``net``: "NCCL WARN NET/IB : ..." (NCCL's own log): a fabric error, usually minutes before the timeout.
+- ``dump_signal``: "Received a dump signal due to a collective timeout from rank N / this local rank" (2.3+, the
+  flight recorder): another rank's timeout, told to this rank through the store; on a rank whose own collectives
+  finished it is the only sign of the hang (docs/PROBES.md argues the mapping).
+
+Job-killing failures that are not timeouts (``parse_failure``, one ``Failure`` each): a dead or unreachable peer
+(``peer``), NCCL's error classes and a process group's async exception (``nccl``), CUDA's fatal errors (``cuda``).
 
 The rank comes from any of PyTorch's prefixes: ``[rank3]:``, ``[Rank 3]``, ``[PG 0 Rank 3]``,
 ``[PG 0 (default_pg) Rank 3]``, ``[PG ID 0 PG GUID 0(default_pg) Rank 3]``; the launcher's ``[rankN]:`` (the global
@@ -46,6 +52,50 @@ _STUCK = re.compile(
 # host:pid:tid [cudaDev] file:line NCCL WARN NET/IB : ...
 _NET = re.compile(r"(?:(\S+?):(\d+):(\d+) )?(?:\[(\d+)\] )?(?:\S+:\d+ )?NCCL WARN (NET/\S+)\s*:?\s*(.*)")
 _PEER = re.compile(r"from peer (\S+?)(?:<\d+>)?\s+with (?:status=|error )(\d+)")
+# "[PG ID 0 PG GUID 0(default_pg) Rank 5] Received a dump signal due to a collective timeout from  rank 2 and we will
+# try our best to dump the debug info. Last enqueued NCCL work: 136, last completed NCCL work: 136."
+_DUMP = re.compile(
+    r"Received a dump signal due to a collective timeout from\s+(this local rank|rank (\d+))"
+    r".*?Last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)"
+)
+
+# --- job-killing failures that are not timeouts (parse_failure) ---------------------------------------------------
+PEER, NCCL_ERR, CUDA = "peer", "nccl", "cuda"
+# CUDA's sticky errors: the context is dead, the process (and with it the process group) goes down
+_CUDA_FATAL = re.compile(
+    r"(?:CUDA error: |Cuda failure \d* ?')(an illegal memory access was encountered|uncorrectable ECC error encountered|"
+    r"unspecified launch failure|an illegal instruction was encountered|misaligned address|"
+    r"hardware stack error|uncorrectable NVLink error detected during the execution)"
+)
+# a peer that went away, as NCCL's socket layer and PyTorch word it; the socket words only count on NCCL's own lines
+# (a dataloader's or a metrics client's "Connection reset by peer" is not the process group's)
+_PEER_PYTORCH = re.compile(r"remote process exited or there was a network error|ncclRemoteError")
+_PEER_SOCKET = re.compile(
+    r"Connection closed by remote peer|Connection reset by peer|Broken pipe|Connection refused|"
+    r"Software caused connection abort|Connect to \S+ failed"
+)
+_NCCL_CONTEXT = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|^\S*\s*Net : |\bNet : ")
+_PEER_ADDR = re.compile(r"(?:from|to|peer) ((?:[0-9a-fA-F:.]+|[\w.-]+)<\d+>)")
+# NCCL's error classes as PyTorch and NCCL name them ("NCCL error: unhandled cuda error", "ncclSystemError: ...",
+# "NCCL Error 1: unhandled cuda error", "DistBackendError: NCCL error in: ..., internal error, NCCL version ...")
+_NCCL_CLASS = re.compile(
+    r"(ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclInvalidUsage|ncclInvalidArgument)|"
+    r"NCCL (?:error|Error \d+)(?: in: \S+)?:? (unhandled system error|internal error|unhandled cuda error|"
+    r"invalid usage|invalid argument)"
+)
+_ASYNC = re.compile(r"raised the following async exception|watchdog thread terminated with exception: NCCL error")
+# NCCL's own failure lines: a proxy operation that failed with NCCL's return code (6 = ncclRemoteError)
+_RETCODE = re.compile(r"NCCL WARN .*Failed to execute operation \S+ from rank \d+, retcode (\d+)")
+_NCCL_WARN_FATAL = re.compile(
+    r"NCCL WARN (?:Cuda failure|Socket recv failed while polling|\[Service thread\] Error encountered)"
+)
+_SEQ_OP = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+_NCCL_STATUS = {
+    "2": "ncclSystemError",
+    "3": "ncclInternalError",
+    "1": "ncclUnhandledCudaError",
+    "5": "ncclInvalidUsage",
+}
 
 
 class Timeout:
@@ -66,18 +116,20 @@ class Timeout:
         "net",
         "peer",
         "status",
+        "from_rank",
         "text",
+        "key_op",
     )
 
     def __init__(self, form, **fields):
         self.form = form
-        for k in self.__slots__[:-1]:
+        for k in self.__slots__:
             if k != "form":
                 setattr(self, k, fields.get(k))
-        self.text = fields.get("text")
+        self.key_op = self.op  # NcclLog keeps the op the work was first reported with, so later lines join it
 
     def as_dict(self):
-        return {k: getattr(self, k) for k in self.__slots__ if k != "text"}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("text", "key_op")}
 
     def __repr__(self):
         return "Timeout(%r)" % ({k: v for k, v in self.as_dict().items() if v is not None},)
@@ -105,7 +157,13 @@ def _rank(line):
 
 def parse(line):
     """Return a Timeout for a hang or fabric line, else None (never raises on any text)."""
-    if "atchdog" not in line and "NCCL" not in line and "blocking wait" not in line and "eartbeat" not in line:
+    if (
+        "atchdog" not in line
+        and "NCCL" not in line
+        and "blocking wait" not in line
+        and "eartbeat" not in line
+        and "dump signal" not in line
+    ):
         return None
     if "NCCL INFO" in line:  # NCCL_DEBUG=INFO chatter, thousands of lines per job start: never an event
         return None
@@ -150,6 +208,21 @@ def parse(line):
     if m:
         rank, pg = _rank(line)
         return Timeout("watchdog_stuck", rank=rank, pg=pg, stuck_s=_int(m.group(1)))
+    m = _DUMP.search(line)
+    if m:
+        rank, pg = _rank(line)
+        enq, done = int(m.group(3)), int(m.group(4))
+        # work still pending on this rank: the same hang as its own timeout (same key); none pending: this rank's
+        # collectives finished and the line is the only sign here of a hang elsewhere in the job
+        return Timeout(
+            "dump_signal",
+            rank=rank,
+            pg=pg,
+            seq=done + 1 if enq > done else None,
+            last_enqueued=enq,
+            last_completed=done,
+            from_rank=rank if m.group(2) is None else int(m.group(2)),
+        )
     if "NCCL WARN NET/" in line:
         m = _NET.search(line)
         if m:
@@ -167,6 +240,129 @@ def parse(line):
     return None
 
 
+class Failure:
+    """A job-killing failure that is not a timeout: ``cls`` is PEER (a dead or unreachable peer), NCCL_ERR (NCCL's
+    error classes, a process group's async exception) or CUDA (a sticky CUDA error)."""
+
+    __slots__ = ("cls", "rank", "pg", "host", "pid", "cuda_dev", "peer", "seq", "op", "error", "text")
+
+    def __init__(self, cls, **fields):
+        self.cls = cls
+        for k in self.__slots__[1:]:
+            setattr(self, k, fields.get(k))
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k in self.__slots__ if k != "text"}
+
+    def __repr__(self):
+        return "Failure(%r)" % ({k: v for k, v in self.as_dict().items() if v is not None},)
+
+
+def parse_failure(line):
+    """Return a Failure for a line that says the job's process group is going down for a reason other than a
+    timeout, else None (never raises on any text). NCCL INFO lines and warnings the job survives give None."""
+    if (
+        "CUDA error" not in line
+        and "Cuda failure" not in line
+        and "NCCL" not in line
+        and "nccl" not in line
+        and "socketProgress" not in line
+        and "Net : " not in line
+        and "remote process exited" not in line
+    ):
+        return None
+    if "NCCL INFO" in line:
+        return None
+    cls = error = None
+    m = _CUDA_FATAL.search(line)
+    if m:
+        cls, error = CUDA, m.group(1)
+    else:
+        m = _PEER_PYTORCH.search(line)
+        if m:
+            cls, error = PEER, "ncclRemoteError"
+        else:
+            m = _PEER_SOCKET.search(line)
+            if m and _NCCL_CONTEXT.search(line):
+                cls, error = PEER, m.group(0)
+            else:
+                m = _RETCODE.search(line)
+                if m:
+                    code = m.group(1)
+                    cls = PEER if code == "6" else NCCL_ERR
+                    error = "ncclRemoteError" if code == "6" else _NCCL_STATUS.get(code, "retcode %s" % code)
+                else:
+                    m = _NCCL_CLASS.search(line)
+                    if m:
+                        cls, error = NCCL_ERR, m.group(1) or m.group(2)
+                    elif _ASYNC.search(line):
+                        cls, error = NCCL_ERR, "async exception"
+                    else:
+                        m = _NCCL_WARN_FATAL.search(line)
+                        if m:
+                            cls, error = NCCL_ERR, line[m.start() + len("NCCL WARN ") :].strip()[:80]
+    if cls is None:
+        return None
+    rank, pg = _rank(line)
+    head = _NET.search(line) if "NCCL WARN" in line else None
+    peer = _PEER_ADDR.search(line) if cls == PEER else None
+    so = _SEQ_OP.search(line)
+    return Failure(
+        cls,
+        rank=rank,
+        pg=pg,
+        host=head.group(1) if head else None,
+        pid=_int(head.group(2)) if head else None,
+        cuda_dev=_int(head.group(4)) if head else None,
+        peer=peer.group(1) if peer else None,
+        seq=int(so.group(1)) if so else None,
+        op=so.group(2) if so else None,
+        error=error,
+        text=line.strip()[:160],
+    )
+
+
+FAILURE_TYPES = {PEER: events.NCCL_PEER_LOST, NCCL_ERR: events.NCCL_ERROR, CUDA: events.CUDA_ERROR}
+_FAILURE_WORDS = {
+    PEER: "lost a peer (%s)",
+    NCCL_ERR: "NCCL error (%s)",
+    CUDA: "CUDA error (%s)",
+}
+
+
+def failure_key(f, source):
+    """One event per (log, rank, failure): a failure's many lines on one rank (the NCCL WARN, the DistBackendError,
+    the watchdog's exception, the traceback's last line) are one; a line that names no rank is keyed by the process
+    that printed it (NCCL's host:pid), else by the log."""
+    if f.rank is not None:
+        return ("nccl-fail", source, f.rank)
+    return ("nccl-fail", source, None, f.host, f.pid)
+
+
+def failure_finding(f, source):
+    what = _FAILURE_WORDS[f.cls] % (f.error,)
+    detail = "%s: %s%s%s: the process group aborts" % (
+        "rank %s" % f.rank if f.rank is not None else (f.host or "a rank"),
+        what,
+        " from %s" % f.peer if f.peer else "",
+        " at %s seq %s" % (f.op, f.seq) if f.seq is not None else "",
+    )
+    return events.Finding(
+        failure_key(f, source),
+        FAILURE_TYPES[f.cls],
+        events.NODE_WIDE,
+        detail,
+        rank=f.rank,
+        peer=f.peer,
+        seq=f.seq,
+        op=f.op,
+        error=f.error,
+        log=source,
+        pg=f.pg,
+        cuda_dev=f.cuda_dev,
+    )
+
+
 class NcclLog:
     """``parse`` with memory: the op of a (source, rank, seq) seen in a "Watchdog caught" line fills the lines that
     follow it about the same work (they name no op), so the dedup key (source, rank, seq, op) holds for all."""
@@ -181,13 +377,26 @@ class NcclLog:
             return None
         if t.seq is not None:
             k = (source, t.rank, t.seq)
-            if t.op:
-                self._ops[k] = t.op
+            if k in self._ops:
+                first = self._ops[k]
+                if t.op is None:
+                    t.op = first[1]
+                elif first[1] is None:
+                    self._ops[k] = (first[0], t.op)
+                t.key_op = first[0]  # the op the work was first reported with: every later line joins that event
+            else:
+                self._ops[k] = (t.op, t.op)
                 if len(self._ops) > self.capacity:
                     del self._ops[next(iter(self._ops))]
-            else:
-                t.op = self._ops.get(k)
         return t
+
+    def finding(self, line, source):
+        """The Finding a training-log line gives (a hang form, a fabric warning or a job-killing failure), or None."""
+        t = self.feed(line, source)
+        if t is not None:
+            return finding(t, source)
+        f = parse_failure(line)
+        return None if f is None else failure_finding(f, source)
 
 
 def key(t, source):
@@ -197,7 +406,9 @@ def key(t, source):
         return ("nccl-net", source, t.host, t.pid)
     if t.form == "watchdog_stuck":
         return ("nccl", source, t.rank, None, "watchdog_stuck")
-    return ("nccl", source, t.rank, t.seq, t.op)
+    if t.form == "dump_signal" and t.seq is None:
+        return ("nccl", source, t.rank, None, "dump_signal")
+    return ("nccl", source, t.rank, t.seq, t.key_op)
 
 
 def finding(t, source):
@@ -229,6 +440,14 @@ def finding(t, source):
             "after %s ms" % t.ran_ms if t.ran_ms is not None else "in blocking wait",
             t.timeout_ms,
         )
+    elif t.form == "dump_signal":
+        detail = "rank %s: %s; %s" % (
+            t.rank,
+            "collective timeout on this rank"
+            if t.from_rank == t.rank
+            else "rank %s reported a collective timeout" % (t.from_rank,),
+            "work %s pending" % t.seq if t.seq is not None else "this rank's collectives had finished",
+        )
     elif t.form == "watchdog_stuck":
         detail = "rank %s: NCCL watchdog stuck%s (heartbeat monitor): the collective never completed" % (
             t.rank,
@@ -255,4 +474,5 @@ def finding(t, source):
         log=source,
         form=t.form,
         pg=t.pg,
+        from_rank=t.from_rank,
     )

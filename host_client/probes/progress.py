@@ -131,6 +131,7 @@ class ProgressTracker:
         self._alive = alive or _pid_alive
         self.beats = 0
         self.rejected = 0
+        self._stalled_jobs = set()  # jobs with a stalled process (from the last evaluate): a beat of theirs is news
         # set when a message may have changed the standing findings (a stalled process beat, a process ended),
         # so the daemon need not re-evaluate on every ordinary beat
         self.dirty = False
@@ -168,7 +169,7 @@ class ProgressTracker:
                 job, pid, rank=_opt_int(msg.get("rank")), local_rank=_opt_int(msg.get("local_rank")), now=now
             )
             if kind in ("beat", "start"):
-                self._forget_dead(job)  # a new process of the job is running: the dead one's stall is over
+                self._forget_dead(job, check=True)  # a new process of the job runs: a dead one's stall is over
             if kind == "beat":
                 p.steps = 1
                 p.step = _opt_int(msg.get("step"))
@@ -179,6 +180,10 @@ class ProgressTracker:
             elif kind == "pause":
                 p.paused = True
             return True
+        if kind in ("beat", "start") and job in self._stalled_jobs and p.stalled_at is None:
+            # a healthy process of a job with a stalled one: if that one has died meanwhile (killed and restarted
+            # faster than its death was noticed), the restart is under way and the stall is over
+            self._forget_dead(job, check=True)
         if kind == "start":
             # a second start from the same process (a new epoch, a restarted loop): the first-step deadline again
             p.first_step_s = _opt_seconds(msg.get("first_step_s")) or p.first_step_s
@@ -223,8 +228,15 @@ class ProgressTracker:
             p.dead_at = None
             self.dirty = True
 
-    def _forget_dead(self, job):
-        for k in [k for k, p in self._procs.items() if p.job == job and p.dead_at is not None]:
+    def _forget_dead(self, job, check=False):
+        """Drop the job's processes that died while stalled; with ``check``, also the stalled ones whose death was
+        not seen yet (their pid is checked now: a restart can come sooner than the 0.5 s death check)."""
+        for k in [
+            k
+            for k, p in self._procs.items()
+            if p.job == job
+            and (p.dead_at is not None or (check and p.stalled_at is not None and not self._alive(p.pid)))
+        ]:
             del self._procs[k]
             self.dirty = True
 
@@ -289,6 +301,7 @@ class ProgressTracker:
                     p.dead_at = now
             if p.stalled_at is not None:
                 by_job.setdefault(p.job, []).append(p)
+        self._stalled_jobs = set(by_job)
         out = []
         for job, procs in by_job.items():
             procs.sort(key=lambda p: p.last)

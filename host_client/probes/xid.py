@@ -16,8 +16,10 @@ import re
 
 from . import events
 
-# gpud's pattern; the PCI address is what ties the line to a GPU index.
-_XID = re.compile(r"NVRM: Xid \(((?:PCI:)?[0-9a-fA-F:.]+)\).*?: (\d+),\s*(.*)")
+# gpud's pattern; the PCI address is what ties the line to a GPU index. On a MIG GPU the driver adds the GPU instance
+# (and compute instance) inside the parenthesis: "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ..." (kern_rc / the
+# A100 memory error management guide); the XID is the physical GPU's, the instance is kept for the operator.
+_XID = re.compile(r"NVRM: Xid \(((?:PCI:)?[0-9a-fA-F:.]+)(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\).*?: (\d+),\s*(.*)")
 # Without "Xid": "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus." / "NVRM: GPU at PCI:0000:3b:00: ..."
 _OFF_BUS = re.compile(r"NVRM: GPU (?:at )?((?:PCI:)?[0-9a-fA-F:.]+):? .*fallen off the bus", re.IGNORECASE)
 # R570+: "NVRM: The NVIDIA GPU 0000:b3:00.0" then, on the following lines, "... fallen off the bus ..."
@@ -155,9 +157,11 @@ def pci_text(key):
 
 
 class Xid:
-    __slots__ = ("xid", "pci", "severity", "action", "message", "line")
+    __slots__ = ("xid", "pci", "severity", "action", "message", "line", "gpu_instance", "compute_instance")
 
-    def __init__(self, xid, pci, message, line, *, severity=None):
+    def __init__(self, xid, pci, message, line, *, severity=None, gpu_instance=None, compute_instance=None):
+        self.gpu_instance = gpu_instance
+        self.compute_instance = compute_instance
         self.xid = xid
         self.pci = pci
         self.severity = severity or classify(xid, message)
@@ -186,11 +190,19 @@ def parse(line):
     text = _strip_kmsg(line.rstrip("\r\n")).replace("\\x0a", "\n")
     m = _XID.search(text)
     if m:
-        xid = int(m.group(2))
-        msg = m.group(3).strip()
+        xid = int(m.group(4))
+        msg = m.group(5).strip()
         if classify(xid, msg) is None:
             return None
-        return Xid(xid, pci_key(m.group(1)), msg, text)
+        gi, ci = m.group(2), m.group(3)
+        return Xid(
+            xid,
+            pci_key(m.group(1)),
+            msg,
+            text,
+            gpu_instance=int(gi) if gi is not None else None,
+            compute_instance=int(ci) if ci is not None else None,
+        )
     m = _OFF_BUS.search(text)
     if m:
         return Xid(FALLEN_OFF_BUS, pci_key(m.group(1)), "GPU has fallen off the bus", text)
@@ -242,7 +254,12 @@ def _message_summary(msg):
 def finding(x, gpu_index):
     etype = events.XID_FATAL if x.severity == "fatal" else events.XID_WARNING
     pci = pci_text(x.pci)
-    detail = "XID %d (%s): %s" % (x.xid, x.severity, _message_summary(x.message))
+    detail = "XID %d (%s%s): %s" % (
+        x.xid,
+        x.severity,
+        ", MIG GPU instance %d" % x.gpu_instance if x.gpu_instance is not None else "",
+        _message_summary(x.message),
+    )
     return events.Finding(
         ("xid", gpu_index if gpu_index >= 0 else pci, x.xid),
         etype,
@@ -252,4 +269,6 @@ def finding(x, gpu_index):
         severity=x.severity,
         pci=pci,
         action=x.action,
+        gpu_instance=x.gpu_instance,
+        compute_instance=x.compute_instance,
     )
