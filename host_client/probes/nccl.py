@@ -63,8 +63,9 @@ _DUMP = re.compile(
 PEER, NCCL_ERR, CUDA = "peer", "nccl", "cuda"
 # CUDA's sticky errors: the context is dead, the process (and with it the process group) goes down
 _CUDA_FATAL = re.compile(
-    r"(?:CUDA error: |Cuda failure \d* ?')(an illegal memory access was encountered|uncorrectable ECC error encountered|"
-    r"unspecified launch failure|an illegal instruction was encountered|misaligned address|"
+    r"(?:CUDA error: |Cuda failure \d* ?')(an illegal memory access was encountered|"
+    r"uncorrectable ECC error encountered|unspecified launch failure|an illegal instruction was encountered|"
+    r"misaligned address|"
     r"hardware stack error|uncorrectable NVLink error detected during the execution)"
 )
 # a peer that went away, as NCCL's socket layer and PyTorch word it; the socket words only count on NCCL's own lines
