@@ -26,8 +26,8 @@ def findings(entry):
         x = xid.parse(line)
         return [] if x is None else [(xid.finding(x, events.NODE_WIDE), x.xid)]
     if kind == "nccl":
-        t = nccl.NcclLog().feed(line, "/var/log/train/job.log")
-        return [] if t is None else [(nccl.finding(t, "/var/log/train/job.log"), t.seq)]
+        f = nccl.NcclLog().finding(line, "/var/log/train/job.log")
+        return [] if f is None else [(f, f.extra.get("seq"))]
     if kind == "smi":
         try:
             devices, readings = parse_smi_csv(line + "\n")
@@ -39,17 +39,29 @@ def findings(entry):
 
 def describe(f, code):
     gpu = f.extra.get("pci") if f.event_type != events.GPU_LOST else f.extra.get("bus_id")
-    return {
+    out = {
         "type": f.event_type,
         "code": code,
         "severity": events.LEVELS[f.event_type],
         "gpu": gpu,
         "rank": f.extra.get("rank"),
     }
+    if f.event_type == events.NCCL_PEER_LOST:
+        out["peer"] = f.extra.get("peer")  # the dead or unreachable end, when the line names it
+    if f.extra.get("gpu_instance") is not None:
+        out["instance"] = f.extra["gpu_instance"]  # a MIG GPU instance
+    return out
+
+
+JOB_KILLING = (events.NCCL_PEER_LOST, events.NCCL_ERROR, events.CUDA_ERROR)
 
 
 def test_corpus_is_big_varied_and_sourced():
-    assert len(ENTRIES) >= 60
+    assert len(ENTRIES) >= 200
+    # issue 24: the job-killing failures that are not timeouts, and lines that must stay quiet, each from the field
+    assert sum(1 for e in ENTRIES if e["expect"] and e["expect"]["type"] in JOB_KILLING) >= 50
+    assert sum(1 for e in ENTRIES if not e["expect"]) >= 50
+    assert {e["expect"]["type"] for e in ENTRIES if e["expect"]} >= set(JOB_KILLING)
     assert len({e["line"] for e in ENTRIES}) == len(ENTRIES)
     assert all(e["source"].startswith("https://") for e in ENTRIES)
     codes = {e["expect"]["code"] for e in ENTRIES if e["kind"] == "kernel" and e["expect"]}

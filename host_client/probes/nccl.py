@@ -68,6 +68,9 @@ _CUDA_FATAL = re.compile(
     r"misaligned address|"
     r"hardware stack error|uncorrectable NVLink error detected during the execution)"
 )
+# the watchdog thread dies on any CUDA error and takes the process down with it (a normal shutdown's "driver shutting
+# down" is an INFO line worded "main process destroyed cuda before watchdog loop exited", not this one)
+_WATCHDOG_CUDA = re.compile(r"watchdog thread terminated with exception: CUDA error: ([^.(\n]+)")
 # a peer that went away, as NCCL's socket layer and PyTorch word it; the socket words only count on NCCL's own lines
 # (a dataloader's or a metrics client's "Connection reset by peer" is not the process group's)
 _PEER_PYTORCH = re.compile(r"remote process exited or there was a network error|ncclRemoteError")
@@ -84,7 +87,6 @@ _NCCL_CLASS = re.compile(
     r"NCCL (?:error|Error \d+)(?: in: \S+)?:? (unhandled system error|internal error|unhandled cuda error|"
     r"invalid usage|invalid argument)"
 )
-_ASYNC = re.compile(r"raised the following async exception|watchdog thread terminated with exception: NCCL error")
 # NCCL's own failure lines: a proxy operation that failed with NCCL's return code (6 = ncclRemoteError)
 _RETCODE = re.compile(r"NCCL WARN .*Failed to execute operation \S+ from rank \d+, retcode (\d+)")
 _NCCL_WARN_FATAL = re.compile(
@@ -275,9 +277,9 @@ def parse_failure(line):
     if "NCCL INFO" in line:
         return None
     cls = error = None
-    m = _CUDA_FATAL.search(line)
+    m = _CUDA_FATAL.search(line) or _WATCHDOG_CUDA.search(line)
     if m:
-        cls, error = CUDA, m.group(1)
+        cls, error = CUDA, m.group(1).strip()
     else:
         m = _PEER_PYTORCH.search(line)
         if m:
@@ -296,8 +298,6 @@ def parse_failure(line):
                     m = _NCCL_CLASS.search(line)
                     if m:
                         cls, error = NCCL_ERR, m.group(1) or m.group(2)
-                    elif _ASYNC.search(line):
-                        cls, error = NCCL_ERR, "async exception"
                     else:
                         m = _NCCL_WARN_FATAL.search(line)
                         if m:
