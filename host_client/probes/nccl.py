@@ -92,6 +92,8 @@ _RETCODE = re.compile(r"NCCL WARN .*Failed to execute operation \S+ from rank \d
 _NCCL_WARN_FATAL = re.compile(
     r"NCCL WARN (?:Cuda failure|Socket recv failed while polling|\[Service thread\] Error encountered)"
 )
+# NCCL's line head "host:pid:tid [cudaDev]" (anywhere: launchers and kubectl put their own prefixes in front)
+_HEAD = re.compile(r"([^\s:\[\]]+):(\d+):(\d+) \[(\d+)\]")
 _SEQ_OP = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 _NCCL_STATUS = {
     "2": "ncclSystemError",
@@ -305,7 +307,7 @@ def parse_failure(line):
     if cls is None:
         return None
     rank, pg = _rank(line)
-    head = _NET.search(line) if "NCCL WARN" in line else None
+    head = _HEAD.search(line) if "NCCL WARN" in line else None
     peer = _PEER_ADDR.search(line) if cls == PEER else None
     so = _SEQ_OP.search(line)
     return Failure(
