@@ -147,6 +147,11 @@ def test_gpu_faults_are_incidents_per_gpu_under_the_rfc_debounce_key():
         ("GPU_LOST", 100.0, P0),
         ("PROGRESS_STALL", None, P0),
         ("PROGRESS_STALL", 0.0, P0),
+        # issue 24: a job-killing failure is P0 whatever the GPU's utilisation (the process group aborts)
+        ("NCCL_PEER_LOST", None, P0),
+        ("NCCL_PEER_LOST", 100.0, P0),
+        ("NCCL_ERROR", 97.0, P0),
+        ("CUDA_ERROR", None, P0),
     ],
 )
 def test_severity_rule(etype, util, want):
@@ -471,3 +476,30 @@ def _near_storm(draw):
 @given(_near_storm(), st.booleans())
 def test_fast_path_gives_what_the_full_path_gives_property(b, accept_unknown):
     _check_same(b, accept_unknown)
+
+
+@pytest.mark.parametrize(
+    "etype,zh,en",
+    [
+        (
+            "NCCL_PEER_LOST",
+            "训练集群紧急预警，机架 A03 节点 gpu-worker-08 集合通信对端失联，训练任务中断",
+            "Training cluster emergency: rack A03 node gpu-worker-08 lost a communication peer, the job is aborting",
+        ),
+        (
+            "NCCL_ERROR",
+            "训练集群紧急预警，机架 A03 节点 gpu-worker-08 集合通信库报错，训练任务中断",
+            "Training cluster emergency: rack A03 node gpu-worker-08 hit a collective communication error, the job is "
+            "aborting",
+        ),
+        (
+            "CUDA_ERROR",
+            "训练任务致命错误，机架 A03 节点 gpu-worker-08 发生 CUDA 致命错误，训练任务中断",
+            "Fatal training error: rack A03 node gpu-worker-08 hit a fatal CUDA error, the job is aborting",
+        ),
+    ],
+)
+def test_job_killing_failure_types_speak_at_node_level(etype, zh, en):
+    # issue 24: the probe sends them with gpu_index -1 (a rank names a process, not a device) and the rank/peer extras
+    ev = parse_event(body(event_type=etype, gpu_index=-1, gpu_util=None, rank=3, peer="10.0.0.2<45763>"))
+    assert (speech(ev), speech(ev, "en"), severity(ev)) == (zh, en, P0)
