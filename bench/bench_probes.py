@@ -12,10 +12,16 @@ and never beat: time past its first-step deadline), STALL_DIED (a hung child pro
 the kill to the "died while stalled" report), the R570 multi-line fallen-off-the-bus record, the watchdog-stuck and
 NET/IB lines.
 
+Issue 24 classes: NCCL_PEER_LOST, NCCL_ERROR, CUDA_ERROR (a job-killing failure line written to a followed log pipe),
+DUMP_SIGNAL (the flight recorder's line) and RESTART (a hung job killed and restarted under the same name: time from
+the new process's first message to the stall's RECOVERED).
+
 False positives: healthy loops in virtual time through the daemon's own decision code (ProgressTracker, GpuChecker,
 the Conditions ledger): jittery steps (log-normal, occasional 3x stragglers), periodic checkpoints inside pause(),
 evaluations announced with beat(next_s=...), jobs that end, GPUs that go idle in P0 at Gen1 or x8 between jobs and
-whose link retrains a sample late. Counts every P0 and P1 raised (target: 0 P0). The same run with the checkpoints
+whose link retrains a sample late, and the training logs' healthy chatter (the corpus's quiet NCCL/PyTorch lines:
+NCCL INFO at every job start, warnings that mention a hang or a timeout, store sockets reset at job end) through the
+NCCL log parser. Counts every P0 and P1 raised (target: 0 P0). The same run with the checkpoints
 *not* wrapped in pause() is printed too, to show what an unannounced long step costs.
 
 Cost: the real daemon (`python -m host_client.probes.cli`) in a subprocess with 8 replayed GPUs (18 NVLink links
@@ -57,6 +63,11 @@ FIELD = {  # FACTS.md section 7
     "STALL_DIED": "the seed: stall stood forever",
     "XID79_R570": "the seed: missed (no Xid number)",
     "WATCHDOG_STUCK": "PyTorch heartbeat monitor 480-600 s",
+    "NCCL_PEER_LOST": "before issue 24: nothing until the 10-30 min timeout, or never",
+    "NCCL_ERROR": "before issue 24: nothing until the 10-30 min timeout, or never",
+    "CUDA_ERROR": "before issue 24: nothing (the job just died)",
+    "DUMP_SIGNAL": "before issue 24: nothing on a rank whose work finished",
+    "RESTART": "before issue 24: stall stood dead_clear_s (300 s)",
 }
 TARGET = {
     "PROGRESS_STALL": "< 2 s after the last beat (issue 7)",
@@ -69,7 +80,34 @@ TARGET = {
     "NCCL_TIMEOUT": "< 1 s",
     "PCIE_DOWNGRADE": "<= 2 sampling intervals = 2 s (issue 7)",
     "NVLINK_ERROR": "<= 1 sampling interval (5 with real NVML's nvlink_every)",
+    "NCCL_PEER_LOST": "< 1 s (issue 24)",
+    "NCCL_ERROR": "< 1 s (issue 24)",
+    "CUDA_ERROR": "< 1 s (issue 24)",
+    "DUMP_SIGNAL": "< 1 s (issue 24)",
+    "RESTART": "< 2 s after the new first beat (issue 24)",
 }
+
+# one real form per issue 24 class (tests/fixtures/probes/corpus.jsonl has them with their sources); %d is the rank
+FAILURE_LINES = {
+    "NCCL_PEER_LOST": "[rank%d]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/"
+    "distributed/c10d/ProcessGroupNCCL.cpp:3763, remote process exited or there was a network error, NCCL version "
+    "2.28.8\n",
+    "NCCL_ERROR": "[rank%d]: ncclUnhandledCudaError: Call to CUDA function failed.\n",
+    "CUDA_ERROR": "[rank%d]:[E504 23:32:59.338859795 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank "
+    "0] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+    "encountered\n",
+    "DUMP_SIGNAL": "[rank%d]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank "
+    "5] Received a dump signal due to a collective timeout from  rank 2 and we will try our best to dump the debug "
+    "info. Last enqueued NCCL work: 136, last completed NCCL work: 136.\n",
+}
+CORPUS = os.path.join(ROOT, "tests", "fixtures", "probes", "corpus.jsonl")
+
+
+def quiet_log_lines():
+    """The corpus's training-log lines that must raise nothing (issue 24's negatives and the older ones)."""
+    with open(CORPUS, encoding="utf-8") as f:
+        entries = [json.loads(line) for line in f]
+    return [e["line"] for e in entries if e["kind"] == "nccl" and not e["expect"]]
 
 
 class Sink:
@@ -323,8 +361,54 @@ def latency(trials):
         os.write(fd, line.encode())
         t = sink.wait(lambda e, r=100 + i: e["event_type"] == "NCCL_TIMEOUT" and e.get("rank") == r, 3, since=t0)
         lat.append(None if t is None else t - t0)
-    os.close(fd)
     results.append(stats("WATCHDOG_STUCK", lat))
+
+    # issue 24: job-killing failures and the dump signal, one rank per trial (one event per log and rank)
+    for n, (cls, fmt) in enumerate(FAILURE_LINES.items()):
+        etype = "NCCL_TIMEOUT" if cls == "DUMP_SIGNAL" else cls
+        lat = []
+        for i in range(trials):
+            rank = 1000 * (n + 1) + i
+            t0 = time.monotonic()
+            os.write(fd, (fmt % rank).encode())
+            t = sink.wait(lambda e, r=rank, et=etype: e["event_type"] == et and e.get("rank") == r, 3, since=t0)
+            lat.append(None if t is None else t - t0)
+            time.sleep(random.uniform(0.01, 0.05))
+        results.append(stats(cls, lat))
+    os.close(fd)
+
+    # issue 24: a hung job killed and restarted at once under the same name (torchelastic, Slurm requeue): the next
+    # generation is already imported and starts the moment the old one is killed, sooner than the 0.5 s death check
+    lat = []
+    gated = (
+        "import sys, time\nsys.path.insert(0, %r)\nfrom host_client.beat import Beat\n"
+        "b = Beat(path=%r, job=sys.argv[1])\nsys.stdin.readline()\nb.start()\nprint(time.monotonic(), flush=True)\n"
+        "for i in range(100000):\n    b.beat(i)\n    time.sleep(0.1)\n"
+    )
+    for rnd in range(max(1, trials // 10)):
+        job = "restarted-%d" % rnd
+        old = subprocess.Popen([sys.executable, "-c", child % (ROOT, cfg["progress"]["socket"]), job])
+        new = subprocess.Popen(
+            [sys.executable, "-c", gated % (ROOT, cfg["progress"]["socket"]), job],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        sink.wait(lambda e, job=job: e["event_type"] == "PROGRESS_STALL" and e.get("job") == job, 90)
+        t_stall = time.monotonic()
+        old.kill()
+        old.wait()
+        new.stdin.write("go\n")
+        new.stdin.flush()
+        t_first = float(new.stdout.readline())
+        t = sink.wait(
+            lambda e, job=job: e.get("recovers") == "PROGRESS_STALL" and e.get("job") == job, 10, since=t_stall
+        )
+        lat.append(None if t is None else t - t_first)
+        new.kill()
+        new.wait()
+        time.sleep(0.2)
+    results.append(stats("RESTART", lat))
     d.close()
     sink.server.shutdown()
     return results
@@ -334,10 +418,15 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
     """Realistic healthy loops in virtual time through the daemon's decision code. Returns counts of P0 and P1
     conditions raised, and the number of steps and samples judged."""
     from host_client.probes import events as ev
+    from host_client.probes import nccl
     from host_client.probes.gpu_checks import GpuChecker
     from host_client.probes.progress import ProgressTracker
 
     rnd = random.Random(seed)
+    quiet = quiet_log_lines()
+    log = nccl.NcclLog()
+    once = ev.Oneshots(600.0)
+    log_lines = 0
     cfg = config.build({"node": {"rack": "A03", "host": "bench", "gateway": "http://127.0.0.1:1"}})
     tr = ProgressTracker(config.progress_rules(cfg), alive=lambda pid: True)
     src = FakeSource(count=8)
@@ -410,6 +499,16 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
             samples += 1
             next_sample += 1.0
 
+    def chatter(j, now, lines):
+        # a job's training log: what each of its ranks prints (the quiet forms, with the rank's own prefix)
+        nonlocal log_lines
+        for r in range(ranks):
+            for line in lines:
+                f = log.finding(line.replace("[rank", "[rank%d%d" % (j, r), 1), "/var/log/train/job%d.log" % j)
+                log_lines += 1
+                if f is not None and once.admit(f.key, now):
+                    raised.append((now, f))
+
     def send(j, now, **fields):
         for r in range(ranks):  # the ranks of a job, within a few ms of each other
             tr.message(dict(fields, job="job%d" % j, pid=10000 + j * 100 + r, rank=r, local_rank=r), now + r * 0.002)
@@ -426,11 +525,13 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         sample_until(now)
         if kind == "start":
             send(j, now, kind="start")
+            chatter(j, now, quiet)  # NCCL INFO at init, the barrier's "can potentially cause a hang" warning, ...
             # first step: compile + NCCL init, 20-240 s
             heapq.heappush(heap, (now + rnd.uniform(20, 240), "beat", j, step, stop, 0))
             continue
         if now >= stop:
             send(j, now, kind="end")
+            chatter(j, now, [ln for ln in quiet if "TCPStore" in ln or "driver shutting down" in ln])  # shutdown
             apply("progress", tr.evaluate(now), now)
             continue
         if kind == "beat" and count and count % 2000 == 0:
@@ -447,6 +548,7 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         nxt = None
         if count % 1000 == 500:  # evaluation, announced
             nxt = rnd.uniform(20, 90)
+            chatter(j, now, rnd.sample(quiet, 3))  # warnings now and then
         send(j, now, kind="beat", step=count, next_s=nxt)
         steps += ranks
         if tr.dirty:
@@ -462,6 +564,7 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         "jobs": len(jobs),
         "steps": steps,
         "samples": samples,
+        "log_lines": log_lines,
         "p0": len(p0),
         "p1": len(p1),
         "p0_types": sorted({f.event_type for f in p0}),
@@ -647,13 +750,14 @@ def main(argv):
     ):
         h = healthy_run(hours, pause_checkpoints=paused, idle_rule=idle_rule)
         print(
-            "Healthy loops, %d h virtual (%d jobs x 8 ranks, %d steps, %d samples x 8 GPUs; %s): "
+            "Healthy loops, %d h virtual (%d jobs x 8 ranks, %d steps, %d samples x 8 GPUs, %d log lines; %s): "
             "false P0 %d %s, false P1 %d %s"
             % (
                 h["hours"],
                 h["jobs"],
                 h["steps"],
                 h["samples"],
+                h["log_lines"],
                 what,
                 h["p0"],
                 h["p0_types"] or "",
