@@ -423,6 +423,7 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
     from host_client.probes.progress import ProgressTracker
 
     rnd = random.Random(seed)
+    crnd = random.Random(seed + 1)  # the log chatter's own stream: the loops and GPUs stay as before issue 24
     quiet = quiet_log_lines()
     log = nccl.NcclLog()
     once = ev.Oneshots(600.0)
@@ -548,7 +549,7 @@ def healthy_run(hours, *, ranks=8, seed=7, pause_checkpoints=True, idle_rule=Tru
         nxt = None
         if count % 1000 == 500:  # evaluation, announced
             nxt = rnd.uniform(20, 90)
-            chatter(j, now, rnd.sample(quiet, 3))  # warnings now and then
+            chatter(j, now, crnd.sample(quiet, 3))  # warnings now and then
         send(j, now, kind="beat", step=count, next_s=nxt)
         steps += ranks
         if tr.dirty:
