@@ -2,6 +2,9 @@
 their shapes (nvidia-smi's "GPU<n>: <bus>" row, MIG Xid lines), the dump-signal line folded into the rank's own
 timeout, and one event per (log, rank) for a job-killing failure however many lines it prints."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from host_client.probes import events, nccl, xid
 from host_client.probes.gpu_checks import GpuChecker
 from host_client.probes.gpu_source import parse_smi_csv
@@ -148,3 +151,10 @@ def test_one_failure_one_event_per_log_and_rank():
 def test_failure_parse_never_raises_on_odd_text():
     for text in ("", "NCCL", "nccl" * 1000, "CUDA error: ", "Net : \x00", "socketProgress" + "\xff" * 10):
         nccl.parse_failure(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("NCcl WARN:<>[]0123456789rank.socketProgressNet")), max_size=200))
+def test_failure_parse_never_raises_property(text):
+    f = nccl.parse_failure(text)
+    assert f is None or f.cls in (nccl.PEER, nccl.NCCL_ERR, nccl.CUDA)
