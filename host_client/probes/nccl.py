@@ -78,7 +78,7 @@ _PEER_SOCKET = re.compile(
     r"Connection closed by remote peer|Connection reset by peer|Broken pipe|Connection refused|"
     r"Software caused connection abort|Connect to \S+ failed"
 )
-_NCCL_CONTEXT = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|^\S*\s*Net : |\bNet : ")
+_NCCL_CONTEXT = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|\bNet : ")
 _PEER_ADDR = re.compile(r"(?:from|to|peer) ((?:[0-9a-fA-F:.]+|[\w.-]+)<\d+>)")
 # NCCL's error classes as PyTorch and NCCL name them ("NCCL error: unhandled cuda error", "ncclSystemError: ...",
 # "NCCL Error 1: unhandled cuda error", "DistBackendError: NCCL error in: ..., internal error, NCCL version ...")
