@@ -13,8 +13,7 @@ export PATH := $(BIN):$(PATH)
 setup: $(STAMP)
 
 # Each step says what it installs and where (pip's own lines name every package it collects).
-$(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tools/install-system-deps.sh \
-		host_client/gateway/_nativesend.c
+$(STAMP): pyproject.toml tests/mpy/package.json tests/mpy/package-lock.json tools/install-system-deps.sh
 	@echo "== Debian packages the suite drives (tools/install-system-deps.sh): only those missing"
 	bash tools/install-system-deps.sh
 	@echo "== $(VENV): a Python virtual environment with the package and its [dev] extra (all parts and the test tools)"

@@ -1,4 +1,4 @@
-"""The HTTP face (flask test client) with fake terminal clients: validation, debounce, Alertmanager mapping,
+"""The gateway over its HTTP front on loopback (tests/gateway_front.py) with fake terminal clients: validation, debounce, Alertmanager mapping,
 routing, /healthz and /metrics, retries and deadlines."""
 
 import json
@@ -7,10 +7,10 @@ import threading
 import time
 
 import pytest
+from gateway_front import ServedGateway
 
 from host_client.errors import AuthError, TransportError
 from host_client.gateway.alertmanager import parse_webhook
-from host_client.gateway.app import create_app, gateway_of
 from host_client.gateway.config import Config
 from sentinel_core.alarm import NORMAL, P0, P1
 
@@ -67,10 +67,10 @@ def cfg(**over):
 @pytest.fixture
 def gw():
     clients = {"room": FakeClient(), "office": FakeClient()}
-    app = create_app(cfg(), clients=clients)
+    app = ServedGateway(cfg(), clients=clients)
     c = app.test_client()
-    yield c, gateway_of(app), clients
-    gateway_of(app).stop()
+    yield c, app.gw, clients
+    app.close()
 
 
 def wait(pred, timeout=5.0):
@@ -194,7 +194,7 @@ def test_alertmanager_group_is_one_alarm_and_one_summary_not_a_burst():
 
 def test_alertmanager_end_to_end_in_process():
     clients = {"room": FakeClient(), "office": FakeClient()}
-    app = create_app(cfg(grouping={"cluster_threshold": 0}), clients=clients)
+    app = ServedGateway(cfg(grouping={"cluster_threshold": 0}), clients=clients)
     c = app.test_client()
     try:
         r = c.post("/api/v1/alertmanager", json=fixture("am_firing_group.json"))
@@ -208,7 +208,7 @@ def test_alertmanager_end_to_end_in_process():
         last = clients["room"].sent[-1]
         assert last.level == NORMAL and last.key == "am:a1b2c3d4e5f60718"
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 @pytest.mark.parametrize(
@@ -228,58 +228,58 @@ def test_alertmanager_validation(gw, body, code):
 
 def test_retry_until_the_terminal_answers_then_deliver_once():
     clients = {"room": FakeClient(fail=3), "office": FakeClient()}
-    app = create_app(cfg(), clients=clients)
+    app = ServedGateway(cfg(), clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
         wait(lambda: clients["room"].sent)
-        g = gateway_of(app)
+        g = app.gw
         assert g.lanes["room"].stats.alarms.retries == 3 and len(clients["room"].sent) == 1
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_refused_is_not_retried_and_counted():
     clients = {"room": FakeClient(fail=1, exc=AuthError), "office": FakeClient()}
-    app = create_app(cfg(), clients=clients)
+    app = ServedGateway(cfg(), clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
-        g = gateway_of(app)
+        g = app.gw
         wait(lambda: g.lanes["room"].stats.alarms.refused == 1)
         time.sleep(0.1)
         assert clients["room"].sent == [] and g.lanes["room"].stats.incidents.refused == 1
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_deadline_counts_undeliverable():
     clients = {"room": FakeClient(fail=10**6), "office": FakeClient()}
-    app = create_app(cfg(delivery={"deadline_s": {"P0": 1}}), clients=clients)
+    app = ServedGateway(cfg(delivery={"deadline_s": {"P0": 1}}), clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
-        g = gateway_of(app)
+        g = app.gw
         wait(lambda: g.lanes["room"].stats.alarms.expired == 1, 5)
         m = app.test_client().get("/metrics").get_data(as_text=True)
         assert 'sentinel_gateway_alarms_total{terminal="room",outcome="expired"} 1' in m
         assert 'sentinel_gateway_terminal_up{terminal="room"} 0' in m
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_heartbeat_per_terminal():
     clients = {"room": FakeClient(), "office": FakeClient()}
     c = cfg()
     c.terminals["room"].heartbeat_s = 1
-    app = create_app(c, clients=clients)
+    app = ServedGateway(c, clients=clients)
     try:
         wait(lambda: len(clients["room"].heartbeats) >= 2, 4)
         assert clients["room"].heartbeats[0] == 1 and clients["office"].heartbeats == []
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_english_templates_by_config():
     clients = {"room": FakeClient(), "office": FakeClient()}
-    app = create_app(cfg(gateway={"language": "en"}), clients=clients)
+    app = ServedGateway(cfg(gateway={"language": "en"}), clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=dict(EV, event_type="XID_FATAL"))
         wait(lambda: clients["room"].sent)
@@ -288,7 +288,7 @@ def test_english_templates_by_config():
             == "Fatal hardware fault: rack A03 node gpu-worker-08 GPU 3 reported a driver-level error"
         )
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_each_terminal_speaks_its_own_language():
@@ -297,14 +297,14 @@ def test_each_terminal_speaks_its_own_language():
     c.terminals["office"].language = "en"
     c.routes[0].racks = ["A*"]
     c.routes[0].terminals = ["room", "office"]
-    app = create_app(c, clients=clients)
+    app = ServedGateway(c, clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
         wait(lambda: clients["room"].sent and clients["office"].sent)
         assert clients["room"].sent[0].text.startswith("训练集群紧急预警")
         assert clients["office"].sent[0].text.startswith("Training cluster emergency: rack A03")
     finally:
-        gateway_of(app).stop()
+        app.close()
 
 
 def test_secrets_never_in_logs(caplog):
@@ -312,12 +312,12 @@ def test_secrets_never_in_logs(caplog):
 
     caplog.set_level(logging.DEBUG, logger="sentinel.gateway")
     clients = {"room": FakeClient(fail=2), "office": FakeClient()}
-    app = create_app(cfg(), clients=clients)
+    app = ServedGateway(cfg(), clients=clients)
     try:
         app.test_client().post("/api/v1/gpu_event", json=EV)
         wait(lambda: clients["room"].sent)
     finally:
-        gateway_of(app).stop()
+        app.close()
     text = " ".join("%s %s" % (r.getMessage(), getattr(r, "fields", "")) for r in caplog.records)
     assert "terminal_unreachable" in text and "alarm_delivered" in text
     assert "secret" not in text.replace("secret_env", "")
@@ -335,19 +335,19 @@ def test_one_gpus_recovery_does_not_clear_another_gpus_fault(gw):
     the first recovers: the terminal must keep the P1. The second recovers: then NORMAL."""
     c, g, clients = gw
     room = clients["room"]
-    a = c.post("/api/v1/gpu_event", json=_pcie(3)).get_json()
+    a = c.post("/api/v1/gpu_event", json=_pcie(3)).json
     assert a["key"] == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3" and a["result"] == "alarm"
-    b = c.post("/api/v1/gpu_event", json=_pcie(5)).get_json()
+    b = c.post("/api/v1/gpu_event", json=_pcie(5)).json
     assert b["result"] == "suppressed" and b["terminals"] == {"room": "attached"}
     wait(lambda: len(room.sent) == 1)
     assert room.sent[0].level == P1 and room.sent[0].key == "A09:gpu-node-09:PCIE_DOWNGRADE:gpu3"
 
-    r3 = c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True)).get_json()
+    r3 = c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True)).json
     assert r3["result"] == "recovery" and r3["terminals"] == {"room": "recovery_pending"}
     time.sleep(0.2)
     assert len(room.sent) == 1  # no NORMAL: GPU 5 is still degraded
 
-    r5 = c.post("/api/v1/gpu_event", json=_pcie(5, recovered=True)).get_json()
+    r5 = c.post("/api/v1/gpu_event", json=_pcie(5, recovered=True)).json
     assert r5["result"] == "recovery" and r5["terminals"] == {"room": "recovery"}
     wait(lambda: len(room.sent) == 2)
     last = room.sent[1]
@@ -361,7 +361,7 @@ def test_gpu_recoveries_within_the_window_are_not_debounced_against_each_other(g
     c, _g, clients = gw
     for gpu in range(8):
         c.post("/api/v1/gpu_event", json=_pcie(gpu))
-    answers = [c.post("/api/v1/gpu_event", json=_pcie(gpu, recovered=True)).get_json() for gpu in range(8)]
+    answers = [c.post("/api/v1/gpu_event", json=_pcie(gpu, recovered=True)).json for gpu in range(8)]
     assert [a["result"] for a in answers] == ["recovery"] * 8
     assert [a["terminals"]["room"] for a in answers] == ["recovery_pending"] * 7 + ["recovery"]
     wait(lambda: len(clients["room"].sent) == 2)
@@ -374,7 +374,7 @@ def test_attached_gpu_after_its_alarm_was_cleared_is_news_again(gw):
     c, _g, clients = gw
     c.post("/api/v1/gpu_event", json=_pcie(3))
     c.post("/api/v1/gpu_event", json=_pcie(3, recovered=True))
-    a = c.post("/api/v1/gpu_event", json=_pcie(5)).get_json()
+    a = c.post("/api/v1/gpu_event", json=_pcie(5)).json
     assert a["result"] == "alarm" and a["terminals"] == {"room": "folded"}
     wait(lambda: len(clients["room"].sent) == 3)
     assert sorted(x.level for x in clients["room"].sent) == [NORMAL, P1, P1]

@@ -1,5 +1,5 @@
-"""Ingest authentication ([ingest] token_env / token_file): over real HTTP on loopback, on both fronts (epoll and
-waitress), every ingest endpoint answers 401 with a precise code for no token, a wrong scheme and a wrong token,
+"""Ingest authentication ([ingest] token_env / token_file): over real HTTP on loopback, through the gateway's HTTP
+front, every ingest endpoint answers 401 with a precise code for no token, a wrong scheme and a wrong token,
 and takes the event with the right one; /healthz and /metrics stay open; the token never shows in an answer, a
 log line or --check-config. The probe's sender sends it; a real Alertmanager with http_config.authorization reaches
 the gateway, one without is refused."""
@@ -19,7 +19,6 @@ from deploy_live import stop  # SIGTERM, then SIGKILL after 10 s
 from test_gateway_server import Fake  # the terminal stand-in that records alarms
 
 from host_client.errors import ConfigError
-from host_client.gateway.app import create_app, gateway_of
 from host_client.gateway.config import Config
 from host_client.gateway.server import IngestFront
 from host_client.gateway.service import Gateway
@@ -77,24 +76,10 @@ class EpollFront:
         self.gw.stop()
 
 
-class WaitressFront:
-    def __init__(self, cfg, clients=None):
-        from waitress_thread import WaitressThread
-
-        app = create_app(cfg, clients=clients)
-        self.gw = gateway_of(app)
-        self.server = WaitressThread(app, threads=4)
-        self.url = self.server.url
-
-    def close(self):
-        self.server.close()
-        self.gw.stop()
-
-
-@pytest.fixture(params=["epoll", "waitress"])
-def server(request, tmp_path):
+@pytest.fixture
+def server(tmp_path):
     fake = Fake()
-    s = (EpollFront if request.param == "epoll" else WaitressFront)(config(tmp_path), clients={"room": fake})
+    s = EpollFront(config(tmp_path), clients={"room": fake})
     s.fake = fake
     yield s
     s.close()

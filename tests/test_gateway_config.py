@@ -41,9 +41,25 @@ def test_secret_from_file(tmp_path):
     assert "from-file" not in repr(c.terminals["room"].secret)
 
 
-def test_native_send_is_on_unless_turned_off():
-    assert Config.from_dict({}).native_send is True
-    assert Config.from_dict({"gateway": {"native_send": False}}).native_send is False
+def test_the_slow_client_bounds_default_and_are_taken():
+    c = Config.from_dict({})
+    assert (c.head_timeout_s, c.body_timeout_s, c.max_connections, c.max_partial_body_bytes) == (
+        10.0,
+        30.0,
+        None,  # below RLIMIT_NOFILE, worked out at start (server.descriptor_room)
+        4 << 20,
+    )
+    c = Config.from_dict(
+        {
+            "gateway": {
+                "head_timeout_s": 2,
+                "body_timeout_s": 5.5,
+                "max_connections": 500,
+                "max_partial_body_bytes": 1 << 20,
+            }
+        }
+    )
+    assert (c.head_timeout_s, c.body_timeout_s, c.max_connections, c.max_partial_body_bytes) == (2.0, 5.5, 500, 1 << 20)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +69,16 @@ def test_native_send_is_on_unless_turned_off():
         ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
         ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
         ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
-        ({"gateway": {"native_send": "yes"}}, "gateway.native_send must be true or false"),
-        ({"gateway": {"native_send": 1}}, "gateway.native_send must be true or false"),
+        # removed with issue 23: the C sender, the WSGI front and its thread count
+        ({"gateway": {"native_send": True}}, "gateway.native_send was removed with the C answer sender"),
+        ({"gateway": {"server": "waitress"}}, 'gateway.server = "waitress" was removed with the WSGI front'),
+        ({"gateway": {"server": "wsgi"}}, 'gateway.server = "wsgi" was removed with the WSGI front'),
+        ({"gateway": {"threads": 4}}, "gateway.threads was removed with the WSGI front"),
+        ({"gateway": {"head_timeout_s": 0}}, "gateway.head_timeout_s must be >= 0.1"),
+        ({"gateway": {"body_timeout_s": "30"}}, "gateway.body_timeout_s must be a number"),
+        ({"gateway": {"max_connections": 8}}, "gateway.max_connections must be >= 16"),
+        ({"gateway": {"max_connections": 1.5}}, "gateway.max_connections must be an integer"),
+        ({"gateway": {"max_partial_body_bytes": 1000}}, "gateway.max_partial_body_bytes must be >= 65536"),
         ({"debounce": {"window_s": -1}}, "debounce.window_s must be >= 0"),
         ({"delivery": {"deadline_s": {"P3": 1}}}, "P0, P1, NORMAL"),
         ({"delivery": {"backoff_initial_s": 5, "backoff_max_s": 1}}, "backoff_max_s must be >="),

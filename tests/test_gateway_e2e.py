@@ -1,4 +1,4 @@
-"""End to end over loopback: HTTP into the gateway (waitress), signed HTTP out to the emulator (waitress, the
+"""End to end over loopback: HTTP into the gateway (its HTTP front), signed HTTP out to the emulator (waitress, the
 core's Receiver and state machine). Each event type arrives; an outage loses nothing and repeats nothing; a gateway
 restart loses no undelivered P0."""
 
@@ -14,18 +14,16 @@ pytest.importorskip("emulator.harness")
 from emulator.harness import Harness  # noqa: E402
 from emulator.web import Server  # noqa: E402
 from emulator.web import create_app as emulator_app  # noqa: E402
-from host_client.gateway.app import create_app, gateway_of  # noqa: E402
 from host_client.gateway.config import Config  # noqa: E402
 from sentinel_core.alarm import NORMAL, P0  # noqa: E402
 
 
 class GatewayServer:
     def __init__(self, cfg, **kw):
-        from waitress_thread import WaitressThread
+        from gateway_front import ServedGateway
 
-        self.app = create_app(cfg, **kw)
-        self.gw = gateway_of(self.app)
-        self.server = WaitressThread(self.app, threads=8)
+        self.server = ServedGateway(cfg, **kw)
+        self.gw = self.server.gw
         self.url = self.server.url
 
     def post(self, path, obj):
@@ -34,7 +32,7 @@ class GatewayServer:
             return r.status, json.loads(r.read())
 
     def close(self, crash=False):
-        self.server.close(2)
+        self.server.stop_front(2)
         if crash:
             # Kill the threads without the orderly final save: only what was already on disk survives.
             for w in self.gw.workers.values():

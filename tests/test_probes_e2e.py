@@ -1,4 +1,4 @@
-"""Issue 7's latency acceptance end to end on loopback: probe daemon -> gateway (waitress) -> signed HTTP ->
+"""Issue 7's latency acceptance end to end on loopback: probe daemon -> gateway (its HTTP front) -> signed HTTP ->
 emulator (waitress, the core's Receiver and state machine). Times are taken at the emulator's /api/v1/status."""
 
 import time
@@ -11,7 +11,6 @@ from probe_fakes import FakeSource  # noqa: E402
 
 from emulator.harness import Harness  # noqa: E402
 from host_client.beat import Beat  # noqa: E402
-from host_client.gateway.app import create_app, gateway_of  # noqa: E402
 from host_client.gateway.config import Config  # noqa: E402
 from host_client.probes import config  # noqa: E402
 from host_client.probes.daemon import Daemon  # noqa: E402
@@ -19,7 +18,7 @@ from host_client.probes.daemon import Daemon  # noqa: E402
 
 class Gateway:
     def __init__(self, h):
-        from waitress_thread import WaitressThread
+        from gateway_front import ServedGateway
 
         cfg = Config.from_dict(
             {
@@ -28,13 +27,11 @@ class Gateway:
             },
             env={"EMU_SECRET": h.cfg["secret"]},
         )
-        self.app = create_app(cfg)
-        self.server = WaitressThread(self.app, threads=4)
+        self.server = ServedGateway(cfg)
         self.url = self.server.url
 
     def close(self):
         self.server.close(2)
-        gateway_of(self.app).stop()
 
 
 @pytest.fixture

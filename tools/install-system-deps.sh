@@ -12,11 +12,8 @@ python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
 [ -e /usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libespeak-ng.so.1 ] || need+=(libespeak-ng1)
 if [ "$mode" != emulator ]; then
-# gcc (and libc's headers) build the gateway's native answer sender (host_client/gateway/_nativesend.c) at install;
-# the suite checks it is built. The Python headers come with the Python (python3-dev for Debian's own).
-command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
-python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
-  || need+=(python3-dev)
+# curl: the HTTP conformance suite sends a chunked body with it (tests/test_http_conformance.py).
+command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v sox >/dev/null 2>&1 || need+=(sox)
 # Headless chromium: the browser test of the emulator's page (tests/test_emulator_browser.py, over DevTools).

@@ -1,4 +1,4 @@
-"""sentinel-gateway: run the gateway (its own epoll front, or waitress), or check a configuration and exit."""
+"""sentinel-gateway: run the gateway (its HTTP front, server.py), or check a configuration and exit."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def bind(cfg) -> list:
     """The listening sockets the server will use, bound before anything else happens."""
     from .server import listen
 
-    n = cfg.io_loops if cfg.server == "epoll" else 1
+    n = cfg.io_loops
     socks = []
     try:
         first = listen(cfg.host, cfg.port, reuse_port=n > 1)
@@ -98,12 +98,6 @@ def setup_logging(fmt: str, level: str) -> None:
     log.handlers[:] = [h]
     log.setLevel(getattr(logging, level.upper()))
     log.propagate = False
-    # waitress warns "Task queue depth is N" for every queued request: thousands of lines in a storm, each one a
-    # write the busy gateway pays for. Queue depth is in /metrics; only waitress's errors are logged.
-    wq = logging.getLogger("waitress")
-    wq.handlers[:] = [h]
-    wq.setLevel(logging.ERROR)
-    wq.propagate = False
 
 
 def main(argv=None) -> int:
@@ -160,9 +154,7 @@ def main(argv=None) -> int:
         return EXIT_CANNOT_START
     setup_logging(cfg.log_format, a.log_level)
     try:
-        if cfg.server == "epoll":
-            return _serve_epoll(cfg, socks)
-        return _serve_waitress(cfg, socks)
+        return _serve(cfg, socks)
     finally:
         if lock is not None:
             lock.close()
@@ -178,7 +170,7 @@ def _port(v):
     return n
 
 
-def _serve_epoll(cfg, socks) -> int:
+def _serve(cfg, socks) -> int:
     from .server import IngestFront
     from .service import Gateway
 
@@ -193,28 +185,6 @@ def _serve_epoll(cfg, socks) -> int:
     signal.signal(signal.SIGINT, on_term)
     try:
         front.run(cfg.host, cfg.port, socks=socks)
-    finally:
-        gw.stop()
-        logging.getLogger("sentinel.gateway").info("gateway_stopped")
-    return 0
-
-
-def _serve_waitress(cfg, socks) -> int:
-    import waitress
-
-    from .app import create_app, gateway_of
-
-    app = create_app(cfg)
-    gw = gateway_of(app)
-
-    def on_term(_sig, _frm):
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        waitress.serve(app, sockets=socks, threads=cfg.threads, ident="sentinel-gateway", _quiet=True)
-    except (KeyboardInterrupt, SystemExit):
-        pass
     finally:
         gw.stop()
         logging.getLogger("sentinel.gateway").info("gateway_stopped")

@@ -107,12 +107,14 @@ _SECTIONS = {
         "unknown_event_types",
         "state_dir",
         "max_body",
-        "threads",
         "log_format",
         "instance",
         "server",
         "io_loops",
-        "native_send",
+        "head_timeout_s",
+        "body_timeout_s",
+        "max_connections",
+        "max_partial_body_bytes",
     },
     "debounce": {"window_s", "max_keys"},
     "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
@@ -158,7 +160,14 @@ _TERMINAL_KEYS = {
 }
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
-SERVERS = ("epoll", "waitress", "asyncio")  # "asyncio": the old name of the epoll front (server.py), still taken
+# Keys and values that were taken once: a configuration still naming one is refused with what to do instead.
+_REMOVED = {
+    "threads": "gateway.threads was removed with the WSGI front (issue 23): the gateway has one HTTP front; delete "
+    "the key (gateway.io_loops sets its event loops)",
+    "native_send": "gateway.native_send was removed with the C answer sender (issue 23): the event loop sends the "
+    "answers; delete the key",
+}
+SERVERS = ("epoll", "asyncio")  # "asyncio": the old name of the epoll front (server.py), still taken
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
@@ -209,16 +218,18 @@ class Config:
         self.accept_unknown = True
         self.state_dir = None
         self.max_body = 65536
-        self.threads = 4  # waitress default; more threads only add GIL contention (bench_gateway.py)
         self.log_format = "json"
         self.instance = "gw"
-        self.server = "epoll"  # the HTTP front: "epoll" (server.py, the fast one) or "waitress" (WSGI)
-        # epoll front: event loops (threads). One: with the machine to itself (bench_gateway_rfc.py, 3 rounds, the
-        # native sender on) one loop took 52-55 us of CPU per request and two 61-64 (they contend for the GIL),
-        # 19.3-22.3k against 17.3-18.5k requests/s, and two had an 11 ms p99 against 2.3-3.8 ms
+        self.server = "epoll"  # the HTTP front (server.py), the only one
+        # event loops (threads): one, since two contend for the GIL (docs/GATEWAY.md has the figures)
         self.io_loops = 1
-        # epoll front: answers sent by the C extension's thread, without the GIL (_nativesend.c), where it is built
-        self.native_send = True
+        # slow and greedy clients (docs/GATEWAY.md, "Limits"): first byte of a request to the end of its head, head to
+        # the end of its body; connections held (None: below RLIMIT_NOFILE, server.descriptor_room); the body bytes
+        # all incomplete requests may hold together
+        self.head_timeout_s = 10.0
+        self.body_timeout_s = 30.0
+        self.max_connections = None
+        self.max_partial_body_bytes = 4 << 20
         self.debounce_window = 120.0
         self.debounce_max_keys = 200_000
         self.grouping = True
@@ -279,6 +290,8 @@ class Config:
             if not isinstance(d[sec], dict):
                 raise ConfigError("[%s] must be a table" % sec)
             for k in d[sec]:
+                if sec == "gateway" and k in _REMOVED:
+                    raise ConfigError(_REMOVED[k])
                 if k not in keys:
                     raise ConfigError("unknown key %s.%s (known: %s)" % (sec, k, ", ".join(sorted(keys))))
 
@@ -292,16 +305,31 @@ class Config:
         sd = _str(g, "state_dir", "gateway", default=None)
         c.state_dir = os.path.join(base_dir, sd) if sd else None
         c.max_body = _num(g, "max_body", "gateway", default=c.max_body, lo=256, hi=16 << 20, integer=True)
-        c.threads = _num(g, "threads", "gateway", default=c.threads, lo=1, hi=256, integer=True)
         c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
+        srv = g.get("server", c.server)
+        if srv in ("waitress", "wsgi"):
+            raise ConfigError(
+                'gateway.server = "%s" was removed with the WSGI front (issue 23): the gateway has one HTTP front; '
+                "delete the key" % srv
+            )
         c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
         if c.server == "asyncio":  # the front was asyncio on uvloop until its own epoll loop replaced it
             c.server = "epoll"
         c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
-        ns = g.get("native_send", True)
-        if not isinstance(ns, bool):
-            raise ConfigError("gateway.native_send must be true or false")
-        c.native_send = ns
+        c.head_timeout_s = float(_num(g, "head_timeout_s", "gateway", default=c.head_timeout_s, lo=0.1, hi=3600))
+        c.body_timeout_s = float(_num(g, "body_timeout_s", "gateway", default=c.body_timeout_s, lo=0.1, hi=3600))
+        c.max_connections = _num(
+            g, "max_connections", "gateway", default=c.max_connections, lo=16, hi=1_000_000, integer=True
+        )
+        c.max_partial_body_bytes = _num(
+            g,
+            "max_partial_body_bytes",
+            "gateway",
+            default=max(c.max_partial_body_bytes, c.max_body),
+            lo=c.max_body,
+            hi=1 << 32,
+            integer=True,
+        )
         c.instance = _str(g, "instance", "gateway", default=c.instance)
         if not _NAME_RE.match(c.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")

@@ -1,24 +1,28 @@
-"""The gateway's own HTTP front: an epoll loop (select.epoll, standard library) per thread, HTTP/1.1 keep-alive,
-for the ingest path.
+"""The gateway's HTTP front: an epoll loop (select.epoll, standard library) per thread, HTTP/1.1 keep-alive, every
+request framed by llhttp (httptools: Node.js's parser), for the ingest path.
 
-Why not waitress: profiled under the storm (bench/bench_gateway_rfc.py, py-spy), waitress spent about 170 us of
-CPU per request in its own dispatch (task queue, thread hand-off, WSGI environ) before the gateway did anything,
-three times the gateway's own work, and per request it reached 0.4-0.6x the RFC's Go gateway. Why not asyncio on
-uvloop (this front until issue 12's last round): answering a constant 200 under the same storm, in the same run,
-the two fronts' speed is the same within this machine's noise (16.7k and 23.6k requests/s for uvloop, 20.1k and
-23.1k for this loop), but asyncio, uvloop and what they import held 3 MB more (peak RSS 28.0 against 24.9 MB), and
-the memory target is the one a small Python process misses first. Here a request is parsed from the connection's
-buffer in the loop's thread and handed straight to the Gateway: no thread hand-off, no environ. The answer is
-sent by the native sender's thread (_nativesend.c: without the GIL, in order, closes after the last answer; the
-loop writes what a full socket hands back), or by the loop itself where the extension is not built.
+A request is parsed from what the connection sent, in the loop's thread, and handed straight to the Gateway: no
+thread hand-off, no WSGI environ. Framing is llhttp's and follows RFC 9112: duplicate or malformed Content-Length,
+Content-Length with Transfer-Encoding, whitespace before a colon, obs-fold, a bare CR or LF in the head are 400 and
+close; chunked bodies are decoded. What llhttp lets through is checked here: exactly one Host on HTTP/1.1 (400), the
+version (505), the body limit (413, also while a chunked body is decoded), no 100 (Continue) to HTTP/1.0.
+docs/GATEWAY.md says why this and not waitress, asyncio, h11 or uvicorn, with the figures.
 
 Durability is kept: an event that created an alarm is answered only once that alarm is on disk. The handler runs
 in the loop, collects the (persister, gen) it must wait for, and the answer is sent when the persister's thread
 reports the write (Persister.add_waiter, handed to the loop through its wake-up pipe), or 503 if it fails or takes
-longer than persist_wait_s. Requests of one connection are answered in order; other connections go on meanwhile.
+longer than persist_wait_s. Answers leave in request order on every connection: an answer that waits for the disk
+holds a place in the connection's queue, and what is answered after it waits behind it. A client that half-closes
+(shutdown(SHUT_WR) after its requests) gets every answer before the close.
 
-Endpoints: POST /api/v1/gpu_event, /api/v1/alertmanager, /api/v1/grafana; GET /healthz, /metrics. Limits: headers
-16 KiB (431), body gateway.max_body (413, Content-Length required: 411 for chunked), idle keep-alive 60 s.
+Slow and greedy clients are bounded (gateway.head_timeout_s, body_timeout_s, max_connections,
+max_partial_body_bytes; docs/GATEWAY.md): a head or a body that takes too long is answered 408 and closed; at the
+connection cap a new connection is taken and the oldest idle keep-alive connection is shed, else the oldest slow
+one; the bytes all incomplete bodies hold together are capped (the newest offender gets 503 and close). A client
+that pipelines and never reads is no longer read once 64 KiB of its answers wait (TCP makes it wait).
+
+Endpoints: POST /api/v1/gpu_event, /api/v1/alertmanager, /api/v1/grafana; GET /healthz, /metrics. Limits: request
+head 16 KiB (431), body gateway.max_body (413), idle keep-alive 60 s.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from __future__ import annotations
 import collections
 import errno
 import gc
-import itertools
+import heapq
+import http
 import json
 import logging
 import os
@@ -35,52 +40,49 @@ import socket
 import threading
 import time
 
-from .ingest import BodyError, decode_body
+import httptools
 
-try:
-    from ._nativesend import Sender as NativeSender
-except ImportError:  # not built (no C compiler where it was installed): the loop's thread sends its answers
-    NativeSender = None
+from .ingest import BodyError, decode_body
 
 log = logging.getLogger("sentinel.gateway")
 
 MAX_HEAD = 16384
 IDLE_S = 60.0
-SWEEP_S = 10.0  # how often idle keep-alive connections are looked for
+SWEEP_S = 0.5  # how often deadlines (head, body, idle, linger) are looked at
+LINGER_S = 2.0  # after a closing answer: how long what the client still sends is read and dropped
+LINGER_MAX = 1 << 20  # ... and how much of it
+SHED_YOUNG_S = 0.1  # a connection this young is shed only when no older one can be
+EPISODE_S = 10.0  # sheds or timeouts this far apart are one episode (one log line when it starts, one when it ends)
 ACCEPT_PAUSE_S = 0.1  # accept() out of descriptors: how long to stop accepting before trying again
+FD_HEADROOM = 64  # descriptors kept below RLIMIT_NOFILE beside the connections (state files, pipes, epoll, logs)
 _OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-_HOLD_HEAD = MAX_HEAD + 4  # with gateway.max_body: the most a connection holds unparsed (one whole request)
-# Answer bytes one connection may hand the native sender before the loop waits until the sender has done them (sent
-# or handed back): a client that pipelines thousands of requests and never reads would otherwise have every request
-# in the loop's buffer answered before the sender reports that the socket is full (8.9 MB held for one such client
-# in tests/test_gateway_server.py). The loop's own sends stop at the first one the socket does not take.
-_NATIVE_WINDOW = 65536
 _RECV = 65536
+_FEED = 16384  # bytes handed to the parser at a time: parsed, unanswered requests of one connection stay this small
+_WINDOW = 65536  # answer bytes a connection may leave unsent before its requests are no longer read
+_MAX_WAITING = 64  # answers of one connection that may wait for the disk before its requests are no longer read
 _IN = select.EPOLLIN if hasattr(select, "epoll") else select.POLLIN
 _OUT = select.EPOLLOUT if hasattr(select, "epoll") else select.POLLOUT
 # readable, or the peer hung up / the socket failed: recv() tells which
 _IN_ERR = _IN | (select.EPOLLHUP | select.EPOLLERR if hasattr(select, "epoll") else select.POLLHUP | select.POLLERR)
-_REASONS = {
-    100: "Continue",
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Payload Too Large",
-    422: "Unprocessable Entity",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
+
+# connection phases
+_NEW, _IDLE, _HEAD, _BODY = 0, 1, 2, 3
+
+
+def reason(code: int) -> str:
+    """The standard reason phrase (RFC 9110, as the standard library spells it)."""
+    try:
+        return http.HTTPStatus(code).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _no_default(o):
     raise TypeError("%s is not JSON serializable" % type(o).__name__)
 
 
-# The C encoder, built once and called directly: JSONEncoder.encode builds a closure and a chunk list per call, a
-# fifth of an answer's cost. No circular-reference markers: an answer is a fresh tree of dicts, lists and scalars.
+# The C encoder, built once and called directly: JSONEncoder.encode builds a closure and a chunk list per call. No
+# circular-reference markers: an answer is a fresh tree of dicts, lists and scalars.
 _C_ENCODE = (
     json.encoder.c_make_encoder(None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
     if json.encoder.c_make_encoder
@@ -102,8 +104,8 @@ _ANSWER_ROUTED = _ANSWER + ("terminals",)
 
 def _encode_answer(a) -> str:
     """An event's answer, {"ok": true, "key", "level", "result"[, "terminals": {one terminal: its outcome}]}, as
-    the text _ENCODE gives it (tests/test_gateway_server.py compares them), from a template: 0.8 against 2.2 us
-    per answer in a tight loop. Anything else goes through _ENCODE."""
+    the text _ENCODE gives it (tests/test_gateway_server.py compares them), from a template: the common answer
+    without the encoder's per-call set-up. Anything else goes through _ENCODE."""
     if type(a) is dict:
         keys = tuple(a)
         if keys == _ANSWER:
@@ -133,8 +135,8 @@ def _encode_answer(a) -> str:
 
 
 WWW_AUTH = b'WWW-Authenticate: Bearer realm="sentinel-gateway"\r\n'
-_STATUS_LINE = {code: ("HTTP/1.1 %d %s\r\n" % (code, reason)).encode() for code, reason in _REASONS.items()}
-
+_STATUS_LINE = {s.value: ("HTTP/1.1 %d %s\r\n" % (s.value, s.phrase)).encode() for s in http.HTTPStatus}
+_CONTINUE = _STATUS_LINE[100] + b"\r\n"
 
 _JSON = b"application/json"
 # the answer nearly every request gets (200, JSON, keep-alive): one bytes format, no join
@@ -142,7 +144,7 @@ _JSON_200 = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Lengt
 
 
 def _head(status, ctype, n, *, close=False, extra=b""):
-    line = _STATUS_LINE.get(status) or ("HTTP/1.1 %d Error\r\n" % status).encode()
+    line = _STATUS_LINE.get(status) or ("HTTP/1.1 %d %s\r\n" % (status, reason(status))).encode()
     return b"".join(
         (
             line,
@@ -157,46 +159,44 @@ def _head(status, ctype, n, *, close=False, extra=b""):
     )
 
 
-# A keep-alive client sends the same head again and again but for Content-Length (a probe, Alertmanager, wrk): the
-# parse of a head is kept, keyed by its exact bytes, and a repeat costs one dict lookup. Bounded: heads up to 1 KiB,
-# at most 256 of them per front (cleared when full, so a client that varies its heads costs only the normal parse).
-_HEAD_MEMO = 256
-_HEAD_MEMO_MAX = 1024
-_CHUNKED = "chunked"  # not a 400: 411, said where the parse is used
+class _Refusal(Exception):
+    """Raised from a parser callback: the request is answered (status, code, message) and the connection closed."""
+
+    def __init__(self, status, code, message, *, source=None, extra=b"", answer=None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.source = source
+        self.extra = extra
+        self.answer = answer
 
 
-def _parse_head(head, *, with_auth):
-    """A request head (bytes, without its blank line) as (method, path, length, close, expect, auth), or the 400
-    message (a str) for a head that breaks the grammar (_CHUNKED for a chunked body). Bytes throughout: one
-    lower-cased copy to find the few headers that matter."""
-    nl = head.find(b"\r\n")
-    parts = (head if nl < 0 else head[:nl]).split(b" ")
-    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
-        return "malformed request line"
-    method, target, version = parts
-    low = head.lower()
-    length = 0
-    i = low.find(b"\r\ncontent-length:")
-    if i >= 0:
-        j = low.find(b"\r\n", i + 17)
-        v = low[i + 17 : j if j >= 0 else len(low)].strip()
-        if not v.isdigit():
-            return "Content-Length must be a number"
-        length = int(v)
-    if b"\r\ntransfer-encoding:" in low:
-        return _CHUNKED
-    if version == b"HTTP/1.0":
-        close = b"\r\nconnection: keep-alive" not in low
-    else:
-        close = b"\r\nconnection: close" in low
-    expect = b"\r\nexpect: 100-continue" in low
-    auth = None
-    if with_auth:
-        i = low.find(b"\r\nauthorization:")
-        if i >= 0:
-            j = low.find(b"\r\n", i + 16)
-            auth = head[i + 16 : j if j >= 0 else len(head)].decode("latin-1").strip()
-    return method.decode("latin-1"), target.decode("latin-1").split("?", 1)[0], length, close, expect, auth
+def listen(host, port, *, reuse_port=False) -> socket.socket:
+    """A bound, listening, non-blocking TCP socket (port 0: a free one). Raises OSError (port in use, ...)."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((host, port))
+        s.listen(1024)
+        s.setblocking(False)
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def descriptor_room(terminals=0):
+    """Connections the process can hold open: the soft RLIMIT_NOFILE less room for everything else it opens."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+    except ImportError:  # pragma: no cover - not POSIX
+        return 10_000
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 100_000
+    return max(16, soft - FD_HEADROOM - 4 * terminals)
 
 
 class FrontStatus:
@@ -205,61 +205,226 @@ class FrontStatus:
         "accept_failures",
         "accept_failing",
         "accept_error",
-        "sender",
-        "send_queued",
-        "sends_held",
+        "shed",
+        "head_timeouts",
+        "body_timeouts",
+        "partial_refused",
+        "max_connections",
     )
 
     def __init__(
-        self, *, connections, accept_failures, accept_failing, accept_error, sender="loop", send_queued=0, sends_held=0
+        self,
+        *,
+        connections,
+        accept_failures,
+        accept_failing,
+        accept_error,
+        shed=0,
+        head_timeouts=0,
+        body_timeouts=0,
+        partial_refused=0,
+        max_connections=0,
     ):
         self.connections = connections
         self.accept_failures = accept_failures
         self.accept_failing = accept_failing
         self.accept_error = accept_error
-        self.sender = sender  # "native": the C extension's thread sends the answers; "loop": the loop's
-        self.send_queued = send_queued  # answers (and closes) handed to the native sender, not yet done
-        self.sends_held = sends_held  # answers the socket did not take whole (a client not reading): handed back
+        self.shed = shed  # connections closed to make room at max_connections
+        self.head_timeouts = head_timeouts  # requests whose head did not arrive within head_timeout_s
+        self.body_timeouts = body_timeouts  # ... whose body did not arrive within body_timeout_s
+        self.partial_refused = partial_refused  # 503s: all incomplete bodies together over max_partial_body_bytes
+        self.max_connections = max_connections
+
+
+class _Episode:
+    """Sheds or timeouts of one kind: counted each, logged once when an episode starts and once when it ends (none
+    for EPISODE_S), never once per connection."""
+
+    __slots__ = ("event", "count", "active", "first", "last", "in_episode")
+
+    def __init__(self, event):
+        self.event = event
+        self.count = 0
+        self.active = False
+        self.last = 0.0
+        self.in_episode = 0
+
+    def note(self, now, **fields):
+        self.count += 1
+        self.in_episode += 1
+        self.last = now
+        if not self.active:
+            self.active = True
+            log.warning(self.event, extra={"fields": fields})
+
+    def check(self, now):
+        if self.active and now - self.last >= EPISODE_S:
+            self.active = False
+            log.warning(self.event + "_ended", extra={"fields": {"count": self.in_episode}})
+            self.in_episode = 0
 
 
 class _Conn:
-    """One client connection, served by one _Loop's thread: the bytes it sent and not yet parsed (buf), the bytes
-    of answers the socket has not taken yet (out), and whether an answer waits for its alarm to reach the disk."""
+    """One client connection, served by one _Loop's thread. Bytes received are fed to the connection's llhttp parser
+    (held: those not fed yet); complete requests wait in inq and are handled in order; each answer takes its place in
+    slots when an earlier one still waits for the disk, else it is written (out: what the socket did not take)."""
 
     __slots__ = (
         "front",
         "home",
         "sock",
         "fd",
-        "buf",
-        "out",
-        "busy",
-        "closing",
+        "parser",
+        "phase",
+        "since",
         "last",
-        "paused",
-        "tag",
-        "native",
-        "fenced",
-        "handed",
-        "seq",
+        "held",
+        "inq",
+        "slots",
+        "out",
+        "reading",
+        "closing",
+        "lingering",
+        "discarded",
+        "mask",
+        "served",
+        "head_bytes",
+        "head_fed",
+        "url",
+        "hosts",
+        "auth",
+        "expect",
+        "length",
+        "body",
+        "nbody",
+        "counted",
+        "continued",
+        "counted",
+        "method",
+        "path",
     )
 
-    def __init__(self, front, home, sock):
+    def __init__(self, front, home, sock, now):
         self.front = front
         self.home = home  # the _Loop whose thread serves this connection
         self.sock = sock
         self.fd = sock.fileno()
-        self.buf = bytearray()
+        self.parser = httptools.HttpRequestParser(self)
+        self.phase = _NEW
+        self.since = now  # when the phase began
+        self.last = now  # when a byte last came or went
+        self.held = b""  # received, not yet fed to the parser
+        self.inq = collections.deque()  # parsed requests not yet handled
+        self.slots = collections.deque()  # [answer bytes or None while it waits for the disk, close]
         self.out = None  # answer bytes the socket did not take at once (a bytearray), in order
-        self.busy = False  # an answer is waiting for its alarm to reach the disk
-        self.closing = False
-        self.last = time.monotonic()
-        self.paused = False  # not read from: a whole request waits here while an answer is pending
-        self.tag = next(_TAGS)  # names this connection in what the native sender hands back
-        self.native = home.sender is not None  # answers go to the native sender (until it hands one back)
-        self.fenced = False  # out holds what the sender handed back; more may follow until the fence does
-        self.handed = 0  # answer bytes handed to the native sender since it last did all of them
-        self.seq = 0  # over the window: the sender's number of the last item handed over
+        self.reading = True  # False once the client half-closed, or an answer ends the connection
+        self.closing = False  # an answer that ends the connection was written
+        self.lingering = False
+        self.discarded = 0
+        self.mask = _IN
+        self.served = 0
+        self.counted = 0  # body bytes of an incomplete request this loop counts against max_partial_body_bytes
+        self.method = self.path = None
+        self._reset()
+
+    def _reset(self):
+        self.head_bytes = 0  # of the head's parts llhttp has reported
+        self.head_fed = 0  # fed to the parser while a head was in progress, before and after (a part still open)
+        self.url = b""
+        self.hosts = 0
+        self.auth = None
+        self.expect = False
+        self.length = -1
+        self.body = None
+        self.nbody = 0
+        self.continued = False
+
+    # ---- llhttp's callbacks (inside feed_data) ----------------------------------------------------------------
+
+    def on_message_begin(self):
+        self.phase = _HEAD
+        self.since = self.home.now
+        self._reset()
+
+    def on_url(self, url):
+        self.url += url
+        self.head_bytes += len(url)
+        if self.head_bytes > MAX_HEAD:
+            self._head_too_large()
+
+    def on_header(self, name, value):
+        self.head_bytes += len(name) + len(value) + 4
+        if self.head_bytes > MAX_HEAD:
+            self._head_too_large()
+        n = name.lower()
+        if n == b"host":
+            self.hosts += 1
+        elif n == b"content-length":
+            self.length = int(value)  # llhttp has checked it: digits, one value, no Transfer-Encoding beside it
+        elif n == b"authorization":
+            self.auth = value.decode("latin-1").strip()
+        elif n == b"expect":
+            self.expect = value.strip().lower() == b"100-continue"
+
+    def on_headers_complete(self):
+        self.phase = _BODY
+        self.since = self.home.now
+        p = self.parser
+        version = p.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise _Refusal(505, "http_version", "HTTP/1.0 and HTTP/1.1 only")
+        if self.hosts > 1 or (self.hosts == 0 and version == "1.1"):
+            raise _Refusal(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header (RFC 9112 3.2)")
+        url = self.url
+        if url[:1] == b"/":
+            q = url.find(b"?")
+            path = url if q < 0 else url[:q]
+        else:  # absolute-form (RFC 9112 3.2.2), or "*"
+            try:
+                path = httptools.parse_url(url).path or b"/"
+            except httptools.HttpParserInvalidURLError:
+                raise _Refusal(400, "bad_request", "malformed request target") from None
+        self.path = path.decode("latin-1")
+        self.method = p.get_method().decode("latin-1")
+        if version == "1.0":
+            self.expect = False  # no 1xx to an HTTP/1.0 client (RFC 9110 10.1.1)
+        front = self.front
+        if self.length > front.max_body:
+            self._too_large()
+        self.body = []
+
+    def on_body(self, data):
+        self.nbody += len(data)
+        if self.nbody > self.front.max_body:
+            self._too_large()
+        self.body.append(data)
+
+    def on_message_complete(self):
+        body = self.body
+        data = b"".join(body) if len(body) != 1 else body[0]
+        if self.counted:
+            self.home.uncount(self)
+        self.phase = _IDLE
+        self.since = self.home.now
+        keep = self.parser.should_keep_alive()
+        self.inq.append((self.method, self.path, data, not keep, self.auth))
+        if not keep:
+            self.reading = False  # nothing after a request that ends the connection is read
+
+    @staticmethod
+    def _head_too_large():
+        raise _Refusal(431, "request_header_too_large", "request head over %d bytes" % MAX_HEAD)
+
+    def _too_large(self):
+        front = self.front
+        src = front.source_of(self.path)
+        if src is not None and front.auth:
+            denied = front.gw.check_auth(src, self.auth)
+            if denied is not None:
+                raise _Refusal(denied[0], "", "", extra=WWW_AUTH, answer=denied[1])
+        raise _Refusal(413, "too_large", "body must be 0..%d bytes" % front.max_body, source=src)
+
+    # ---- the loop's events ------------------------------------------------------------------------------------
 
     def readable(self):
         try:
@@ -269,26 +434,30 @@ class _Conn:
         except OSError:
             self.close()
             return
-        if not data:  # the client closed its end: nothing more to read or answer
-            self.close()
+        if self.lingering:
+            self.discarded += len(data)
+            if not data or self.discarded > LINGER_MAX:
+                self.close()
             return
-        self.last = time.monotonic()
-        self.buf += data
-        if not self.busy and self.out is None:
-            self._process()
-        if (
-            len(self.buf) > self.front.max_body + _HOLD_HEAD
-            and self.fd >= 0
-            and (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)
-        ):
-            # A client that sends and does not wait for its answers (or never reads them): what it sent beyond one
-            # whole request stays in the kernel, and TCP tells it to wait, until this connection's answers are out.
-            self.paused = True
-            self.home.watch(self)
+        if not data:
+            # The client closed its end (or half-closed after its requests): what it sent in full is answered,
+            # then the connection closes; a request cut short is dropped.
+            self.reading = False
+            self.held = b""
+            self.phase = _IDLE
+            if self.counted:
+                self.home.uncount(self)
+            self._pump()
+            return
+        self.last = self.home.now
+        if not self.reading:
+            return  # after a request that ends the connection: dropped
+        self.held = self.held + data if self.held else data
+        self._pump()
 
     def writable(self):
         out = self.out
-        if out is None or self.fenced:
+        if out is None:
             return
         try:
             n = self.sock.send(out)
@@ -297,97 +466,160 @@ class _Conn:
         except OSError:
             self.close()
             return
+        self.last = self.home.now
         del out[:n]
         if out:
             return
         self.out = None
-        if self.closing:
-            self.close()
-            return
-        if not self.busy:
-            self._process()  # requests that arrived while the answers were queued
-        self._rearm()
+        self._pump()
 
-    def _process(self):
-        buf = self.buf
-        while buf and not self.busy and not self.closing and self.out is None and self.handed <= _NATIVE_WINDOW:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEAD:
-                    self._fail(431, "request_header_too_large", "request head over %d bytes" % MAX_HEAD)
-                return
-            if end > MAX_HEAD:
-                self._fail(431, "request_header_too_large", "request head over %d bytes" % MAX_HEAD)
-                return
-            head = bytes(buf[:end])
-            front = self.front
-            parsed = front.heads.get(head)
-            if parsed is None:
-                parsed = _parse_head(head, with_auth=front.auth)
-                if type(parsed) is tuple and len(head) <= _HEAD_MEMO_MAX:
-                    if len(front.heads) >= _HEAD_MEMO:
-                        front.heads.clear()
-                    front.heads[head] = parsed
-            if type(parsed) is not tuple:
-                if parsed is _CHUNKED:
-                    self._fail(411, "length_required", "send the body with a Content-Length, not chunked")
+    # ---- requests in, answers out, in order -------------------------------------------------------------------
+
+    def _full(self):
+        return (self.out is not None and len(self.out) > _WINDOW) or len(self.slots) > _MAX_WAITING
+
+    def _pump(self):
+        """Handle what was parsed, feed the parser what was received, while this connection's answers are few
+        enough; then wait for what it needs (to read, to write) or end it."""
+        if self.fd < 0:
+            return
+        inq = self.inq
+        while True:
+            while inq and not self.closing:
+                if self._full():
+                    break
+                method, path, body, close, auth = inq.popleft()
+                if method is None:  # a refusal, in its place
+                    self._refused(path)
                 else:
-                    self._fail(400, "bad_request", parsed)
+                    self.served += 1
+                    self.front.handle(self, method=method, path=path, body=body, close=close, auth=auth)
+                if self.fd < 0:
+                    return
+            if inq or self.closing or not self.held or not self.reading or self._full():
+                break
+            data = self.held
+            if len(data) > _FEED:
+                self.held = data[_FEED:]
+                data = data[:_FEED]
+            else:
+                self.held = b""
+            self._feed(data)
+        if self.fd < 0:
+            return
+        if self.out is None and not self.slots and not inq:
+            if self.closing:
+                self._linger()
                 return
-            method, path, length, close, expect, auth = parsed
-            if length > front.max_body:
-                src = front.source_of(path)
-                if src is not None and front.auth:
-                    denied = front.gw.check_auth(src, auth)
-                    if denied is not None:
-                        self.buf.clear()
-                        self.answer(denied[0], denied[1], close=True, extra=WWW_AUTH)
-                        return
-                self._fail(413, "too_large", "body must be 0..%d bytes (Content-Length)" % front.max_body, source=src)
+            if not self.reading and not self.held:
+                self.close()  # half-closed and all answered
                 return
-            total = end + 4 + length
-            if len(buf) < total:
-                if expect and len(buf) == end + 4:
-                    self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self._watch()
+
+    def _feed(self, data):
+        was = self.phase
+        try:
+            self.parser.feed_data(data)
+        except _Refusal as r:
+            self._refuse(r)
+            return
+        except httptools.HttpParserUpgrade:
+            self.reading = False  # no protocol is switched to: the request is answered and the connection ends
+            self.held = b""
+            return
+        except httptools.HttpParserError as e:
+            if isinstance(e.__context__, _Refusal):  # raised in a callback: httptools wraps it
+                self._refuse(e.__context__)
                 return
-            body = bytes(buf[end + 4 : total])
-            del buf[:total]
-            front.handle(self, method=method, path=path, body=body, close=close, auth=auth)
+            if not self.reading:  # bytes after a request that ended the connection: not read, not answered
+                self.held = b""
+                return
+            self._refuse(_Refusal(400, "bad_request", "malformed request: %s" % (e.args[0] if e.args else e)))
+            return
+        phase = self.phase
+        if phase == _HEAD:
+            if was == _HEAD:  # all of it was head (a head may begin anywhere in the first piece: not counted)
+                self.head_fed += len(data)
+                if self.head_fed > MAX_HEAD:
+                    try:
+                        self._head_too_large()
+                    except _Refusal as r:
+                        self._refuse(r)
+        elif phase == _BODY:
+            if self.expect and not self.continued and not self.inq and not self.held:
+                self.continued = True
+                self._emit(_CONTINUE, False)  # in its place: after every earlier answer
+            if self.nbody != self.counted:
+                self.home.count(self)
+
+    def _refuse(self, r):
+        """The request is refused after every request parsed before it is answered; nothing more is read."""
+        self.reading = False
+        self.held = b""
+        if self.counted:
+            self.home.uncount(self)
+        self.inq.append((None, r, None, True, None))
+
+    def _refused(self, r):
+        if r.answer is not None:
+            self.answer(r.status, r.answer, close=True, extra=r.extra)
+            return
+        if r.source is not None:
+            status, answer = self.front.gw.refuse(r.source, r.status, r.code, str(r))
+        else:
+            status, answer = r.status, {"ok": False, "error": r.code, "message": str(r)}
+        self.answer(status, answer, close=True, extra=r.extra)
+
+    @staticmethod
+    def _encode(status, payload, close, ctype=_JSON, extra=b""):
+        out = payload if isinstance(payload, bytes) else _encode_answer(payload).encode("utf-8", "backslashreplace")
+        if status == 200 and not close and not extra and ctype is _JSON:
+            return _JSON_200 % (len(out), out)
+        return _head(status, ctype, len(out), close=close, extra=extra) + out
 
     def answer(self, status, payload, *, close=False, ctype=_JSON, extra=b""):
         if self.closing:
             return
-        out = payload if isinstance(payload, bytes) else _encode_answer(payload).encode("utf-8", "backslashreplace")
-        if status == 200 and not close and not extra and ctype is _JSON:
-            self._write(_JSON_200 % (len(out), out))
-            return
-        self._write(_head(status, ctype, len(out), close=close, extra=extra) + out)
-        if close:
-            self.closing = True
-            if self.out is None:
-                self.close()
+        self._emit(self._encode(status, payload, close, ctype, extra), close)
 
-    def _write(self, data):
-        """Send an answer: one send() with the GIL released; what the socket does not take at once is kept, in
-        order, and sent when the loop sees the socket writable (no further request of this connection is parsed
-        meanwhile, so a client that sends and never reads holds at most one answer's bytes here)."""
+    def reserve(self):
+        """A place for an answer that comes later (the disk): answers after it wait behind it."""
+        slot = [None, False]
+        self.slots.append(slot)
+        return slot
+
+    def fill(self, slot, status, payload, *, close=False):
+        """The reserved answer is ready: it and every ready answer behind it are written, in order."""
+        slots = self.slots
         if self.fd < 0:
             return
+        slot[0] = self._encode(status, payload, close)
+        slot[1] = close
+        while slots and slots[0][0] is not None:
+            data, c = slots.popleft()
+            self._write(data, c)
+            if self.fd < 0:
+                return
+        self._pump()
+
+    def _emit(self, data, close):
+        if self.slots:
+            self.slots.append([data, close])
+        else:
+            self._write(data, close)
+
+    def _write(self, data, close):
+        """Send an answer: one send() with the GIL released; what the socket does not take at once is kept, in
+        order, and sent when the loop sees the socket writable."""
+        if self.fd < 0 or self.closing:
+            return  # nothing is sent after the answer that ends the connection
+        if close:
+            self.closing = True
+            self.reading = False
+            self.held = b""
+            self.inq.clear()
         if self.out is not None:
             self.out += data
-            return
-        if self.native:
-            home = self.home
-            try:
-                home.sender.send(self.fd, data, self.tag)
-            except MemoryError:
-                self.close()  # the answer cannot be queued: the client sees the connection end and retries
-                return
-            self.handed += len(data)
-            if self.handed > _NATIVE_WINDOW:
-                # no more of its requests until the sender has done this one (and so everything before it)
-                self.seq = home.sender.enqueued
-                home.throttled.add(self)
             return
         try:
             n = self.sock.send(data)
@@ -398,77 +630,85 @@ class _Conn:
             return
         if n < len(data):
             self.out = bytearray(data[n:])
-            self.home.watch(self)
+            self._watch()
+
+    def _watch(self):
+        """Wait for what the connection needs: to read (unless it has enough to do), to write (while answers wait)."""
+        want = 0
+        if self.lingering or (self.reading and not self.held and not self.inq and not self._full()):
+            want = _IN
+        if self.out is not None:
+            want |= _OUT
+        if want != self.mask:
+            self.mask = want
+            self.home.poller.modify(self.fd, want)
+
+    def _linger(self):
+        """After the answer that ends the connection: no more is sent, and what the client still sends is read and
+        dropped for a while, so the kernel does not answer it with a reset that could destroy that answer."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close()
+            return
+        self.lingering = True
+        self.since = self.home.now
+        self._watch()
+
+    def expire(self, status, code, message):
+        """A deadline passed: 408 when nothing else is owed to the client, then the connection ends."""
+        if self.out is None and not self.slots and not self.inq and not self.closing:
+            try:
+                self.sock.send(self._encode(status, {"ok": False, "error": code, "message": message}, True))
+            except OSError:
+                pass
+        self.close()
 
     def close(self):
         """Once, from the loop's thread: the socket is closed and forgotten, and nothing is sent on it again (an
-        answer whose alarm reaches the disk later finds closing set and is dropped)."""
+        answer whose alarm reaches the disk later finds fd < 0 and is dropped)."""
         self.closing = True
         if self.fd < 0:
             return
         home = self.home
+        if self.counted:
+            home.uncount(self)
         home.forget(self)
         self.fd = -1
         self.out = None
-        if home.sender is not None:
-            # closed by the sender, after the answers queued before: the number names no other connection while
-            # an answer for this one waits
-            home.close_later(self.sock.detach())
-            return
+        self.held = b""
+        self.inq.clear()
+        self.slots.clear()
+        self.body = None
         try:
             self.sock.close()
         except OSError:
             pass
 
-    def resume(self):
-        self.busy = False
-        if self.buf and not self.closing and self.out is None:
-            self._process()
-        self._rearm()
-
-    def _rearm(self):
-        """Reading paused, and what was read has been answered down to less than one request: read again."""
-        if (
-            self.paused
-            and self.fd >= 0
-            and (
-                len(self.buf) <= self.front.max_body + _HOLD_HEAD
-                or not (self.busy or self.out is not None or self.handed > _NATIVE_WINDOW)
-            )
-        ):
-            self.paused = False
-            self.home.watch(self)
-
-    def _fail(self, status, code, message, source=None):
-        if source is not None:
-            status, answer = self.front.gw.refuse(source, status, code, message)
-        else:
-            answer = {"ok": False, "error": code, "message": message}
-        self.buf.clear()
-        self.answer(status, answer, close=True)
-
-
-_TAGS = itertools.count(1)
-
 
 class _Loop:
-    """One thread's event loop: its own SO_REUSEPORT listening socket of the shared port, an epoll (poll where
+    """One thread's event loop: its own listening socket (SO_REUSEPORT when there are several), an epoll (poll where
     there is none) over it and its connections, a wake-up pipe for callbacks from other threads (a persister
     reporting a write), and the deadlines of the answers waiting for the disk, in a FIFO (they all wait the same
     persist_wait_s, so the first is always the earliest)."""
 
-    def __init__(self, front, sock, *, native_send=True):
+    def __init__(self, front, sock, *, max_connections, max_partial):
         self.front = front
         self.sock = sock
-        # answers are sent by a thread of the C extension's, without the GIL (_nativesend.c says why)
-        self.sender = NativeSender() if native_send and NativeSender is not None else None
-        self._closes = []  # descriptors the sender could not take to close yet (MemoryError)
-        self.throttled = set()  # connections over _NATIVE_WINDOW, waiting for the sender
         self.conns = {}  # fd -> _Conn
         self.calls = collections.deque()  # callbacks handed over from other threads
         self.timers = collections.deque()  # (deadline, callback), in deadline order
         self.stopped = False
         self.thread = None
+        self.now = time.monotonic()
+        self.max_connections = max_connections
+        self.max_partial = max_partial
+        self.partial = 0  # body bytes incomplete requests hold (counted ones)
+        self.partials = {}  # conns holding counted body bytes, in the order they began holding
+        self.shed = _Episode("connections_shed")
+        self.head_timeouts = _Episode("request_head_timeouts")
+        self.body_timeouts = _Episode("request_body_timeouts")
+        self.partial_refused = _Episode("partial_bodies_refused")
         self._rfd, self._wfd = os.pipe()
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
@@ -486,9 +726,6 @@ class _Loop:
             self._scale = 1000.0
         self.poller.register(sock.fileno(), _IN)
         self.poller.register(self._rfd, _IN)
-        self._sfd = self.sender.fileno() if self.sender is not None else -1
-        if self.sender is not None:
-            self.poller.register(self._sfd, _IN)
 
     # ---- from any thread -------------------------------------------------------------------------------------
 
@@ -515,67 +752,62 @@ class _Loop:
     def call_later(self, delay, fn):
         self.timers.append((time.monotonic() + delay, fn))
 
-    def watch(self, conn):
-        """Wait for what the connection needs: to read (unless paused), to write (while answers are queued)."""
-        self.poller.modify(conn.fd, (0 if conn.paused else _IN) | (0 if conn.out is None or conn.fenced else _OUT))
-
-    def close_later(self, fd):
-        try:
-            self.sender.close(fd)
-        except MemoryError:
-            self._closes.append(fd)
-
-    def _returned(self):
-        """What the native sender could not send: a client that does not read (the rest, and what follows, is
-        written from here when its socket is writable), or one that went away (its connection is closed)."""
-        conns = self.conns
-        for fd, tag, err, data in self.sender.returned():
-            c = conns.get(fd)
-            if c is None or c.tag != tag:
-                continue  # closed meanwhile (its descriptor may already name a new connection)
-            if err > 0:
-                c.close()  # the peer went away (or the sender ran out of memory)
-            elif err < 0:  # the fence: nothing more of this connection's can come back
-                c.fenced = False
-                self.watch(c)
-            else:
-                if c.native:
-                    # From now on this loop writes the connection's answers itself, after what the sender hands
-                    # back: the fence tells when that is all
-                    c.native = False
-                    c.fenced = True
-                    try:
-                        self.sender.fence(fd, tag)
-                    except MemoryError:
-                        c.close()
-                        continue
-                if c.out is None:
-                    c.out = bytearray(data)
-                else:
-                    c.out += data
-                self.watch(c)
-
-    def _resume_throttled(self):
-        """Connections whose answers the sender has all done (sent, or handed back: then out is set) read and
-        answer again. True while some still wait."""
-        done = self.sender.done
-        ready = [c for c in self.throttled if c.seq <= done]
-        for c in ready:
-            self.throttled.discard(c)
-            c.handed = 0
-            if c.fd < 0:
-                continue
-            if c.buf and not c.busy and not c.closing and c.out is None:
-                c._process()
-            c._rearm()
-        return bool(self.throttled)
-
     def forget(self, conn):
         self.conns.pop(conn.fd, None)
         try:
             self.poller.unregister(conn.fd)
         except (OSError, KeyError, ValueError):
             pass
+
+    def count(self, conn):
+        """conn's incomplete body grew: counted against max_partial_body_bytes; over it, the newest offender (the
+        connection that began holding a body last) is answered 503 and closed, until the rest fit."""
+        self.partial += conn.nbody - conn.counted
+        conn.counted = conn.nbody
+        self.partials.setdefault(conn, None)
+        while self.partial > self.max_partial and self.partials:
+            victim = next(reversed(self.partials))
+            self.partial_refused.note(
+                self.now, held_bytes=self.partial, max_partial_body_bytes=self.max_partial, connections=len(self.conns)
+            )
+            victim.expire(
+                503,
+                "busy",
+                "too many incomplete request bodies at once (gateway.max_partial_body_bytes): send it again",
+            )
+
+    def uncount(self, conn):
+        self.partial -= conn.counted
+        conn.counted = 0
+        self.partials.pop(conn, None)
+
+    def _make_room(self, now):
+        """At max_connections: close the lingering ones, then the oldest idle keep-alive connections, then the
+        oldest slow ones (a head or body in progress, or nothing sent yet), a few at a time; one with an answer
+        owed (handled, or waiting for the disk) is never shed."""
+        want = max(1, len(self.conns) - self.max_connections + 1 + self.max_connections // 64)
+        young = now - SHED_YOUNG_S
+        ranked = []
+        for c in self.conns.values():
+            if c.lingering:
+                rank = 0
+            elif c.slots or c.inq or c.out is not None or c.closing:
+                continue
+            elif c.phase == _IDLE:
+                rank = 1
+            elif c.since < young:
+                rank = 2
+            else:
+                rank = 3
+            ranked.append((rank, c.since, c.fd, c))
+        victims = heapq.nsmallest(want, ranked)
+        for _r, _s, _fd, c in victims:
+            c.close()
+        if victims:
+            self.shed.note(now, connections=len(self.conns), max_connections=self.max_connections)
+            self.shed.count += len(victims) - 1
+            self.shed.in_episode += len(victims) - 1
+        return bool(victims)
 
     def _accept(self):
         front = self.front
@@ -603,12 +835,17 @@ class _Loop:
             if self.accept_failing:
                 self.accept_failing = False
                 log.warning("accept_resumed", extra={"fields": {"connections": len(self.conns) + 1}})
+            now = self.now = time.monotonic()
+            if len(self.conns) >= self.max_connections and not self._make_room(now):
+                s.close()  # every connection owes an answer: this one waits for none
+                self.shed.note(now, connections=len(self.conns), max_connections=self.max_connections)
+                continue
             s.setblocking(False)
             try:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            c = _Conn(front, self, s)
+            c = _Conn(front, self, s, now)
             self.conns[c.fd] = c
             self.poller.register(c.fd, _IN)
 
@@ -624,24 +861,22 @@ class _Loop:
         timers = self.timers
         poll = self.poller.poll
         scale = self._scale
-        sender = self.sender
-        sfd = self._sfd
-        sweep_at = time.monotonic() + SWEEP_S
+        monotonic = time.monotonic
+        sweep_at = monotonic() + SWEEP_S
         started.set()
         try:
             while not self.stopped:
-                now = time.monotonic()
+                now = monotonic()
                 wait = sweep_at - now
                 if timers:
                     wait = min(wait, timers[0][0] - now)
                 if calls:
                     wait = 0
-                if self.throttled and self._resume_throttled():
-                    wait = min(wait, 0.0005)  # some still wait for the sender: look again soon
                 try:
                     events = poll(max(wait, 0) * scale)
                 except InterruptedError:
                     continue
+                self.now = now = monotonic()
                 for fd, ev in events:
                     c = conns.get(fd)
                     if c is not None:
@@ -649,8 +884,6 @@ class _Loop:
                             c.readable()
                         if ev & _OUT and c.fd >= 0:
                             c.writable()
-                    elif fd == sfd:
-                        self._returned()
                     elif fd == lfd:
                         self._accept()
                     elif fd == rfd:
@@ -662,29 +895,15 @@ class _Loop:
                 while calls:
                     calls.popleft()()
                 if timers:
-                    now = time.monotonic()
+                    now = monotonic()
                     while timers and timers[0][0] <= now:
                         timers.popleft()[1]()
                 if now >= sweep_at:
                     sweep_at = now + SWEEP_S
                     self._sweep(now)
-                if sender is not None:
-                    if self._closes:
-                        fds, self._closes = self._closes, []
-                        for fd in fds:
-                            self.close_later(fd)
-                    sender.flush()  # one wake-up per turn of the loop for every answer it queued
         finally:
             for c in list(conns.values()):
                 c.close()
-            if sender is not None:
-                sender.stop()  # what was queued is sent, then closed
-                for fd in self._closes:  # (what could not be queued for closing: nothing is pending for it now)
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
-                self._closes = []
             self.poller.close()
             self.sock.close()
             with self._pipe_lock:
@@ -693,10 +912,27 @@ class _Loop:
                 os.close(self._wfd)
 
     def _sweep(self, now):
-        limit = now - IDLE_S
+        cfg = self.front
+        head_limit = now - cfg.head_timeout_s
+        body_limit = now - cfg.body_timeout_s
+        idle_limit = now - IDLE_S
+        linger_limit = now - LINGER_S
         for c in list(self.conns.values()):
-            if c.last < limit and not c.busy:
+            if c.fd < 0:
+                continue
+            if c.lingering:
+                if c.since < linger_limit:
+                    c.close()
+            elif c.phase == _HEAD and c.since < head_limit:
+                self.head_timeouts.note(now, connections=len(self.conns), head_timeout_s=cfg.head_timeout_s)
+                c.expire(408, "timeout", "the request head did not arrive within %g s" % cfg.head_timeout_s)
+            elif c.phase == _BODY and c.since < body_limit:
+                self.body_timeouts.note(now, connections=len(self.conns), body_timeout_s=cfg.body_timeout_s)
+                c.expire(408, "timeout", "the request body did not arrive within %g s" % cfg.body_timeout_s)
+            elif c.last < idle_limit and not c.slots and not c.inq:
                 c.close()
+        for ep in (self.shed, self.head_timeouts, self.body_timeouts, self.partial_refused):
+            ep.check(now)
 
 
 class IngestFront:
@@ -704,20 +940,20 @@ class IngestFront:
 
     io_loops threads, each with its own event loop (_Loop) and its own listening socket on the port (SO_REUSEPORT:
     the kernel spreads connections over them). recv, send and the wait in epoll release the GIL, so a loop's
-    syscalls (on loopback the kernel does both ends' TCP work inside send) run while another thread runs Python.
-    The Gateway is thread-safe (its locks are those the WSGI front's threads use)."""
+    syscalls run while another thread runs Python. The Gateway is thread-safe."""
 
-    def __init__(self, gw, config, io_loops=None, *, native_send=None):
+    def __init__(self, gw, config, io_loops=None):
         self.gw = gw
         self.cfg = config
         self.max_body = config.max_body
-        self.native_wanted = bool(getattr(config, "native_send", True) if native_send is None else native_send)
-        self.native_send = self.native_wanted and NativeSender is not None
+        self.head_timeout_s = float(getattr(config, "head_timeout_s", 10.0))
+        self.body_timeout_s = float(getattr(config, "body_timeout_s", 30.0))
         self.auth = gw.auth_required  # the ingest endpoints require a bearer token ([ingest], config.py)
         self.io_loops = max(1, int(io_loops or getattr(config, "io_loops", 1)))
+        self.max_connections = self._connection_cap(config)
+        self.max_partial_body_bytes = int(getattr(config, "max_partial_body_bytes", 4 << 20))
         self.loops = []
         self.port = None
-        self.heads = {}  # head bytes -> its parse (_parse_head), for keep-alive repeats
         gw.front_status = self.status
         self.ingest = {
             "/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
@@ -725,22 +961,43 @@ class IngestFront:
             "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w)),
         }
 
+    @staticmethod
+    def _connection_cap(config):
+        room = descriptor_room(len(getattr(config, "terminals", {}) or {}))
+        want = getattr(config, "max_connections", None)
+        if want is None:
+            return room
+        if want > room:
+            log.warning(
+                "max_connections_lowered",
+                extra={
+                    "fields": {
+                        "max_connections": want,
+                        "to": room,
+                        "reason": "the process's file-descriptor limit (RLIMIT_NOFILE; LimitNOFILE= in the unit)",
+                    }
+                },
+            )
+            return room
+        return want
+
     def status(self):
         """What /healthz and /metrics say of this front (Gateway.front_status)."""
         failing = [h for h in self.loops if h.accept_failing]
-        senders = [h.sender for h in self.loops if h.sender is not None]
         return FrontStatus(
             connections=sum(len(h.conns) for h in self.loops),
             accept_failures=sum(h.accept_failures for h in self.loops),
             accept_failing=bool(failing),
             accept_error=failing[0].accept_error if failing else None,
-            sender="native" if self.native_send else "loop",
-            send_queued=sum(s.queued for s in senders),
-            sends_held=sum(s.held for s in senders),
+            shed=sum(h.shed.count for h in self.loops),
+            head_timeouts=sum(h.head_timeouts.count for h in self.loops),
+            body_timeouts=sum(h.body_timeouts.count for h in self.loops),
+            partial_refused=sum(h.partial_refused.count for h in self.loops),
+            max_connections=self.max_connections,
         )
 
     def source_of(self, path):
-        h = self.ingest.get(path.split("?", 1)[0])
+        h = self.ingest.get(path)
         return h[0] if h else None
 
     # ---- requests -----------------------------------------------------------------------------------------
@@ -795,9 +1052,10 @@ class IngestFront:
             conn.answer(404, {"ok": False, "error": "not_found", "message": "no such endpoint"}, close=close)
 
     def _after_durable(self, conn, *, source, status, answer, close, waits):
-        """Answer once every (persister, gen) is on disk; 503 if one fails or takes over persist_wait_s."""
-        conn.busy = True
+        """Answer once every (persister, gen) is on disk; 503 if one fails or takes over persist_wait_s. The answer's
+        place in the connection's order is taken now."""
         loop = conn.home
+        slot = conn.reserve()
         state = {"left": len(waits), "done": False}
 
         def finish(*, ok):
@@ -806,14 +1064,12 @@ class IngestFront:
             if not ok:
                 state["done"] = True
                 st, ans = self.gw.not_durable_answer(source)
-                conn.answer(st, ans, close=close)
-                conn.resume()
+                conn.fill(slot, st, ans, close=close)
                 return
             state["left"] -= 1
             if state["left"] == 0:
                 state["done"] = True
-                conn.answer(status, answer, close=close)
-                conn.resume()
+                conn.fill(slot, status, answer, close=close)
 
         def from_thread(ok):
             loop.call_soon_threadsafe(lambda: finish(ok=ok))
@@ -826,31 +1082,22 @@ class IngestFront:
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     def run(self, host, port, ready=None, *, socks=None):
-        """socks: listening sockets bound beforehand (listen()), one per io_loop; the CLI binds before it writes
-        anything, so a port in use stops it cleanly."""
+        """Serve until stop(). socks: listening sockets bound already (listen()), one per loop; else they are
+        bound here (io_loops of them on one port)."""
         # Everything built at start lives to the end: out of the collector's way, and collections rarer, since a
         # request allocates a few hundred short-lived objects and creates no cycles
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 20, 50)
-        if socks:
-            socks = list(socks)
-            self.port = socks[0].getsockname()[1]
-        else:
+        if socks is None:
             first = listen(host, port, reuse_port=self.io_loops > 1)
-            self.port = first.getsockname()[1]
-            socks = [first] + [listen(host, self.port, reuse_port=True) for _ in range(self.io_loops - 1)]
-        self.loops = [_Loop(self, sock, native_send=self.native_send) for sock in socks]
-        if self.native_wanted and not self.native_send:
-            log.warning(
-                "native_send_unavailable",
-                extra={
-                    "fields": {
-                        "reason": "host_client.gateway._nativesend is not built (no C compiler at install?): the event "
-                        "loop's thread sends the answers, about a third slower under a storm"
-                    }
-                },
-            )
+            port = first.getsockname()[1]
+            socks = [first] + [listen(host, port, reuse_port=True) for _ in range(self.io_loops - 1)]
+        self.port = socks[0].getsockname()[1]
+        n = len(socks)
+        per_conns = max(16, self.max_connections // n)
+        per_partial = max(self.max_body, self.max_partial_body_bytes // n)
+        self.loops = [_Loop(self, sock, max_connections=per_conns, max_partial=per_partial) for sock in socks]
         starts = []
         for i, home in enumerate(self.loops):
             started = threading.Event()
@@ -868,19 +1115,3 @@ class IngestFront:
     def stop(self):
         for home in self.loops:
             home.stop()
-
-
-def listen(host, port, *, reuse_port=False):
-    """A bound, listening, non-blocking TCP socket on host:port (OSError as bind raises it)."""
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        s.bind((host, port))
-        s.listen(1024)
-        s.setblocking(False)
-    except OSError:
-        s.close()
-        raise
-    return s

@@ -1,6 +1,6 @@
 """The gateway service: events in -> debounce -> route -> per-terminal lanes -> delivery workers.
 
-Independent of the web framework (app.py puts flask in front of it), so tests and the bench can drive it directly.
+Independent of HTTP (server.py is the front before it), so tests and the bench can drive it directly.
 """
 
 from __future__ import annotations
@@ -502,8 +502,6 @@ class Gateway:
             "resolved_memory": len(self.resolved),
             "restore_errors": self.restore_errors,
         }
-        if front is not None:
-            out["sender"] = front.sender
         if problems:
             out["reasons"] = problems
         return out
@@ -619,20 +617,27 @@ class Gateway:
                 "Times the HTTP front stopped accepting connections for want of file descriptors or memory.",
             )
             lines.append("sentinel_gateway_accept_paused_total %d" % front.accept_failures)
+            fam("sentinel_gateway_max_connections", "gauge", "Connections the HTTP front holds at most (shedding).")
+            lines.append("sentinel_gateway_max_connections %d" % front.max_connections)
             fam(
-                "sentinel_gateway_native_send",
-                "gauge",
-                "1 when the C extension's thread sends the HTTP answers, 0 when the event loop's thread does.",
-            )
-            lines.append("sentinel_gateway_native_send %d" % (front.sender == "native"))
-            fam("sentinel_gateway_send_queue", "gauge", "Answers handed to the native sender and not yet sent.")
-            lines.append("sentinel_gateway_send_queue %d" % front.send_queued)
-            fam(
-                "sentinel_gateway_answers_held_total",
+                "sentinel_gateway_connections_shed_total",
                 "counter",
-                "Answers a client's socket did not take whole (it was not reading); the loop writes them later.",
+                "Connections closed to make room at max_connections (the oldest idle, else the oldest slow).",
             )
-            lines.append("sentinel_gateway_answers_held_total %d" % front.sends_held)
+            lines.append("sentinel_gateway_connections_shed_total %d" % front.shed)
+            fam(
+                "sentinel_gateway_request_timeouts_total",
+                "counter",
+                "Requests answered 408 and closed: the head or the body did not arrive within its deadline.",
+            )
+            lines.append('sentinel_gateway_request_timeouts_total{phase="head"} %d' % front.head_timeouts)
+            lines.append('sentinel_gateway_request_timeouts_total{phase="body"} %d' % front.body_timeouts)
+            fam(
+                "sentinel_gateway_partial_bodies_refused_total",
+                "counter",
+                "Requests answered 503 and closed: incomplete bodies together over max_partial_body_bytes.",
+            )
+            lines.append("sentinel_gateway_partial_bodies_refused_total %d" % front.partial_refused)
         return "\n".join(lines) + "\n"
 
 
