@@ -189,10 +189,10 @@ def test_plain_host_gateway_steps_give_a_gateway_that_passes_check_config(host_t
     )
     # the venv is the system Python's, which the service user can run (not one under /root)
     assert os.path.realpath(os.path.join(prefix, ".venv", "bin", "python")).startswith("/usr/")
-    # only the gateway's extra: its server, not the emulator's window or the probes' NVML
+    # only the gateway's extra: its HTTP parser, not the emulator's window or server, nor the probes' NVML
     pkgs = installed(prefix)
-    assert {"gpu-sentinel-alarm", "flask", "waitress"} <= pkgs
-    assert not pkgs & {"pygame", "pyttsx3", "nvidia-ml-py", "pytest"}
+    assert {"gpu-sentinel-alarm", "httptools"} <= pkgs
+    assert not pkgs & {"pygame", "pyttsx3", "nvidia-ml-py", "pytest", "flask", "waitress"}
     # the installed gateway checks the installed file again, as the unit's ExecStartPre does
     env = dict(
         os.environ,

@@ -55,6 +55,7 @@ SHED_YOUNG_S = 0.1  # a connection this young is shed only when no older one can
 EPISODE_S = 10.0  # sheds or timeouts this far apart are one episode (one log line when it starts, one when it ends)
 ACCEPT_PAUSE_S = 0.1  # accept() out of descriptors: how long to stop accepting before trying again
 FD_HEADROOM = 64  # descriptors kept below RLIMIT_NOFILE beside the connections (state files, pipes, epoll, logs)
+DEFAULT_MAX_CONNECTIONS = 10_000  # with a limit far above it (a container's): the memory, not descriptors, bounds
 _OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _RECV = 65536
 _FEED = 16384  # bytes handed to the parser at a time: parsed, unanswered requests of one connection stay this small
@@ -195,7 +196,7 @@ def descriptor_room(terminals=0):
         return 10_000
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
-        return 100_000
+        return 1_000_000
     return max(16, soft - FD_HEADROOM - 4 * terminals)
 
 
@@ -966,7 +967,7 @@ class IngestFront:
         room = descriptor_room(len(getattr(config, "terminals", {}) or {}))
         want = getattr(config, "max_connections", None)
         if want is None:
-            return room
+            return min(room, DEFAULT_MAX_CONNECTIONS)
         if want > room:
             log.warning(
                 "max_connections_lowered",
