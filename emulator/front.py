@@ -13,6 +13,7 @@ the terminal's attention. One request per connection (answers carry Connection: 
 """
 
 import asyncio
+import http
 import io
 import json
 import socket
@@ -33,22 +34,6 @@ SHED_AFTER_S = 0.1
 LINGER_MAX = 64 * 1024  # the core's max_body: a larger Content-Length is answered 413 unread
 
 _READING, _APP, _WRITING = 0, 1, 2
-_REASONS = {
-    100: "Continue",
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 
 
 def _fd_room(want):
@@ -69,6 +54,14 @@ def _fd_room(want):
         except (ValueError, OSError):
             pass
     return want if soft == resource.RLIM_INFINITY else max(16, soft - 128)
+
+
+def _reason(status):
+    """The standard reason phrase (the standard library's, as the gateway's front writes it)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def refusal_bytes(code, message):
@@ -369,7 +362,7 @@ class Front:
         return out.get("status", 500), out.get("headers"), body
 
     async def _write(self, writer, status, headers, body, *, loop):
-        lines = ["HTTP/1.1 %d %s" % (status, _REASONS.get(status, "Status"))]
+        lines = ["HTTP/1.1 %d %s" % (status, _reason(status))]
         have_type = False
         for k, v in headers or ():
             kl = k.lower()

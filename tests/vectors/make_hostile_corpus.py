@@ -412,11 +412,33 @@ def build():
     case("http2_preface", "an HTTP/2 client", 400, "bad_request", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
     case(
         "absolute_form",
-        "a proxy's absolute target",
-        400,
-        "bad_request",
+        "a proxy's absolute target: RFC 9112 3.2.2 says a server accepts it (served as its path)",
+        200,
+        None,
         "GET http://t/api/v1/status HTTP/1.1\r\nHost: t\r\n\r\n",
     )
+    case(
+        "absolute_form_other_scheme",
+        "only http and https name this server",
+        400,
+        "bad_request",
+        "GET ftp://t/api/v1/status HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    case(
+        "no_host",
+        "RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host",
+        400,
+        "bad_request",
+        "GET /api/v1/status HTTP/1.1\r\n\r\n",
+    )
+    case(
+        "two_hosts",
+        "RFC 9112 3.2: exactly one Host",
+        400,
+        "bad_request",
+        "GET /api/v1/status HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    )
+    case("no_host_http_1_0", "HTTP/1.0 has no Host rule", 200, None, "GET /api/v1/status HTTP/1.0\r\n\r\n")
     case("target_utf8", "a non-ASCII target", 400, "bad_request", "GET /api/v1/" + latin("状态") + " HTTP/1.1\r\n\r\n")
     case("empty_request", "the client connects and closes", 400, "bad_request", "")
     case("cut_in_head", "the client closes inside the head", 400, "bad_request", "POST /api/v1/send_msg HTTP/1.1\r\nHo")

@@ -7,12 +7,14 @@
 #   header-line  = name ":" OWS value OWS CRLF
 #   method       = 1..16 capital letters A-Z (case-sensitive: "post" is not POST)
 #   name         = 1..MAX_NAME (64) token characters (RFC 9110: letters, digits, !#$%&'*+-.^_`|~)
-#   target       = "/" then visible ASCII
+#   target       = "/" then visible ASCII, or "http://" / "https://" authority then that (absolute-form, RFC 9112
+#                  3.2.2: read as its path)
 #   value        = visible ASCII, SP and HTAB; OWS = SP / HTAB
 # 400 bad_request: a line over MAX_LINE bytes or cut short, more than MAX_HEADERS headers, a name given twice, any
-# byte outside the grammar (>= 0x80, a control but HTAB), a Content-Length that is not 1..9 ASCII digits.
+# byte outside the grammar (>= 0x80, a control but HTAB), a Content-Length that is not 1..9 ASCII digits, an
+# HTTP/1.1 request without a Host header (RFC 9112 3.2: exactly one; a second is a name given twice).
 # 413 too_large: a Content-Length above the body limit. 411 length_required: any Transfer-Encoding (bodies are framed
-# by Content-Length only).
+# by Content-Length only), or 400 with a Content-Length beside it (RFC 9112 6.3: a framing error, not a length).
 MAX_LINE = 1024  # the board's connection loop reads lines up to this too (sentinel_fw.server)
 MAX_HEADERS = 32
 MAX_NAME = 64  # Prometheus sends X-Prometheus-Scrape-Timeout-Seconds (35) with every scrape
@@ -47,7 +49,6 @@ async def read(readline, max_body, headers):
         or line[b + 1 : b + 6] != b"HTTP/"
         or line[b + 7] != 46
         or not (48 <= line[b + 6] <= 57 and 48 <= line[b + 8] <= 57)
-        or line[a + 1] != 47
     ):
         raise bad
     for k in range(a + 1, b):
@@ -56,8 +57,16 @@ async def read(readline, max_body, headers):
     for k in range(a):
         if not 65 <= line[k] <= 90:
             raise bad
+    t = a + 1
+    if line[t] != 47:
+        k = line.find(b"://", t, b)
+        if k < 0 or line[t:k] not in (b"http", b"https"):
+            raise bad
+        t = line.find(b"/", k + 3, b)
+        if t < 0:
+            raise bad
     method = line[:a].decode()
-    target = line[a + 1 : b].decode()
+    target = line[t:b].decode()
     version = line[b + 1 : n].decode()
     seen = []
     length = 0
@@ -91,7 +100,11 @@ async def read(readline, max_body, headers):
             if not (0 < n - i < 10 and value.isdigit()):  # ASCII by now: isdigit() is 0-9 only
                 raise bad
             length = int(value)
+    if version == "HTTP/1.1" and "host" not in seen:
+        raise bad
     if "transfer-encoding" in seen:
+        if "content-length" in seen:
+            raise bad
         raise HeadError(411, "length_required", "Transfer-Encoding is not taken: send a Content-Length")
     if length > max_body:
         raise HeadError(413, "too_large", "body is %d bytes, at most %d" % (length, max_body))
