@@ -49,11 +49,17 @@ log = logging.getLogger("sentinel.gateway")
 MAX_HEAD = 16384
 IDLE_S = 60.0
 SWEEP_S = 0.5  # how often deadlines (head, body, idle, linger) are looked at
+SWEEP_BATCH = 128  # connections closed per turn of the loop for a deadline; the rest on the next turns
+SWEEP_AGAIN_S = 0.005
+TRIM_AFTER = 256  # connections held at once: when that many have gone (7 in 8), the heap is trimmed
 LINGER_S = 2.0  # after a closing answer: how long what the client still sends is read and dropped
 LINGER_MAX = 1 << 20  # ... and how much of it
 SHED_YOUNG_S = 0.1  # a connection this young is shed only when no older one can be
 EPISODE_S = 10.0  # sheds or timeouts this far apart are one episode (one log line when it starts, one when it ends)
 ACCEPT_PAUSE_S = 0.1  # accept() out of descriptors: how long to stop accepting before trying again
+# connections taken per turn of the loop, after the turn's reads: a connection is read once before a flood of new
+# ones can push it out at max_connections
+ACCEPT_BATCH = 64
 FD_HEADROOM = 64  # descriptors kept below RLIMIT_NOFILE beside the connections (state files, pipes, epoll, logs)
 DEFAULT_MAX_CONNECTIONS = 10_000  # with a limit far above it (a container's): the memory, not descriptors, bounds
 _OUT_OF_SOCKETS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -188,6 +194,24 @@ def listen(host, port, *, reuse_port=False) -> socket.socket:
     return s
 
 
+_TRIM = []
+
+
+def give_back_memory():
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing): after a flood of
+    connections, what they held is free but scattered, and stays in the process's RSS until trimmed."""
+    if not _TRIM:
+        try:
+            import ctypes  # noqa: PLC0415 - only once a flood has passed
+            import ctypes.util  # noqa: PLC0415
+
+            _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
+        except (OSError, AttributeError):  # not glibc
+            _TRIM.append(None)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
+
+
 def descriptor_room(terminals=0):
     """Connections the process can hold open: the soft RLIMIT_NOFILE less room for everything else it opens."""
     try:
@@ -259,10 +283,13 @@ class _Episode:
             log.warning(self.event, extra={"fields": fields})
 
     def check(self, now):
+        """True when an episode ends now."""
         if self.active and now - self.last >= EPISODE_S:
             self.active = False
             log.warning(self.event + "_ended", extra={"fields": {"count": self.in_episode}})
             self.in_episode = 0
+            return True
+        return False
 
 
 class _Conn:
@@ -428,13 +455,17 @@ class _Conn:
     # ---- the loop's events ------------------------------------------------------------------------------------
 
     def readable(self):
+        home = self.home
         try:
-            data = self.sock.recv(_RECV)  # the GIL is released for the syscall
+            # into the loop's one buffer (the GIL is released for the syscall), then copied at its size: no 64 KiB
+            # allocation per read, which a flood of them leaves scattered over the heap
+            n = self.sock.recv_into(home.rbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self.close()
             return
+        data = home.rview[:n].tobytes()
         if self.lingering:
             self.discarded += len(data)
             if not data or self.discarded > LINGER_MAX:
@@ -674,7 +705,7 @@ class _Conn:
         home = self.home
         if self.counted:
             home.uncount(self)
-        home.forget(self)
+        home.conns.pop(self.fd, None)  # (closing the socket takes it out of the epoll set)
         self.fd = -1
         self.out = None
         self.held = b""
@@ -706,6 +737,9 @@ class _Loop:
         self.max_partial = max_partial
         self.partial = 0  # body bytes incomplete requests hold (counted ones)
         self.partials = {}  # conns holding counted body bytes, in the order they began holding
+        self.peak = 0  # connections at most since memory was last given back
+        self.rbuf = bytearray(_RECV)  # what a connection's recv() fills
+        self.rview = memoryview(self.rbuf)
         self.shed = _Episode("connections_shed")
         self.head_timeouts = _Episode("request_head_timeouts")
         self.body_timeouts = _Episode("request_body_timeouts")
@@ -752,13 +786,6 @@ class _Loop:
 
     def call_later(self, delay, fn):
         self.timers.append((time.monotonic() + delay, fn))
-
-    def forget(self, conn):
-        self.conns.pop(conn.fd, None)
-        try:
-            self.poller.unregister(conn.fd)
-        except (OSError, KeyError, ValueError):
-            pass
 
     def count(self, conn):
         """conn's incomplete body grew: counted against max_partial_body_bytes; over it, the newest offender (the
@@ -812,7 +839,7 @@ class _Loop:
 
     def _accept(self):
         front = self.front
-        while True:
+        for _ in range(ACCEPT_BATCH):
             try:
                 s, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -878,6 +905,7 @@ class _Loop:
                 except InterruptedError:
                     continue
                 self.now = now = monotonic()
+                accept = False
                 for fd, ev in events:
                     c = conns.get(fd)
                     if c is not None:
@@ -886,13 +914,15 @@ class _Loop:
                         if ev & _OUT and c.fd >= 0:
                             c.writable()
                     elif fd == lfd:
-                        self._accept()
+                        accept = True  # after the reads: a connection closed here cannot meet its own stale event
                     elif fd == rfd:
                         try:
                             os.read(rfd, 4096)
                         except (BlockingIOError, InterruptedError):
                             pass
                         self._woken = False
+                if accept:
+                    self._accept()
                 while calls:
                     calls.popleft()()
                 if timers:
@@ -900,8 +930,7 @@ class _Loop:
                     while timers and timers[0][0] <= now:
                         timers.popleft()[1]()
                 if now >= sweep_at:
-                    sweep_at = now + SWEEP_S
-                    self._sweep(now)
+                    sweep_at = now + (SWEEP_S if self._sweep(now) else SWEEP_AGAIN_S)
         finally:
             for c in list(conns.values()):
                 c.close()
@@ -913,7 +942,10 @@ class _Loop:
                 os.close(self._wfd)
 
     def _sweep(self, now):
+        """Connections past a deadline are closed (408 first where a request is cut short), at most SWEEP_BATCH
+        per turn so that a thousand expiring together do not hold up a request meanwhile. True: all done."""
         cfg = self.front
+        done = 0
         head_limit = now - cfg.head_timeout_s
         body_limit = now - cfg.body_timeout_s
         idle_limit = now - IDLE_S
@@ -921,6 +953,9 @@ class _Loop:
         for c in list(self.conns.values()):
             if c.fd < 0:
                 continue
+            if done >= SWEEP_BATCH:
+                return False
+            done += 1
             if c.lingering:
                 if c.since < linger_limit:
                     c.close()
@@ -932,8 +967,18 @@ class _Loop:
                 c.expire(408, "timeout", "the request body did not arrive within %g s" % cfg.body_timeout_s)
             elif c.last < idle_limit and not c.slots and not c.inq:
                 c.close()
+            else:
+                done -= 1
+        ended = False
         for ep in (self.shed, self.head_timeouts, self.body_timeouts, self.partial_refused):
-            ep.check(now)
+            ended = ep.check(now) or ended
+        n = len(self.conns)
+        if n > self.peak:
+            self.peak = n
+        elif ended or (self.peak >= TRIM_AFTER and n <= self.peak // 8):
+            self.peak = n
+            give_back_memory()
+        return True
 
 
 class IngestFront:
