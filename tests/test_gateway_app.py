@@ -1,5 +1,5 @@
-"""The gateway over its HTTP front on loopback (tests/gateway_front.py) with fake terminal clients: validation, debounce, Alertmanager mapping,
-routing, /healthz and /metrics, retries and deadlines."""
+"""The gateway over its HTTP front on loopback (tests/gateway_front.py) with fake terminal clients: validation,
+debounce, Alertmanager mapping, routing, /healthz and /metrics, retries and deadlines."""
 
 import json
 import os

@@ -589,8 +589,9 @@ def _shrink_server_sndbuf(f, client):
 
 def test_many_clients_each_get_their_own_answers_in_order(front):
     """40 clients at once, each pipelining its own events and every seventh a /metrics (several KB), some reading
-    slowly through a tiny receive buffer (so answers wait in the loop), some resetting half-way: every client that reads to the end gets exactly one answer per request, in its order (each
-    event's answer names its own request's rack)."""
+    slowly through a tiny receive buffer (so answers wait in the loop), some resetting half-way: every client that
+    reads to the end gets exactly one answer per request, in its order (each event's answer names its own request's
+    rack)."""
     import random
 
     f, gw, fake, _ = front
