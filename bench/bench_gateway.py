@@ -1,19 +1,21 @@
 """The alarm storm of issue 6 against the real gateway service and a slow terminal, then memory under 100,000
 distinct keys that age out.
 
-Phase 1 (storm): `sentinel-gateway` runs as its own process (waitress, persisted queue, default grouping and rate
-limit) in front of a terminal that takes 1 s per request (the core's Receiver behind http.server, like a board that
+Phase 1 (storm): `sentinel-gateway` runs as its own process (its HTTP front, persisted queue, default grouping and
+rate limit) in front of a terminal that takes 1 s per request (the core's Receiver behind http.server, like a board that
 is speaking). A 1,000-node x 8-GPU cluster reports a switch failure: 8,000 events within about a second across 125
 racks, every GPU of a node repeating its node's fault, in the probes' own body format. The headline run sends what
 the probes send: a node's findings of one sampling round as one JSON array (host_client/probes/sender.py batches
-what is queued together). The secondary run sends one event per request (an RFC-era probe, or batch_max = 1), next
-to the floor waitress alone sets for those requests. Printed: ingest time, first P0 latency to the terminal,
+what is queued together). The secondary run sends one event per request (an RFC-era probe, or batch_max = 1).
+`--b-root DIR` runs the headline storm again on another checkout's gateway (e.g. the main branch), in the same run:
+an A/B of the batched path. Printed: ingest time, first P0 latency to the terminal,
 requests the terminal received, the accounting of every event, the gateway's RSS before / peak (VmHWM) / after.
 
 Phase 2 (memory): the gateway in-process under tracemalloc with a manual clock: 100,000 distinct keys, then the
 clock moves past every window (debounce, grouping, recovery tracking) and one more event prunes.
 
-Run: .venv/bin/python bench/bench_gateway.py  [--quick]   (targets: ingest < 2 s, first P0 < 100 ms)
+Run: .venv/bin/python bench/bench_gateway.py  [--quick] [--b-root /work/main]   (targets: ingest < 2 s, first P0
+< 100 ms)
 """
 
 import gc
@@ -43,7 +45,6 @@ from sentinel_core.receiver import Receiver  # noqa: E402
 
 SECRET = "bench-secret-" + "x" * 20
 NODES, GPUS, RACKS = 1000, 8, 125
-GW_THREADS = int(os.environ.get("BENCH_GW_THREADS", "4"))
 
 
 def free_port():
@@ -216,8 +217,8 @@ def metric(text, name, **labels):
     return int(total)
 
 
-def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
-    server, _, loops = server.partition("/")  # "epoll/2": the epoll front with 2 event loops
+def phase_storm(mode="event", procs=2, threads=8, server="epoll", root=ROOT):
+    server, _, loops = server.partition("/")  # "epoll/2": the front with 2 event loops
     term = SlowTerminal(1.0)
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()
@@ -225,18 +226,20 @@ def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
     with open(cfg, "w") as f:
         state = "" if os.environ.get("BENCH_NO_STATE") else 'state_dir = "%s"\n' % os.path.join(tmp, "state")
         f.write(
-            '[gateway]\nhost = "127.0.0.1"\nport = %d\n%sthreads = %d\nserver = "%s"\n%s\n'
+            '[gateway]\nhost = "127.0.0.1"\nport = %d\n%sserver = "%s"\n%s\n'
             '[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-            % (port, state, GW_THREADS, server, "io_loops = %d\n" % int(loops) if loops else "", term.url)
+            % (port, state, server, "io_loops = %d\n" % int(loops) if loops else "", term.url)
         )
     env = dict(
-        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware", "lib")])
+        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "firmware", "lib")])
     )
+    py = os.path.join(root, ".venv", "bin", "python")
+    py = py if root != ROOT and os.path.exists(py) else sys.executable
     log_path = os.path.join(tmp, "gateway.log")
     log_file = open(log_path, "wb")  # never a pipe nobody reads: a full pipe would block the gateway's logging
     gw = subprocess.Popen(
-        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
-        cwd=ROOT,
+        [py, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
+        cwd=root,
         env=env,
         stderr=log_file,
     )
@@ -323,8 +326,20 @@ def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
         else "HEADLINE, as the probes send it (one JSON array per node per sampling round)"
     )
     print(
-        "[%s front] storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d "
-        "connections" % (server, what, sent, NODES, GPUS, RACKS, len(payloads), procs, threads)
+        "[%s front%s] storm, %s: %d events (%d nodes x %d GPUs, %d racks) in %d requests from %d processes x %d "
+        "connections"
+        % (
+            server,
+            "" if root == ROOT else ", at " + root,
+            what,
+            sent,
+            NODES,
+            GPUS,
+            RACKS,
+            len(payloads),
+            procs,
+            threads,
+        )
     )
     print(
         "  ingest time (first send -> last answer) %.3f s  (%.0f events/s)   target < 2 s   %s"
@@ -376,55 +391,6 @@ def phase_storm(mode="event", procs=2, threads=8, server="epoll"):
     )
     term.server.shutdown()
     return ok
-
-
-def _trivial_app(environ, start_response):
-    n = int(environ.get("CONTENT_LENGTH") or 0)
-    environ["wsgi.input"].read(n)
-    out = b'{"ok":true}'
-    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(out)))])
-    return [out]
-
-
-def _serve_trivial(port):
-    import logging
-
-    import waitress
-
-    logging.getLogger("waitress").setLevel(logging.ERROR)
-    waitress.serve(_trivial_app, host="127.0.0.1", port=port, threads=GW_THREADS, _quiet=True)
-
-
-def phase_floor(procs=2, threads=8):
-    """The same 8,000 requests against a WSGI app that does nothing, under the same waitress: the floor that
-    HTTP parsing and waitress's dispatch set on this machine, whatever the gateway does."""
-    ctx = multiprocessing.get_context("fork")
-    port = free_port()
-    srv = ctx.Process(target=_serve_trivial, args=(port,))
-    srv.start()
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    flat, _ = storm_events()
-    q = ctx.Queue()
-    t0 = time.time() + 0.3
-    ps = [ctx.Process(target=_sender, args=(port, flat[i::procs], t0, threads, q)) for i in range(procs)]
-    c0 = cpu_s(srv.pid)
-    for p in ps:
-        p.start()
-    te = max(q.get()[1] for _ in ps)
-    for p in ps:
-        p.join()
-    cpu = cpu_s(srv.pid) - c0
-    srv.terminate()
-    srv.join(5)
-    print(
-        "floor: the same 8000 requests to a do-nothing WSGI app under waitress: %.3f s, server CPU %.2f s "
-        "(%.0f us per request)" % (te - t0, cpu, cpu * 1e6 / len(flat))
-    )
 
 
 class _Clock:
@@ -524,11 +490,12 @@ def phase_memory(n=100_000):
 
 def main(argv):
     quick = "--quick" in argv
+    b_root = argv[argv.index("--b-root") + 1] if "--b-root" in argv else None
     ok = phase_storm("node")
     print()
-    ok = phase_storm("node", server="waitress") and ok  # the batched path, on the previous front
-    print()
-    phase_floor()
+    if b_root:
+        phase_storm("node", root=os.path.abspath(b_root))  # the batched path, as the other checkout has it
+        print()
     ok = phase_storm("event") and ok
     print()
     phase_memory(20_000 if quick else 100_000)

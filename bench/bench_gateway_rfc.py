@@ -5,11 +5,9 @@ The RFC's gateway is its Go code from the RFC document in ../shared/seeds (from 
 `main()`), extracted at run time and never kept in this repository; only its two addresses are changed (the
 terminal's IP and the listen address, both to loopback ports), then it is built with Debian's golang-go
 (`GOTOOLCHAIN=local`, `GOPROXY=off`: nothing is downloaded). Ours is `sentinel-gateway` with its defaults
-(grouping, rate limit, persisted queue) on the server its config names; `--servers` (default
-`epoll,epoll:loop,epoll/2`; `waitress` also taken) compares ours on each HTTP front: "epoll" is the default (one
-event loop, its answers sent by the native sender, host_client/gateway/_nativesend.c), "epoll:loop" the same front
-with the loop's own thread sending (gateway.native_send = false: what runs where the extension is not built), and
-"epoll/2" two event loops instead of one.
+(grouping, rate limit, persisted queue); `--servers` (default `epoll,epoll/2`) compares one event loop (the
+default) with two (gateway.io_loops = 2). `--b-root DIR` adds ours as another checkout has it (e.g. the main branch:
+a same-run A/B), run with DIR/.venv/bin/python where there is one.
 
 The storm: `wrk -t1 -c16 -d<D>s --latency` with one Lua script (written here, used for both): one RFC body per
 request, node after node of a 12,500-node cluster, each node's 8 GPUs in turn (so 1 in 8 requests is news to the
@@ -21,19 +19,12 @@ accepted: for the RFC's gateway one alarm per incident; ours carries a storm's i
 counts each incident the alarm that carries it reached the terminal. After wrk stops each gateway gets the same
 drain time (its queue empty, or the terminal idle 5 s, at most --drain seconds).
 
-Last figures (this 2-core machine, nothing else running; one run of 3 rounds at 857f5ad; the table is in
-docs/GATEWAY.md):
-
-    ours (the default: one loop, the native sender) / the RFC's Go gateway, per round: events/s 1.23 / 1.48 / 1.27x
-    (median 1.27x), peak RSS 0.16x, p99 0.17-0.33x; loss 0 % (the Go gateway's 99.7 %).
-    Absolute: 19.3-22.3k vs 15.1-16.9k events/s, 42.4-42.7 vs 261-265 MB, CPU 52-55 vs 80-90 us per request.
-    The loop's own sends (epoll:loop): 1.11-1.25x (median 1.12x). Two loops (epoll/2): 1.10-1.17x, p99 11 ms.
-    The round before (one loop sending, the pipeline before issue 12's last round): 0.74-0.86x. Both targets met.
+The figures, and the machine they were taken on, are in docs/GATEWAY.md ("Per request, beside the RFC's gateway").
 
 "CPU us" is each gateway process's CPU time (user + system, /proc/<pid>/stat) over the wrk run, per request.
 
 Run:   .venv/bin/python bench/bench_gateway_rfc.py [--duration 10] [--drain 90] [--rounds 3]
-                                                    [--servers epoll,epoll:loop,epoll/2,waitress]
+                                                    [--servers epoll,epoll/2] [--b-root /work/main]
 """
 
 from __future__ import annotations
@@ -327,31 +318,25 @@ def bench_rfc(rfc, script, args):
         term.close()
 
 
-def bench_ours(workdir, script, args, server):
+def bench_ours(workdir, script, args, server, root=ROOT):
     term = BoardTerminal({"bench": SECRET})
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
     cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-").replace(":", "-"))
-    spec, _, sender = server.partition(":")  # "epoll:loop": answers sent by the loop (no native sender)
-    front, _, loops = spec.partition("/")  # "epoll/2": the epoll front with 2 event loops
+    front, _, loops = server.partition("/")  # "epoll/2": 2 event loops
     with open(cfg, "w") as f:
         f.write(
             '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\nserver = "%s"\nlog_format = "json"\n'
-            '%s%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
-            % (
-                port,
-                state,
-                front,
-                "io_loops = %d\n" % int(loops) if loops else "",
-                "native_send = false\n" if sender == "loop" else "",
-                term.url,
-            )
+            '%s[terminals.room]\nurl = "%s"\nkey_id = "bench"\nsecret_env = "BENCH_SECRET"\n'
+            % (port, state, front, "io_loops = %d\n" % int(loops) if loops else "", term.url)
         )
     env = dict(
-        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "firmware", "lib")])
+        os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "firmware", "lib")])
     )
+    py = os.path.join(root, ".venv", "bin", "python")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-level", "warning"],
+        [py if root != ROOT and os.path.exists(py) else sys.executable, "-m", "host_client.gateway.cli", "-c", cfg]
+        + ["--log-level", "warning"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -374,7 +359,7 @@ def bench_ours(workdir, script, args, server):
         sent = fate(m, "alone") + fate(m, "folded") + fate(m, "attached")
         delivered = fate(m, "delivered") + fate(m, "attached")
         return {
-            "name": "ours (sentinel-gateway, %s)" % server,
+            "name": "ours (%s)" % server if root == ROOT else "ours at %s (%s)" % (root, server),
             "wrk": w,
             "rss_kb": peak,
             "sent": sent,
@@ -396,7 +381,8 @@ def main(argv):
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--drain", type=float, default=90)
     p.add_argument("--connections", type=int, default=16)
-    p.add_argument("--servers", default="epoll,epoll:loop,epoll/2")
+    p.add_argument("--servers", default="epoll,epoll/2")
+    p.add_argument("--b-root", help="another checkout of this repository: its gateway runs too (an A/B)")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if not shutil.which("wrk"):
@@ -414,6 +400,8 @@ def main(argv):
             rows = [bench_rfc(rfc, script, args)]
             for server in args.servers.split(","):
                 rows.append(bench_ours(workdir, script, args, server.strip()))
+            if args.b_root:
+                rows.append(bench_ours(workdir, script, args, "epoll", root=os.path.abspath(args.b_root)))
             rounds.append(rows)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
