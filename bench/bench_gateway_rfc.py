@@ -224,11 +224,15 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_port(port, proc, timeout=20):
+def wait_port(port, proc, timeout=20, log=None):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
-            raise SystemExit("server exited with %s" % proc.returncode)
+            tail = ""
+            if log:
+                with open(log, encoding="utf-8", errors="replace") as f:
+                    tail = ": " + f.read()[-2000:]
+            raise SystemExit("server exited with %s%s" % (proc.returncode, tail))
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             return
@@ -334,16 +338,18 @@ def bench_ours(workdir, script, args, server, root=ROOT):
         os.environ, BENCH_SECRET=SECRET, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "firmware", "lib")])
     )
     py = os.path.join(root, ".venv", "bin", "python")
+    log = cfg + ".log"
     proc = subprocess.Popen(
         [py if root != ROOT and os.path.exists(py) else sys.executable, "-m", "host_client.gateway.cli", "-c", cfg]
         + ["--log-level", "warning"],
         env=env,
+        cwd=root,  # python -m puts the working directory first on sys.path
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=open(log, "wb"),  # noqa: SIM115 - the child holds it; read on failure
     )
     url = "http://127.0.0.1:%d" % port
     try:
-        wait_port(port, proc)
+        wait_port(port, proc, log=log)
         rss = RssSampler(proc.pid)
         cpu0 = cpu_s(proc.pid)
         w = run_wrk(port, script, args.duration, args.connections)

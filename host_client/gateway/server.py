@@ -166,6 +166,9 @@ def _head(status, ctype, n, *, close=False, extra=b""):
     )
 
 
+_METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
+
+
 class _Refusal(Exception):
     """Raised from a parser callback: the request is answered (status, code, message) and the connection closed."""
 
@@ -316,10 +319,10 @@ class _Conn:
         "discarded",
         "mask",
         "served",
-        "head_bytes",
         "head_fed",
         "url",
         "hosts",
+        "connection",
         "auth",
         "expect",
         "length",
@@ -356,10 +359,10 @@ class _Conn:
         self._reset()
 
     def _reset(self):
-        self.head_bytes = 0  # of the head's parts llhttp has reported
-        self.head_fed = 0  # fed to the parser while a head was in progress, before and after (a part still open)
+        self.head_fed = 0  # fed to the parser while a head was in progress
         self.url = b""
         self.hosts = 0
+        self.connection = False
         self.auth = None
         self.expect = False
         self.length = -1
@@ -369,55 +372,53 @@ class _Conn:
 
     # ---- llhttp's callbacks (inside feed_data) ----------------------------------------------------------------
 
-    def on_message_begin(self):
-        self.phase = _HEAD
-        self.since = self.home.now
-        self._reset()
-
     def on_url(self, url):
         self.url += url
-        self.head_bytes += len(url)
-        if self.head_bytes > MAX_HEAD:
-            self._head_too_large()
 
     def on_header(self, name, value):
-        self.head_bytes += len(name) + len(value) + 4
-        if self.head_bytes > MAX_HEAD:
-            self._head_too_large()
-        n = name.lower()
-        if n == b"host":
-            self.hosts += 1
-        elif n == b"content-length":
-            self.length = int(value)  # llhttp has checked it: digits, one value, no Transfer-Encoding beside it
-        elif n == b"authorization":
-            self.auth = value.decode("latin-1").strip()
-        elif n == b"expect":
+        n = len(name)  # the four names read here, told apart by length before they are compared
+        if n == 4:
+            if name.lower() == b"host":
+                self.hosts += 1
+        elif n == 14:
+            if name.lower() == b"content-length":
+                self.length = int(value)  # llhttp has checked it: digits, one value, no Transfer-Encoding beside it
+        elif n == 13:
+            if name.lower() == b"authorization":
+                self.auth = value.decode("latin-1").strip()
+        elif n == 10:
+            if name.lower() == b"connection":
+                self.connection = True
+        elif n == 6 and name.lower() == b"expect":
             self.expect = value.strip().lower() == b"100-continue"
 
     def on_headers_complete(self):
         self.phase = _BODY
         self.since = self.home.now
         p = self.parser
-        version = p.get_http_version()
-        if version not in ("1.1", "1.0"):
-            raise _Refusal(505, "http_version", "HTTP/1.0 and HTTP/1.1 only")
-        if self.hosts > 1 or (self.hosts == 0 and version == "1.1"):
+        # llhttp takes versions 0.9, 1.0, 1.1, 2.0 and 3.0, and keeps a connection alive without a Connection header
+        # for 1.1 only: then the version is known without get_http_version(), which formats a string
+        version = "1.1" if p.should_keep_alive() and not self.connection else p.get_http_version()
+        if version != "1.1":
+            if version != "1.0":
+                raise _Refusal(505, "http_version", "HTTP/1.0 and HTTP/1.1 only")
+            if self.hosts > 1:
+                raise _Refusal(400, "bad_request", "more than one Host header (RFC 9112 3.2)")
+            self.expect = False  # no 1xx to an HTTP/1.0 client (RFC 9110 10.1.1)
+        elif self.hosts != 1:
             raise _Refusal(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header (RFC 9112 3.2)")
         url = self.url
         if url[:1] == b"/":
-            q = url.find(b"?")
-            path = url if q < 0 else url[:q]
+            path = url if b"?" not in url else url[: url.find(b"?")]
         else:  # absolute-form (RFC 9112 3.2.2), or "*"
             try:
                 path = httptools.parse_url(url).path or b"/"
             except httptools.HttpParserInvalidURLError:
                 raise _Refusal(400, "bad_request", "malformed request target") from None
         self.path = path.decode("latin-1")
-        self.method = p.get_method().decode("latin-1")
-        if version == "1.0":
-            self.expect = False  # no 1xx to an HTTP/1.0 client (RFC 9110 10.1.1)
-        front = self.front
-        if self.length > front.max_body:
+        m = p.get_method()
+        self.method = _METHODS.get(m) or m.decode("latin-1")
+        if self.length > self.front.max_body:
             self._too_large()
         self.body = []
 
@@ -429,15 +430,38 @@ class _Conn:
 
     def on_message_complete(self):
         body = self.body
-        data = b"".join(body) if len(body) != 1 else body[0]
+        data = body[0] if len(body) == 1 else b"".join(body)
         if self.counted:
             self.home.uncount(self)
         self.phase = _IDLE
         self.since = self.home.now
-        keep = self.parser.should_keep_alive()
-        self.inq.append((self.method, self.path, data, not keep, self.auth))
-        if not keep:
+        # what on_message_begin would reset, for the next request (a callback fewer per request)
+        self.head_fed = 0
+        self.url = b""
+        self.hosts = 0
+        self.connection = False
+        auth = self.auth
+        self.auth = None
+        self.expect = False
+        self.length = -1
+        self.nbody = 0
+        self.continued = False
+        close = not self.parser.should_keep_alive()
+        if close:
             self.reading = False  # nothing after a request that ends the connection is read
+        inq = self.inq
+        out = self.out
+        if (
+            inq
+            or self.closing
+            or self.fd < 0
+            or (out is not None and len(out) > _WINDOW)
+            or len(self.slots) > _MAX_WAITING
+        ):
+            inq.append((self.method, self.path, data, close, auth))  # answered in turn (_pump)
+        else:  # the usual case, handled at once
+            self.served += 1
+            self.front.handle(self, self.method, self.path, data, close, auth)
 
     @staticmethod
     def _head_too_large():
@@ -481,11 +505,24 @@ class _Conn:
                 self.home.uncount(self)
             self._pump()
             return
-        self.last = self.home.now
+        self.last = home.now
         if not self.reading:
             return  # after a request that ends the connection: dropped
-        self.held = self.held + data if self.held else data
-        self._pump()
+        if self.phase < _HEAD:  # a request begins: its head's deadline runs from here
+            self.phase = _HEAD
+            self.since = home.now
+        if self.held or n > _FEED or self.inq or self.lingering:
+            self.held = self.held + data if self.held else data
+            self._pump()
+            return
+        # the usual case: one piece, fed at once, its requests handled inside (on_message_complete)
+        self._feed(data)
+        if self.fd >= 0:
+            if self.out is None and not self.inq and not self.slots and self.reading and not self.closing:
+                if self.mask != _IN:
+                    self._watch()
+            else:
+                self._pump()
 
     def writable(self):
         out = self.out
@@ -525,7 +562,7 @@ class _Conn:
                     self._refused(path)
                 else:
                     self.served += 1
-                    self.front.handle(self, method=method, path=path, body=body, close=close, auth=auth)
+                    self.front.handle(self, method, path, body, close, auth)
                 if self.fd < 0:
                     return
             if inq or self.closing or not self.held or not self.reading or self._full():
@@ -563,6 +600,10 @@ class _Conn:
             if isinstance(e.__context__, _Refusal):  # raised in a callback: httptools wraps it
                 self._refuse(e.__context__)
                 return
+            if isinstance(e, httptools.HttpParserCallbackError):  # a bug of ours in a handler: not the client's
+                log.error("request_handler_failed", exc_info=e.__context__)
+                self.close()
+                return
             if not self.reading:  # bytes after a request that ended the connection: not read, not answered
                 self.held = b""
                 return
@@ -570,13 +611,16 @@ class _Conn:
             return
         phase = self.phase
         if phase == _HEAD:
-            if was == _HEAD:  # all of it was head (a head may begin anywhere in the first piece: not counted)
+            # a head still in progress after a piece: all of that piece was head when the head was in progress
+            # before it (or began with it: readable() marks that). A head that ends inside a piece is at most that
+            # piece (_FEED), so a head is refused at MAX_HEAD, or by MAX_HEAD + _FEED when it began mid-piece.
+            if was == _HEAD:
                 self.head_fed += len(data)
-                if self.head_fed > MAX_HEAD:
-                    try:
-                        self._head_too_large()
-                    except _Refusal as r:
-                        self._refuse(r)
+            if self.head_fed >= MAX_HEAD:
+                try:
+                    self._head_too_large()
+                except _Refusal as r:
+                    self._refuse(r)
         elif phase == _BODY:
             if self.expect and not self.continued and not self.inq and not self.held:
                 self.continued = True
@@ -612,7 +656,15 @@ class _Conn:
     def answer(self, status, payload, *, close=False, ctype=_JSON, extra=b""):
         if self.closing:
             return
-        self._emit(self._encode(status, payload, close, ctype, extra), close)
+        if status == 200 and not close and not extra and ctype is _JSON and type(payload) is not bytes:
+            out = _encode_answer(payload).encode("utf-8", "backslashreplace")
+            data = _JSON_200 % (len(out), out)
+        else:
+            data = self._encode(status, payload, close, ctype, extra)
+        if self.slots:  # an earlier answer waits for the disk: this one waits behind it
+            self.slots.append([data, close])
+        else:
+            self._write(data, close)
 
     def reserve(self):
         """A place for an answer that comes later (the disk): answers after it wait behind it."""
@@ -666,6 +718,9 @@ class _Conn:
 
     def _watch(self):
         """Wait for what the connection needs: to read (unless it has enough to do), to write (while answers wait)."""
+        if self.mask == _IN and self.out is None and self.reading and not self.held and not self.inq:
+            if len(self.slots) <= _MAX_WAITING:
+                return  # the usual case: reading, nothing queued
         want = 0
         if self.lingering or (self.reading and not self.held and not self.inq and not self._full()):
             want = _IN
@@ -1048,7 +1103,7 @@ class IngestFront:
 
     # ---- requests -----------------------------------------------------------------------------------------
 
-    def handle(self, conn, *, method, path, body, close, auth=None):
+    def handle(self, conn, method, path, body, close, auth=None):
         h = self.ingest.get(path)
         if h is not None:
             if method != "POST":
