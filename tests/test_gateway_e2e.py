@@ -1,4 +1,4 @@
-"""End to end over loopback: HTTP into the gateway (its HTTP front), signed HTTP out to the emulator (waitress, the
+"""End to end over loopback: HTTP into the gateway (its HTTP front), signed HTTP out to the emulator (its own front, the
 core's Receiver and state machine). Each event type arrives; an outage loses nothing and repeats nothing; a gateway
 restart loses no undelivered P0."""
 

@@ -1,5 +1,5 @@
 """Issue 7's latency acceptance end to end on loopback: probe daemon -> gateway (its HTTP front) -> signed HTTP ->
-emulator (waitress, the core's Receiver and state machine). Times are taken at the emulator's /api/v1/status."""
+emulator (its own front, the core's Receiver and state machine). Times are taken at the emulator's /api/v1/status."""
 
 import time
 
