@@ -1,6 +1,7 @@
-"""The probe's pure parts against the failures that end a job: the restarted job clears its stall at once, the forms
-already claimed in all their shapes (nvidia-smi's "GPU<n>: <bus>" row, MIG Xid lines), the dump-signal line folded into the rank's own
-timeout, and one event per (log, rank) for a job-killing failure however many lines it prints."""
+"""The probe's pure parts against the failures that end a job: the restarted job clears its stall at once, the
+forms already claimed in all their shapes (nvidia-smi's "GPU<n>: <bus>" row, MIG Xid lines), the dump-signal line
+folded into the rank's own timeout, and one event per (log, rank) for a job-killing failure however many lines it
+prints."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
