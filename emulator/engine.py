@@ -21,12 +21,12 @@ from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.button import Button
 from sentinel_core.keyring import KeyRing
 from sentinel_core.layout import Layout
+from sentinel_core.live_settings import RESTART_KEYS as CORE_RESTART_KEYS
+from sentinel_core.live_settings import apply_live
 from sentinel_core.quiet import format_hhmm
 from sentinel_core.receiver import Receiver
 from sentinel_core.render import Renderer
 from sentinel_core.shell import COMPLETED, CUT, SAY, STOP, ShellGlue
-from sentinel_core.terminal_config import RESTART_KEYS as CORE_RESTART_KEYS
-from sentinel_core.terminal_config import apply_live
 
 ANSWER_TIMEOUT_S = 2.0
 FRAMES_KEPT = 120
@@ -253,7 +253,7 @@ class Engine:
         return p.result
 
     def reload(self, cfg):
-        """Give the running terminal cfg's live settings (sentinel_core.terminal_config.LIVE); ValueError (nothing
+        """Give the running terminal cfg's live settings (sentinel_core.live_settings.LIVE); ValueError (nothing
         changed) on a bad one. Returns a line saying what is in force and which changed keys need a restart."""
         term_cfg = terminal_settings(cfg, self.clock())
         quiet = self.call(lambda t, now: apply_live(t, term_cfg))

@@ -69,8 +69,8 @@ def test_bad_offsets_are_refused():
 
 def test_live_settings_reach_a_running_terminal_and_a_bad_one_changes_nothing():
     # the emulator's SIGHUP: quiet hours and the mute change on the running terminal, its queue and health stay
+    from sentinel_core.live_settings import apply_live
     from sentinel_core.terminal import Terminal
-    from sentinel_core.terminal_config import apply_live
 
     t = Terminal({"quiet_start": "22:00", "quiet_end": "08:00", "utc_offset_min": 0})
     queue, health = t.queue, t.health
