@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from host_client.backoff import backoff_delay
 from host_client.config import Target, resolve
 from host_client.errors import AuthError, ConfigError, RefusedError, SentinelError, ServerError, TransportError
 from host_client.transport import HTTPTransport, Transport
@@ -197,8 +197,7 @@ class AlarmClient:
             raise RefusedError(req.url, r.status, code, message)
 
     def _pause(self, attempt, retry_after, error):
-        # Exponential back-off with full jitter, so a room of senders does not retry in lock step.
-        delay = random.uniform(0, min(self.backoff_max, self.backoff * (2 ** (attempt - 1))))
+        delay = backoff_delay(attempt, self.backoff, self.backoff_max)
         if retry_after:
             try:
                 delay = max(delay, min(float(retry_after), self.backoff_max))

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import re
 import threading
 import time
 
+from host_client.backoff import backoff_delay
 from host_client.errors import RefusedError, SentinelError
 from host_client.transport import HTTPTransport, Response
 from sentinel_core.alarm import LEVEL_NAMES, preset
@@ -431,8 +431,7 @@ class Worker(_LaneThread):
                 was_up = lane.up
                 lane.up = False
                 self._failures += 1
-                delay = min(self.backoff_max, self.backoff_initial * (2 ** min(self._failures - 1, 20)))
-                delay = delay * (0.5 + random.random() / 2)
+                delay = backoff_delay(self._failures, self.backoff_initial, self.backoff_max)
             self.last_error = type(e).__name__
             if was_up is not False:
                 self.log("terminal_unreachable", terminal=lane.name, url=self.client.url, error=str(e))

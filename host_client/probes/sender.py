@@ -16,12 +16,13 @@ critical ones, NCCL_TIMEOUT / XID_FATAL / PROGRESS_STALL, only when nothing else
 
 import json
 import logging
-import random
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import deque
+
+from host_client.backoff import backoff_delay
 
 from . import events
 
@@ -162,7 +163,7 @@ class Sender:
         return batch
 
     def _run(self):
-        delay = self.backoff_min_s
+        failures = 0  # in a row, since the gateway last answered for good
         while True:
             with self._cv:
                 while not self._q and not self._stop:
@@ -200,17 +201,17 @@ class Sender:
                     self._solo = len(batch)
                     continue
                 self._done(batch, status, err, body)
-                delay = self.backoff_min_s
+                failures = 0
                 continue
             self.failures += 1
+            failures += 1
             if self.last_error != err:
                 log.warning("gateway unreachable (%s); %d event(s) queued, retrying", err, self.pending())
             self.last_error = err
             with self._cv:
                 if self._stop:
                     return
-                self._cv.wait(delay * (0.5 + random.random() / 2))
-            delay = min(delay * 2, self.backoff_max_s)
+                self._cv.wait(backoff_delay(failures, self.backoff_min_s, self.backoff_max_s))
 
     def _done(self, batch, status, err, body):
         """The gateway answered this request for good (2xx, or a 4xx that retrying cannot change)."""
