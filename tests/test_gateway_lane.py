@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from host_client.gateway.delivery import PendingStore, to_alarm, wire_key
 from host_client.gateway.events import parse_event, phrase
 from host_client.gateway.incident import Incident
 from host_client.gateway.lane import Lane, RateLimit
+from host_client.gateway.persist import PendingStore
+from host_client.gateway.wire import to_alarm, wire_key
 from sentinel_core.alarm import NORMAL, P0, P1
 from sentinel_core.validate import parse_alarm
 

@@ -15,7 +15,7 @@ from host_client.errors import SentinelError
 from host_client.transport import listen_error
 
 from .config import ConfigError, load_config
-from .service import JsonFormatter, TextFormatter
+from .logs import JsonFormatter, TextFormatter
 
 DEFAULT_CONFIG = "/etc/sentinel/gateway.toml"
 EXIT_OK, EXIT_CONFIG, EXIT_CANNOT_START = 0, 2, 3

@@ -1,13 +1,13 @@
 """The gateway service: events in -> debounce -> route -> per-terminal lanes -> delivery workers.
 
-Independent of HTTP (server.py is the front before it), so tests and the bench can drive it directly.
+Independent of HTTP (server.py is the front before it), so tests and the bench can drive it directly. Its log is
+logs.py's, its /metrics page metrics.py's; a lane's threads are persist.py's and delivery.py's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import os
 import threading
@@ -19,60 +19,21 @@ from sentinel_core.alarm import LEVEL_NAMES
 
 from .alertmanager import parse_webhook
 from .debounce import Debouncer
-from .delivery import PendingStore, Persister, RfcCompatTransport, Worker
+from .delivery import Worker
 from .events import EVENT_TYPES, OTHER_TYPE, EventError, parse_event, phrase, severity
 from .incident import gpu_incident
 from .lane import Lane
+from .logs import lane_log, log_event, worker_log
+from .metrics import metrics_text
+from .persist import PendingStore, Persister
 from .resolved import ResolvedMemory
-from .stats import LATENCY_BUCKETS
+from .wire import RfcCompatTransport
 
-logger = logging.getLogger("sentinel.gateway")
 MAX_BATCH = 1000
 _PHRASES: dict = {}  # event type -> its (zh, en) summary phrase
 # the events_in / suppressed counters' key of a GPU event, by its type: ("gpu_event", metric type)
 _GPU_COUNT_KEYS = {t: ("gpu_event", t) for t in EVENT_TYPES}
 _GPU_COUNT_OTHER = ("gpu_event", OTHER_TYPE)
-
-
-def log_event(event: str, severity: int = logging.INFO, /, **fields) -> None:
-    """One structured record: the event name plus fields; the formatter renders JSON or text."""
-    if logger.isEnabledFor(severity):
-        logger.log(severity, event, extra={"fields": fields})
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record):
-        d = {"ts": round(record.created, 3), "severity": record.levelname.lower(), "event": record.getMessage()}
-        d.update(getattr(record, "fields", {}) or {})
-        if record.exc_info:
-            d["exc"] = self.formatException(record.exc_info)
-        return json.dumps(d, ensure_ascii=False, default=str)
-
-
-class TextFormatter(logging.Formatter):
-    def format(self, record):
-        f = getattr(record, "fields", {}) or {}
-        tail = " ".join("%s=%s" % (k, json.dumps(v, ensure_ascii=False, default=str)) for k, v in f.items())
-        return "%s %s %s %s" % (self.formatTime(record), record.levelname, record.getMessage(), tail)
-
-
-def _lane_log(event, **fields):
-    log_event(event, logging.WARNING if event in ("alarm_dropped", "alarm_undeliverable") else logging.INFO, **fields)
-
-
-_ERRORS = frozenset(("alarm_dead_letter", "persist_failed", "dead_letter_unsaved", "worker_error"))
-_WARNINGS = frozenset(("terminal_unreachable", "alarm_refused", "heartbeat_failed"))
-
-
-def _worker_log(event, **fields):
-    lvl = (
-        logging.ERROR
-        if event in _ERRORS
-        else logging.WARNING
-        if event in _WARNINGS
-        else (logging.DEBUG if event == "delivery_retry" else logging.INFO)
-    )
-    log_event(event, lvl, **fields)
 
 
 class Gateway:
@@ -121,7 +82,7 @@ class Gateway:
                 max_tracked=config.max_tracked,
                 track_s=config.track_s,
                 id_window=self.id_window,
-                log=_lane_log,
+                log=lane_log,
             )
             if clients and name in clients:
                 client = clients[name]
@@ -151,14 +112,14 @@ class Gateway:
                         )
             self.lanes[name] = lane
             if store is not None:
-                self.persisters[name] = Persister(lane, store, log=_worker_log)
+                self.persisters[name] = Persister(lane, store, log=worker_log)
             self.workers[name] = Worker(
                 lane,
                 client,
                 backoff_initial=config.backoff_initial,
                 backoff_max=config.backoff_max,
                 heartbeat_s=t.heartbeat_s,
-                log=_worker_log,
+                log=worker_log,
                 clock=clock,
                 mono=mono,
                 on_delivered=on_delivered,
@@ -507,138 +468,8 @@ class Gateway:
         return out
 
     def metrics_text(self) -> str:
-        lines = []
-
-        def fam(name, typ, help_):
-            lines.append("# HELP %s %s" % (name, help_))
-            lines.append("# TYPE %s %s" % (name, typ))
-
-        def lab(**kw):
-            return "{" + ",".join('%s="%s"' % (k, _esc(v)) for k, v in kw.items()) + "}"
-
-        with self.lock:
-            events = dict(self.events_in)
-            rejected = dict(self.rejected)
-            suppressed = dict(self.suppressed)
-            dkeys = len(self.debouncer)
-            dev = self.debouncer.evicted
-            unrouted = self.unrouted
-            stale = dict(self.stale)
-            not_durable = self.not_durable
-        fam("sentinel_gateway_events_total", "counter", "Events received, by source and type.")
-        for (s, t), n in sorted(events.items()):
-            lines.append("sentinel_gateway_events_total%s %d" % (lab(source=s, type=t), n))
-        fam("sentinel_gateway_events_rejected_total", "counter", "Events refused with a 4xx, by reason.")
-        for (s, c), n in sorted(rejected.items()):
-            lines.append("sentinel_gateway_events_rejected_total%s %d" % (lab(source=s, code=c), n))
-        fam("sentinel_gateway_debounce_suppressed_total", "counter", "Events suppressed by the debounce window.")
-        for (s, t), n in sorted(suppressed.items()):
-            lines.append("sentinel_gateway_debounce_suppressed_total%s %d" % (lab(source=s, type=t), n))
-        fam("sentinel_gateway_debounce_keys", "gauge", "Keys in debounce memory.")
-        lines.append("sentinel_gateway_debounce_keys %d" % dkeys)
-        fam("sentinel_gateway_debounce_evicted_total", "counter", "Keys evicted before their window ended (cap).")
-        lines.append("sentinel_gateway_debounce_evicted_total %d" % dev)
-        fam("sentinel_gateway_unrouted_total", "counter", "Incidents no route or default took.")
-        lines.append("sentinel_gateway_unrouted_total %d" % unrouted)
-        fam(
-            "sentinel_gateway_stale_firing_total",
-            "counter",
-            "Firings dropped because their incident (fingerprint "
-            "and startsAt) was resolved within the resolved memory: an HA peer's late copy.",
-        )
-        for s_, n in sorted(stale.items()):
-            lines.append("sentinel_gateway_stale_firing_total%s %d" % (lab(source=s_), n))
-        fam(
-            "sentinel_gateway_not_durable_total",
-            "counter",
-            "Events answered 503 because the pending queue could not be saved (the sender retries).",
-        )
-        lines.append("sentinel_gateway_not_durable_total %d" % not_durable)
-        fam("sentinel_gateway_persist_failures_total", "counter", "Failed saves of a terminal's pending queue.")
-        for name, p in self.persisters.items():
-            lines.append("sentinel_gateway_persist_failures_total%s %d" % (lab(terminal=name), p.failed))
-        fam("sentinel_gateway_persist_ok", "gauge", "1 if the last save of the terminal's pending queue succeeded.")
-        for name, p in self.persisters.items():
-            lines.append("sentinel_gateway_persist_ok%s %d" % (lab(terminal=name), 0 if p.broken else 1))
-
-        per = {}
-        for name, lane in self.lanes.items():
-            with lane.cond:
-                per[name] = (lane.stats.copy(), len(lane.items), lane.up)
-        fam("sentinel_gateway_alarms_total", "counter", "Alarms by terminal and outcome.")
-        for name, (st, _d, _up) in per.items():
-            for outcome, n in st.alarms.items():
-                lines.append("sentinel_gateway_alarms_total%s %d" % (lab(terminal=name, outcome=outcome), n))
-        fam(
-            "sentinel_gateway_incidents_total",
-            "counter",
-            "Incidents by terminal and fate (alone, folded into a "
-            "summary, attached to the alarm already standing for that node's fault, delivered, expired, dropped, "
-            "refused, dead-lettered, stale: a firing after its resolve).",
-        )
-        for name, (st, _d, _up) in per.items():
-            for fate, n in st.incidents.items():
-                lines.append("sentinel_gateway_incidents_total%s %d" % (lab(terminal=name, fate=fate), n))
-        fam("sentinel_gateway_heartbeats_total", "counter", "Heartbeats sent, by terminal and outcome.")
-        for name, (st, _d, _up) in per.items():
-            lines.append(
-                "sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="ok"), st.heartbeats_ok)
-            )
-            lines.append(
-                "sentinel_gateway_heartbeats_total%s %d" % (lab(terminal=name, outcome="failed"), st.heartbeats_failed)
-            )
-        fam("sentinel_gateway_queue_depth", "gauge", "Alarms waiting per terminal.")
-        for name, (_st, depth, _up) in per.items():
-            lines.append("sentinel_gateway_queue_depth%s %d" % (lab(terminal=name), depth))
-        fam("sentinel_gateway_terminal_up", "gauge", "1 if the last request to the terminal got an answer.")
-        for name, (_st, _d, up) in per.items():
-            lines.append("sentinel_gateway_terminal_up%s %d" % (lab(terminal=name), 1 if up else 0))
-        fam("sentinel_gateway_delivery_latency_seconds", "histogram", "From alarm queued to terminal's 200.")
-        for name, (st, _d, _up) in per.items():
-            lat = st.latency
-            acc = 0
-            for i, b in enumerate(LATENCY_BUCKETS):
-                acc += lat.buckets[i]
-                lines.append(
-                    "sentinel_gateway_delivery_latency_seconds_bucket%s %d"
-                    % (lab(terminal=name, le=repr(float(b))), acc)
-                )
-            acc += lat.buckets[-1]
-            lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"), acc))
-            lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
-            lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
-        front = self.front_status() if self.front_status is not None else None
-        if front is not None:
-            fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")
-            lines.append("sentinel_gateway_connections %d" % front.connections)
-            fam(
-                "sentinel_gateway_accept_paused_total",
-                "counter",
-                "Times the HTTP front stopped accepting connections for want of file descriptors or memory.",
-            )
-            lines.append("sentinel_gateway_accept_paused_total %d" % front.accept_failures)
-            fam("sentinel_gateway_max_connections", "gauge", "Connections the HTTP front holds at most (shedding).")
-            lines.append("sentinel_gateway_max_connections %d" % front.max_connections)
-            fam(
-                "sentinel_gateway_connections_shed_total",
-                "counter",
-                "Connections closed to make room at max_connections (the oldest idle, else the oldest slow).",
-            )
-            lines.append("sentinel_gateway_connections_shed_total %d" % front.shed)
-            fam(
-                "sentinel_gateway_request_timeouts_total",
-                "counter",
-                "Requests answered 408 and closed: the head or the body did not arrive within its deadline.",
-            )
-            lines.append('sentinel_gateway_request_timeouts_total{phase="head"} %d' % front.head_timeouts)
-            lines.append('sentinel_gateway_request_timeouts_total{phase="body"} %d' % front.body_timeouts)
-            fam(
-                "sentinel_gateway_partial_bodies_refused_total",
-                "counter",
-                "Requests answered 503 and closed: incomplete bodies together over max_partial_body_bytes.",
-            )
-            lines.append("sentinel_gateway_partial_bodies_refused_total %d" % front.partial_refused)
-        return "\n".join(lines) + "\n"
+        """/metrics: the Prometheus text of this gateway (metrics.py writes it)."""
+        return metrics_text(self)
 
 
 def _texts(ev, templates) -> dict:
@@ -648,7 +479,3 @@ def _texts(ev, templates) -> dict:
 def debounce_recovered(key: str) -> str:
     """The debounce key of a recovery, kept apart from the fault's own key."""
     return key + ":RECOVERED"
-
-
-def _esc(v) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
