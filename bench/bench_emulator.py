@@ -12,7 +12,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,14 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
 sys.path.insert(0, ROOT)
 
 from host_client import AlarmClient, preset  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from testkit.net import free_port  # noqa: E402
 
 
 def pct(values, p):

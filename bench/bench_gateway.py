@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,60 +39,11 @@ sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
 sys.path.insert(0, ROOT)
 
 from host_client.gateway.events import GPU_SCOPED, clean_host  # noqa: E402
-from sentinel_core.keyring import KeyRing  # noqa: E402
-from sentinel_core.receiver import Receiver  # noqa: E402
+from testkit.net import free_port  # noqa: E402
+from testkit.terminal import LoopbackTerminal  # noqa: E402
 
 SECRET = "bench-secret-" + "x" * 20
 NODES, GPUS, RACKS = 1000, 8, 125
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class SlowTerminal:
-    """One request per second at most, as a board busy speaking; records when each request arrived."""
-
-    def __init__(self, delay=1.0):
-        self.receiver = Receiver(KeyRing({"bench": SECRET.encode()}), replay_capacity=4096)
-        self.log = []  # (arrival wall time, alarm wire dict)
-        self.lock = threading.Lock()
-        term = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                t = time.time()
-                try:
-                    obj = json.loads(body)
-                except ValueError:
-                    obj = {}
-                with term.lock:
-                    term.log.append((t, self.path, obj))
-                time.sleep(delay)
-                with term.lock:
-                    res = term.receiver.handle("POST", self.path, dict(self.headers.items()), body, time.time())
-                out = res.body_bytes()
-                self.send_response(res.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def alarms(self):
-        with self.lock:
-            return [(t, o) for t, p, o in self.log if p == "/api/v1/send_msg"]
 
 
 def storm_events(seed=7):
@@ -219,7 +169,8 @@ def metric(text, name, **labels):
 
 def phase_storm(mode="event", procs=2, threads=8, server="epoll", root=ROOT):
     server, _, loops = server.partition("/")  # "epoll/2": the front with 2 event loops
-    term = SlowTerminal(1.0)
+    # one request per second at most, as a board busy speaking
+    term = LoopbackTerminal({"bench": SECRET.encode()}, delay_s=1.0).start()
     tmp = tempfile.mkdtemp(prefix="bench-gw-")
     port = free_port()
     cfg = os.path.join(tmp, "gateway.toml")
@@ -389,7 +340,7 @@ def phase_storm(mode="event", procs=2, threads=8, server="epoll", root=ROOT):
         "  gateway log: %d lines, %d warnings%s"
         % (len(log_lines), len(warn), (" (first: %s)" % warn[0][:160]) if warn else "")
     )
-    term.server.shutdown()
+    term.close()
     return ok
 
 

@@ -31,13 +31,9 @@ from __future__ import annotations
 
 import argparse
 import glob
-import http.server
-import json
 import os
 import re
 import shutil
-import socket
-import socketserver
 import subprocess
 import sys
 import tempfile
@@ -49,8 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
 sys.path.insert(0, ROOT)
 
-from sentinel_core.keyring import KeyRing  # noqa: E402
-from sentinel_core.receiver import Receiver  # noqa: E402
+from testkit.net import free_port, running, wait_port  # noqa: E402
+from testkit.terminal import LoopbackTerminal  # noqa: E402
 
 SECRET = "bench-secret-" + "y" * 20
 NODES = 12_500
@@ -80,14 +76,6 @@ end
 """
     % NODES
 )
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def find_rfc_source():
@@ -144,54 +132,6 @@ def build_rfc(workdir, terminal_port, listen_port):
     return os.path.join(workdir, "rfcgw"), key, secret, os.path.basename(path), time.time() - t
 
 
-class BoardTerminal:
-    """One request at a time, 1 s each, a listen backlog of 8: what a board busy speaking can take."""
-
-    def __init__(self, keys, delay=1.0, port=0):
-        self.receiver = Receiver(KeyRing({k: v.encode() for k, v in keys.items()}), replay_capacity=8192)
-        self.accepted = []  # wire bodies of accepted, non-duplicate alarms
-        self.requests = 0
-        self.last = time.monotonic()
-        term = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                time.sleep(delay)
-                res = term.receiver.handle("POST", self.path, dict(self.headers.items()), body, time.time())
-                term.requests += 1
-                term.last = time.monotonic()
-                if res.status == 200 and not res.duplicate and self.path == "/api/v1/send_msg":
-                    term.accepted.append(json.loads(body))
-                out = res.body_bytes()
-                try:
-                    self.send_response(res.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(out)))
-                    self.end_headers()
-                    self.wfile.write(out)
-                except OSError:
-                    pass
-
-            def log_message(self, *a):
-                pass
-
-        class S(socketserver.TCPServer):
-            request_queue_size = 8
-            allow_reuse_address = True
-
-        self.server = S(("127.0.0.1", port), H)
-        self.port = self.server.server_address[1]
-        self.url = "http://127.0.0.1:%d" % self.port
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class RssSampler:
     def __init__(self, pid):
         self.pid = pid
@@ -222,23 +162,6 @@ def cpu_s(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_port(port, proc, timeout=20, log=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            tail = ""
-            if log:
-                with open(log, encoding="utf-8", errors="replace") as f:
-                    tail = ": " + f.read()[-2000:]
-            raise SystemExit("server exited with %s%s" % (proc.returncode, tail))
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("server on port %d did not come up" % port)
 
 
 def run_wrk(port, script, duration, connections):
@@ -287,16 +210,21 @@ def metrics(url):
     return out
 
 
+def board_terminal(keys, port=0):
+    """One request at a time, 1 s each, a listen backlog of 8: what a board busy speaking can take."""
+    return LoopbackTerminal(keys, delay_s=1.0, one_at_a_time=True, backlog=8, port=port, replay_capacity=8192).start()
+
+
 def fate(m, name):
     return int(m.get('sentinel_gateway_incidents_total{terminal="room",fate="%s"}' % name, 0))
 
 
 def bench_rfc(rfc, script, args):
     binary, key, secret, seed, build_s, term_port, port = rfc
-    term = BoardTerminal({key: secret}, port=term_port)
+    term = board_terminal({key: secret}, port=term_port)
     proc = subprocess.Popen([binary], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_port(port, proc)
+        wait_port(port, alive=running(proc))
         rss = RssSampler(proc.pid)
         cpu0 = cpu_s(proc.pid)
         w = run_wrk(port, script, args.duration, args.connections)
@@ -311,7 +239,7 @@ def bench_rfc(rfc, script, args):
             "wrk": w,
             "rss_kb": peak,
             "sent": sent,
-            "delivered": len(term.accepted),
+            "delivered": sum(1 for r in term.accepted if r.alarm is not None),
             "terminal_requests": term.requests,
             "build_s": build_s,
             "seed": seed,
@@ -323,7 +251,7 @@ def bench_rfc(rfc, script, args):
 
 
 def bench_ours(workdir, script, args, server, root=ROOT):
-    term = BoardTerminal({"bench": SECRET})
+    term = board_terminal({"bench": SECRET})
     port = free_port()
     state = tempfile.mkdtemp(dir=workdir)
     cfg = os.path.join(workdir, "gw-%s.toml" % server.replace("/", "-").replace(":", "-"))
@@ -349,7 +277,7 @@ def bench_ours(workdir, script, args, server, root=ROOT):
     )
     url = "http://127.0.0.1:%d" % port
     try:
-        wait_port(port, proc, log=log)
+        wait_port(port, alive=running(proc, log=log))
         rss = RssSampler(proc.pid)
         cpu0 = cpu_s(proc.pid)
         w = run_wrk(port, script, args.duration, args.connections)

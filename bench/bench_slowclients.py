@@ -15,7 +15,6 @@ Run: .venv/bin/python bench/bench_slowclients.py [--conns N] [--p0 20] [--target
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,19 +31,7 @@ from board_cpython import Board  # noqa: E402
 from slowclients import Attacker, raise_fd_limit  # noqa: E402
 
 from host_client import AlarmClient, preset  # noqa: E402
-
-
-def wait_port(port, proc=None, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError("target exited while starting")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("target did not listen on %d" % port)
+from testkit.net import free_port, running, wait_port  # noqa: E402
 
 
 class Emulator:
@@ -52,7 +39,7 @@ class Emulator:
 
     def __enter__(self):
         self.tmp = tempfile.mkdtemp(prefix="bench-slow-emu-")
-        self.port = unixport.free_port()
+        self.port = free_port()
         env = dict(os.environ, XDG_CONFIG_HOME=self.tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
         env.pop("SENTINEL_EMULATOR_CONFIG", None)
         self.proc = subprocess.Popen(
@@ -73,7 +60,7 @@ class Emulator:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_port(self.port, self.proc)
+        wait_port(self.port, 30, alive=running(self.proc))
         for _ in range(100):
             try:
                 with open(os.path.join(self.tmp, "gpu-sentinel", "emulator.json")) as f:

@@ -4,22 +4,15 @@ throw-away configuration, scraped like Prometheus scrapes them. Not a test modul
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from testkit.net import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPLAY = os.path.join(ROOT, "tests", "fixtures", "probes", "nvml_replay.json")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, timeout=5.0):

@@ -1,10 +1,10 @@
 """host_client.backoff: the one back-off rule, and the client waiting by it between real retries on loopback."""
 
 import pytest
-from loopback import LoopbackTerminal
 
 from host_client import AlarmClient, preset
 from host_client.backoff import backoff_delay
+from testkit.terminal import LoopbackTerminal
 
 
 @pytest.mark.parametrize("rand,share", [(lambda: 0.0, 0.5), (lambda: 1.0, 1.0), (lambda: 0.5, 0.75)])

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from loopback import LoopbackTerminal
 
 from host_client import (
     Ack,
@@ -23,6 +22,7 @@ from host_client import (
 )
 from host_client.cli import main as cli_main
 from host_client.config import resolve
+from testkit.terminal import LoopbackTerminal
 
 KEYS = {"ops": "s3cret-for-tests"}
 

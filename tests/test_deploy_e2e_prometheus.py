@@ -20,7 +20,6 @@ from deploy_live import (
     DcgmExporter,
     Sink,
     alertmanager_config,
-    free_port,
     get,
     prometheus_config,
     start_alertmanager,
@@ -30,6 +29,8 @@ from deploy_live import (
     stop,
     wait_status,
 )
+
+from testkit.net import free_port
 
 for _b in (PROMETHEUS, ALERTMANAGER):
     if not os.path.exists(_b):

@@ -27,9 +27,10 @@ if not os.path.exists(AM):
     pytest.skip("%s is not installed (tools/install-system-deps.sh installs it)" % AM, allow_module_level=True)
 pytest.importorskip("emulator.harness")
 
-from test_gateway_alertmanager_real import free_port, iso  # noqa: E402
+from test_gateway_alertmanager_real import iso  # noqa: E402
 
 from emulator.harness import Harness  # noqa: E402
+from testkit.net import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

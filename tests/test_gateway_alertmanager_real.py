@@ -4,7 +4,6 @@ drives the emulator: a firing alert lights it, the resolved one turns it green."
 import datetime
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,14 +18,7 @@ from deploy_live import stop  # noqa: E402  (SIGTERM, then SIGKILL after 10 s)
 from test_gateway_e2e import GatewayServer, gw_config  # noqa: E402
 
 from emulator.harness import Harness  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from testkit.net import free_port  # noqa: E402
 
 
 def iso(t):

@@ -269,7 +269,9 @@ def test_probe_sender_sends_the_token(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists(AM), reason="prometheus-alertmanager is not installed")
 def test_real_alertmanager_with_http_config_authorization(tmp_path):
-    from test_gateway_alertmanager_real import free_port, post_alert, wait_ready
+    from test_gateway_alertmanager_real import post_alert, wait_ready
+
+    from testkit.net import free_port
 
     fake = Fake()
     s = EpollFront(config(tmp_path), clients={"room": fake})

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from testkit.net import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests")
 FAKES = os.path.join(HERE, "firmware", "fakes")
@@ -75,14 +77,6 @@ def built_files(mpy=True):
             files = deploy.compile_all(files, os.path.join(out, "b"), log=lambda *a: None, lines=True)
         _BUILT[key] = files
     return _BUILT[key]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def read_answer(s):
