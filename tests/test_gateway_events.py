@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from host_client.gateway.events import (
     EVENT_TYPES,
     HANG_TYPES,
+    RFC_FIELDS,
     EventError,
     clean_host,
     parse_event,
@@ -456,6 +457,41 @@ def test_fast_path_is_taken_for_the_storm_body(monkeypatch):
     monkeypatch.setattr(events, "_parse_full", lambda *a: pytest.fail("took the full path"))
     for i in range(16, 24):  # a new node: its first event checks the host inline, the rest hit the memo
         assert parse_event(_storm_body(i)).key.startswith("R002:gpu-node-00002")
+
+
+def _table_bodies():
+    """Bodies made from the one table of the RFC's fields (events.RFC_FIELDS) and the type table (EVENT_TYPES):
+    each field at each bound, one past it and of a neighbouring type; every known type as a storm body, numbered
+    and unnumbered. A limit or a type changed in the tables changes these bodies with it."""
+    out = []
+    for name, (kind, low, high) in RFC_FIELDS.items():
+        if kind is str:
+            values = ["x" * n for n in (low - 1, low, high, high + 1)] + [1, None]
+        elif kind is int:
+            values = [low - 1, low, 0, high, high + 1, float(high), True, "1"]
+        else:
+            values = [low - 0.5, low, high, high + 0.5, int(high), float("nan"), "1.0", None]
+        out += [dict(_storm_body(1), **{name: v}) for v in values]
+    for etype in EVENT_TYPES:
+        out += [dict(_storm_body(1), event_type=etype), dict(_storm_body(1), event_type=etype, gpu_index=-1)]
+    return out
+
+
+@pytest.mark.parametrize("b", _table_bodies())
+@pytest.mark.parametrize("accept_unknown", [True, False])
+def test_fast_path_gives_what_the_full_path_gives_on_the_tables(b, accept_unknown):
+    _check_same(b, accept_unknown)
+
+
+@pytest.mark.parametrize("etype", sorted(set(EVENT_TYPES) - {"RECOVERED"}))
+def test_fast_path_is_taken_for_every_known_type(etype, monkeypatch):
+    """A type added to EVENT_TYPES takes the fast path too (and so the comparison above covers it)."""
+    from host_client.gateway import events
+
+    parse_event(_storm_body(1))
+    monkeypatch.setattr(events, "_parse_full", lambda *a: pytest.fail("took the full path"))
+    high = RFC_FIELDS["gpu_index"][2]
+    assert parse_event(dict(_storm_body(1), event_type=etype, gpu_index=high)).event_type == etype
 
 
 _TEXT_OR_VALUE = st.one_of(

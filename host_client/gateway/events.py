@@ -224,8 +224,7 @@ class Event:
     fault_type: the type the event is about (a recovery's, the type it clears). rfc_key: the RFC's debounce key
     rack:clean-host:fault_type. key: the incident's name: the RFC key, plus :gpuN for a numbered GPU's fault (an
     unnumbered GPU, -1, stays at node level: there is nothing to tell two of them apart by). All three are set once
-    here, plain attributes: every event reads them, and three properties each way cost about 1,500 instructions an
-    event (callgrind, the storm's bodies)."""
+    here, plain attributes: every event reads them, and a property each would cost a Python call per read."""
 
     __slots__ = (
         "rack",
@@ -394,6 +393,20 @@ def _string(body: dict, name: str, limit: int, *, required: bool = True) -> str 
     return v
 
 
+# The RFC's five fields and their limits, one table for both paths of parse_event and for their tests:
+# (type, lowest, highest); for text the bounds are its length in characters.
+RFC_FIELDS = {
+    "cluster_rack": (str, 1, 64),
+    "node_host": (str, 1, 253),
+    "event_type": (str, 1, 48),
+    "gpu_index": (int, -1, 1023),
+    "gpu_util": (float, 0.0, 100.0),
+}
+_RACK_MAX = RFC_FIELDS["cluster_rack"][2]
+_HOST_MAX = RFC_FIELDS["node_host"][2]
+_TYPE_MAX = RFC_FIELDS["event_type"][2]
+_GPU_MAX = RFC_FIELDS["gpu_index"][2]
+_UTIL_MAX = RFC_FIELDS["gpu_util"][2]
 # Known types an event may carry with nothing but the five RFC fields (RECOVERED needs "recovers").
 _PLAIN_TYPES = frozenset(EVENT_TYPES) - {"RECOVERED"}
 _new = object.__new__
@@ -409,10 +422,11 @@ def _remember_host(host: str) -> str:
 
 def parse_event(body, *, accept_unknown: bool = True) -> Event:
     """Validate a decoded JSON body into an Event, or raise EventError naming the field and the rule it broke."""
-    # The storm's body: exactly the RFC's five fields, a rack and host validated before, a known type, a GPU index
-    # and a utilisation in range. Then nothing is left to check and the event is built at once: about 14,000
-    # instructions less than the full path below (callgrind, the bench's bodies). What it returns is exactly what
-    # _parse_full returns for the same body (tests/test_gateway_events.py compares the two).
+    # The storm's body: exactly the RFC's five fields, a rack and host validated before, a known type, a numbered
+    # GPU and a utilisation in range. Then nothing is left to check and the event is built at once. Kept because
+    # without it the storm bench falls below the Go gateway (bench/bench_ingest_instructions.py,
+    # docs/PERFORMANCE.md). What it returns is exactly what _parse_full returns for the same body: the tests
+    # compare the two on bodies made from RFC_FIELDS and EVENT_TYPES.
     if type(body) is dict and len(body) == 5:
         rack = body.get("cluster_rack")
         host = body.get("node_host")
@@ -425,9 +439,9 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
             and type(etype) is str
             and etype in _PLAIN_TYPES
             and type(gpu_index) is int
-            and 0 <= gpu_index <= 1023
+            and 0 <= gpu_index <= _GPU_MAX
             and type(gpu_util) is float
-            and 0.0 <= gpu_util <= 100.0
+            and 0.0 <= gpu_util <= _UTIL_MAX
         ):
             # five keys, each of the five non-null: no state, detail, xid, pci or ts
             rack = _RACKS.get(rack)
@@ -437,15 +451,15 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                 if (
                     clean is None
                     and host
-                    and len(host) <= 253
+                    and len(host) <= _HOST_MAX
                     and not host.isspace()
                     and (host.isprintable() or not _CONTROL.search(host))
                 ):
                     clean = _remember_host(host)
                 if clean:
                     # The Event built here, not by Event(...): CPython 3.11 calls a class through C, its arguments
-                    # packed in a tuple, and enters __init__ in a frame of its own (about 1,800 instructions more).
-                    # Every slot Event.__init__ sets, to the same value (the differential test compares each).
+                    # packed in a tuple, and enters __init__ in a frame of its own. Every slot Event.__init__ sets,
+                    # to the same value (the differential test compares each).
                     ev = _new(Event)
                     ev.rack = rack
                     ev.raw_host = host
@@ -465,18 +479,18 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
 def _parse_full(body, accept_unknown: bool) -> Event:
     if not isinstance(body, dict):
         raise EventError("bad_body", "the body must be a JSON object", 400)
-    rack = _string(body, "cluster_rack", 64)
+    rack = _string(body, "cluster_rack", _RACK_MAX)
     r = _RACKS.get(rack)
     if r is None:
         if len(_RACKS) >= _MEMO_MAX:
             _RACKS.clear()
         r = _RACKS[rack] = rack
     rack = r
-    host = _string(body, "node_host", 253)
+    host = _string(body, "node_host", _HOST_MAX)
     clean = _HOSTS.get(host)
     if clean is None:
         clean = _remember_host(host)
-    etype = _string(body, "event_type", 48)
+    etype = _string(body, "event_type", _TYPE_MAX)
     if etype not in EVENT_TYPES and not _TYPE_RE.match(etype):  # every known type matches (a test says so)
         raise EventError("bad_field", "event_type must be upper-case letters, digits and _ (e.g. NCCL_TIMEOUT)")
     if etype not in EVENT_TYPES and not accept_unknown:
@@ -485,25 +499,25 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         )
 
     gpu_index = body.get("gpu_index")
-    if gpu_index is not None and not (type(gpu_index) is int and 0 <= gpu_index <= 1023):  # the common case
+    if gpu_index is not None and not (type(gpu_index) is int and 0 <= gpu_index <= _GPU_MAX):  # the common case
         if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
             raise EventError("bad_field", "gpu_index must be an integer")
-        if gpu_index < -1 or gpu_index > 1023:
-            raise EventError("bad_field", "gpu_index must be -1 (whole node) or 0..1023")
+        if gpu_index < -1 or gpu_index > _GPU_MAX:
+            raise EventError("bad_field", "gpu_index must be -1 (whole node) or 0..%d" % _GPU_MAX)
     gpu_util = body.get("gpu_util")
-    if type(gpu_util) is float and 0.0 <= gpu_util <= 100.0:  # the common case (NaN fails both comparisons)
+    if type(gpu_util) is float and 0.0 <= gpu_util <= _UTIL_MAX:  # the common case (NaN fails both comparisons)
         pass
     elif gpu_util is not None:
         if isinstance(gpu_util, bool) or not isinstance(gpu_util, (int, float)):
             raise EventError("bad_field", "gpu_util must be a number (percent)")
         gpu_util = float(gpu_util)
-        if not math.isfinite(gpu_util) or gpu_util < 0.0 or gpu_util > 100.0:
+        if not math.isfinite(gpu_util) or gpu_util < 0.0 or gpu_util > _UTIL_MAX:
             raise EventError("bad_field", "gpu_util must be between 0 and 100")
 
     recovers = None
     state = body.get("state")
     if etype == "RECOVERED":
-        recovers = _string(body, "recovers", 48)
+        recovers = _string(body, "recovers", _TYPE_MAX)
         if not _TYPE_RE.match(recovers) or recovers == "RECOVERED":
             raise EventError("bad_field", "recovers must name the event type that cleared (e.g. NCCL_TIMEOUT)")
     elif state is not None:
@@ -547,7 +561,8 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]
         if gpu_index is None and "g" in fields:
             raise EventError(
-                "missing_field", "gpu_index (0..1023, or -1 when the GPU cannot be numbered) is required for %s" % etype
+                "missing_field",
+                "gpu_index (0..%d, or -1 when the GPU cannot be numbered) is required for %s" % (_GPU_MAX, etype),
             )
         if gpu_util is None and "u" in fields:
             raise EventError("missing_field", "gpu_util is required for %s" % etype)
