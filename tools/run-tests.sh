@@ -23,8 +23,8 @@ mpy_log=$(mktemp)
 trap 'rm -f "$mpy_log"' EXIT
 (
     rc=0
-    # --single-threaded: V8 posts no background jobs. Without it, node's exit has hung (about 1 run in 10): a V8
-    # worker compiling in the background waited for a collection while the main thread, in process.exit, joined it.
+    # --single-threaded: V8 posts no background jobs. Without it, node's exit has hung now and then: a V8 worker
+    # compiling in the background waited for a collection while the main thread, in process.exit, joined it.
     node --single-threaded tests/mpy/run.mjs || rc=1
     node --single-threaded tests/mpy/run.mjs --suite firmware || rc=1
     exit $rc

@@ -22,7 +22,7 @@ class Debouncer:
         self._last: OrderedDict[str, float] = OrderedDict()
         self._high = 0
         # the time of the oldest entry (the first in _last), or None when unknown or empty: while now is within
-        # its window there is nothing to prune, and fire() skips the call (about 600 instructions an event)
+        # its window there is nothing to prune, and fire() skips the call (a Python call per event saved)
         self._oldest = None
         self.suppressed = 0
         self.evicted = 0

@@ -95,8 +95,8 @@ def gpu_incident(key, level, rack, host, kind, text, labels, recovery, phrase_zh
     """What Incident(key, level, rack=rack, host=host, kind=kind, text=text, labels=labels, source="gpu_event",
     recovery=recovery, phrase_zh=phrase_zh, phrase_en=phrase_en) gives, with scope, attach and ident then set: the
     GPU event path's incident, built without the class call (CPython 3.11 packs a keyword call to a class into a
-    tuple and a dict and enters __init__ through C: about 2,500 instructions more). tests/test_gateway_lane.py
-    compares every slot with the constructor's."""
+    tuple and a dict and enters __init__ through C; docs/PERFORMANCE.md). tests/test_gateway_lane.py compares
+    every slot with the constructor's."""
     return _fill(
         _new(Incident),
         key,

@@ -41,8 +41,8 @@ class Outcome(str, Enum):
     DROPPED = "dropped"  # the queue was full of alarms at least as urgent
 
 
-# Enum members as module names, for the ingest path: in CPython 3.11 reading a member off its enum class costs about
-# 900 instructions (callgrind), a global about 20, and each incident names one to three.
+# Enum members as module names, for the ingest path: a global is far cheaper to read than a member off its enum
+# class (docs/PERFORMANCE.md), and each incident names one to three.
 _ALONE, _FOLDED, _ATTACHED = Outcome.ALONE, Outcome.FOLDED, Outcome.ATTACHED
 _RECOVERY, _RECOVERY_PENDING, _DROPPED = Outcome.RECOVERY, Outcome.RECOVERY_PENDING, Outcome.DROPPED
 _PLACE_ALONE, _PLACE_CLUSTER = Placement.ALONE, Placement.CLUSTER
@@ -79,7 +79,7 @@ class Lane:
         self.id_window = max(1.0, float(id_window))  # an incident without an ident: its key and this window
         self.log = log or (lambda event, **kw: None)
         # cond's lock, taken directly by the ingest path: `with cond` enters it through two Python calls
-        # (Condition.__enter__/__exit__), about 400 instructions an incident
+        # (Condition.__enter__/__exit__)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.seq = 0
@@ -112,7 +112,7 @@ class Lane:
 
     def submit(self, inc, now: float) -> Outcome:
         """Take one incident; returns what happened to it."""
-        # acquire/release rather than `with`: about 1,000 instructions less (callgrind), the same on every path out
+        # acquire/release rather than `with`: cheaper on the ingest path, and the same on every path out
         lock = self.lock
         lock.acquire()
         try:

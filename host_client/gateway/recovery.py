@@ -24,7 +24,7 @@ class RecoveryTracker:
         self._high = 0
         self._last_entry = None
         # the since-time of carrier_of's first entry, or None when unknown: while it is within track_s there is
-        # nothing to prune, and track() skips the call (about 1,000 instructions an incident). Forgotten whenever
+        # nothing to prune, and track() skips the call (a Python call per incident saved). Forgotten whenever
         # an entry that may be the first is removed.
         self._head_since = None
 

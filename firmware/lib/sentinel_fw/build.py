@@ -61,8 +61,8 @@ def build(s, wlan, wdt_factory, config_error):
     # on anyway) and the metrics writer (loaded per scrape: dropped again at once), so that their names are
     # interned now. Interned names stay for good, and on a full pool the next one needs the next pool, one block
     # (~14 KB on the 64-bit Unix port) that a heap fragmented by a burst of requests cannot give; from then on no
-    # module loads. tests/test_runtime_unix.py's small-heap storm lost its state writes and its scrape that way 1
-    # run in 4 (the first write and scrape came during or after the storm); 8 in 8 pass with this.
+    # module loads. tests/test_runtime_unix.py's small-heap storm lost its state writes and its scrape that way
+    # (the first write and scrape came during or after the storm; docs/SHELL_CONTRACT.md has the runs).
     import sentinel_core.metrics  # noqa: F401
     import sentinel_core.persist  # noqa: F401
 
