@@ -13,9 +13,11 @@ senders), host_client.client (SignedRequest), host_client.config (resolve), sent
 
 from host_client.client import Ack, AlarmClient, Delivery, send_many
 from host_client.errors import AuthError, ConfigError, RefusedError, SentinelError, ServerError, TransportError
+from sentinel_core import VERSION as __version__
 from sentinel_core.alarm import Alarm, preset
 
 __all__ = [
+    "__version__",
     "AlarmClient",
     "Alarm",
     "preset",

@@ -7,6 +7,7 @@ import gc
 import json
 import sys
 
+from sentinel_core import VERSION
 from sentinel_core.compat import const
 from sentinel_core.shell import COMPLETED, FAILED, PERSIST, SAY, STOP
 from sentinel_fw import ticks
@@ -22,7 +23,6 @@ if _TYPING:
     from sentinel_fw.watchdog import Watchdog
     from sentinel_fw.wifi import WiFi
 
-VERSION = "0.1.0"
 LOG_PREFIX = "[sentinel] "
 quiet = False  # tests silence the console
 
