@@ -17,6 +17,7 @@ import threading
 import time
 
 from emulator import png
+from sentinel_core import silence
 from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.button import Button
 from sentinel_core.keyring import KeyRing
@@ -61,15 +62,16 @@ class Frame:
 class View:
     """What the engine publishes: the latest frame, the terminal's snapshot and the emulator's own facts."""
 
-    __slots__ = ("frame", "snapshot", "display", "voice", "button_pressed", "stamp")
+    __slots__ = ("frame", "snapshot", "display", "voice", "button_pressed", "stamp", "silence")
 
-    def __init__(self, *, frame, snapshot, display, voice, button_pressed, stamp):
+    def __init__(self, *, frame, snapshot, display, voice, button_pressed, stamp, silence=None):
         self.frame = frame
         self.snapshot = snapshot
         self.display = display
         self.voice = voice
         self.button_pressed = button_pressed
         self.stamp = stamp
+        self.silence = silence  # why the shown alarm is not spoken: sentinel_core.silence.reason, or None
 
 
 class _Pending:
@@ -471,6 +473,7 @@ class Engine:
             voice=voice,
             button_pressed=self.button.pressed,
             stamp=now,
+            silence=silence.reason(self.terminal, snap["shown"].get("key"), now),
         )
 
     # -- persistence ------------------------------------------------------------------

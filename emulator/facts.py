@@ -1,11 +1,16 @@
-"""The panel's facts in words, from what the engine publishes: one source for the window and the browser page.
+"""The panel's facts in words, from what the engine publishes: computed once here, drawn as they are by the window
+and the browser page (neither works a fact out again).
 
-Above all it answers the question a silent alarm raises in the room: why is it not speaking? An earlier ACK of the
-same incident, the ACK mute (until HH:MM), quiet hours (until HH:MM, only P0 speaks), an alarm sent without speech,
-or a voice nobody can hear (no audio device, no speech engine).
+Above all it answers the question a silent alarm raises in the room: why is it not speaking? The reason is the
+core's (sentinel_core.silence, from the terminal's own rules): an ACK of the same incident, the ACK mute (until
+HH:MM), quiet hours (until HH:MM, only P0 speaks), an alarm sent without speech, speech cut short by an ACK or held
+back; the emulator adds a voice nobody can hear (no audio device, no speech engine).
 """
 
 import time
+
+from sentinel_core import silence as core_silence
+from sentinel_core.terminal import ACKED, CUT_BY_ACK, HELD, MUTED, QUIET
 
 # The renderer's bytes are LED drive levels (linear light); a monitor expects sRGB-encoded values. Without this
 # a dimmed matrix (brightness 96 of 255) would look muddy on screen while the real LEDs look bright.
@@ -40,50 +45,44 @@ def voice_state(voice):
     return True, None
 
 
-def silence(snap, voice=None):
-    """Why the shown alarm is not being spoken, in words; None when it is speaking, will speak, or nothing is shown.
+def fmt_mmss(seconds):
+    s = max(0, int(seconds))
+    return "%d:%02d" % (s // 60, s % 60)
 
-    The order is the state machine's: an acknowledged incident is silent at any level; the ACK mute and quiet hours
-    hold speech below P0 only.
-    """
+
+def silence(reason, snap, voice=None):
+    """Why the shown alarm is not being spoken, in words, from the core's reason (sentinel_core.silence.reason);
+    None when it is speaking and heard, will speak, or nothing is shown."""
     shown = snap.get("shown") or {}
-    level = shown.get("level")
-    if level is None:
+    if shown.get("level") is None:
         return None
-    row = None
-    for a in snap.get("active") or []:
-        if a.get("key") == shown.get("key"):
-            row = a
-            break
-    if row is None:
-        return None
-    speech = snap.get("speech") or {}
-    speaking = speech.get("speaking")
-    if speaking and speaking.get("key") == row.get("key"):
-        audible, why = voice_state(voice)
-        return None if audible or voice is None else "speaking, but nobody hears it: " + why
-    if any(q.get("key") == row.get("key") for q in speech.get("queued") or []):
+    if reason is None:
+        speaking = (snap.get("speech") or {}).get("speaking")
+        if voice is not None and speaking and speaking.get("key") == shown.get("key"):
+            audible, why = voice_state(voice)
+            return None if audible else "speaking, but nobody hears it: " + why
         return None
     mute = snap.get("mute") or {}
-    if row.get("acknowledged"):
+    if reason == ACKED:
         if mute.get("active"):
             return "acknowledged: silent until %s" % hhmm(snap, mute.get("remaining_s", 0))
         return "acknowledged: this incident stays silent"
-    if row.get("audio_mode") == "none":
+    if reason == core_silence.NO_SPEECH:
         return "sent without speech (audio_mode none)"
-    if level != "P0":
-        if mute.get("active"):
-            return "muted until %s" % hhmm(snap, mute.get("remaining_s", 0))
-        quiet = snap.get("quiet") or {}
-        if quiet.get("active"):
-            return "quiet hours until %s: only P0 speaks" % quiet.get("end")
-    if level == "NORMAL":
-        return None
+    if reason == MUTED:
+        return "muted until %s" % hhmm(snap, mute.get("remaining_s", 0))
+    if reason == QUIET:
+        return "quiet hours until %s: only P0 speaks" % (snap.get("quiet") or {}).get("end")
+    if reason == CUT_BY_ACK:
+        return "cut short by an ACK: not said again until its next alarm"
+    if reason == HELD:
+        return "held back by the mute or quiet hours: not said again until its next alarm"
     return "spoken in full: no repetition left"
 
 
 def panel(view):
-    """Everything the window's panel and the browser page show, as plain data."""
+    """Everything the window's panel and the browser page show: the facts as data, and `lines`, each line's words
+    as both draw them."""
     snap = (view.snapshot if view else None) or {}
     voice = view.voice if view else None
     shown = snap.get("shown") or {}
@@ -98,8 +97,41 @@ def panel(view):
     health = snap.get("health") or {}
     hb = health.get("heartbeat") or {}
     audible, voice_reason = voice_state(voice)
-    out = {
-        "level": shown.get("level"),
+    why = silence(getattr(view, "silence", None), snap, voice)
+    queued = len(speech.get("queued") or [])
+    level = shown.get("level")
+    pattern = shown.get("pattern") or "?"
+    summary = ", ".join("%d %s" % (counts[k], k) for k in ("P0", "P1", "NORMAL") if k in counts)
+    span = "%s-%s" % (quiet.get("start"), quiet.get("end"))
+    lines = {
+        "badge": "%s  %s" % (level, pattern) if level else pattern.replace("_", " ").upper(),
+        "counts": ("active: " + summary) if summary else "no active alarm",
+        # Not "speaking" when nobody can hear it: the utterance only takes its time.
+        "speech": (
+            "%s %s/%s: %s"
+            % ("speaking" if audible else "not heard", speaking.get("n"), speaking.get("of"), speaking.get("text"))
+            if speaking
+            else "voice idle" + (", %d queued" % queued if queued else "")
+        ),
+        "silence": "SILENT: " + why if why else "",
+        "voice": "" if audible else "voice silent: %s (light only)" % voice_reason,
+        "mute": (
+            "MUTED until %s (%s left)" % (hhmm(snap, mute.get("remaining_s", 0)), fmt_mmss(mute.get("remaining_s", 0)))
+            if mute.get("active")
+            else "sound on"
+            if audible
+            else "not muted"
+        ),
+        "quiet": (
+            "QUIET HOURS %s (only P0 speaks)" % span
+            if quiet.get("active")
+            else "quiet hours %s  local %s" % (span, quiet.get("local_time") or "")
+            if quiet and quiet.get("enabled", True)
+            else ""
+        ),
+    }
+    return {
+        "level": level,
         "pattern": shown.get("pattern"),
         "label": shown.get("text"),
         "counts": counts,
@@ -107,8 +139,8 @@ def panel(view):
         "speaking": None
         if not speaking
         else {"n": speaking.get("n"), "of": speaking.get("of"), "text": speaking.get("text")},
-        "queued": len(speech.get("queued") or []),
-        "silence": silence(snap, voice),
+        "queued": queued,
+        "silence": why,
         "voice": {
             "audible": audible,
             "reason": voice_reason,
@@ -135,5 +167,5 @@ def panel(view):
             "problems": health.get("problems") or [],
         },
         "button_pressed": bool(view.button_pressed) if view else False,
+        "lines": lines,
     }
-    return out

@@ -194,32 +194,23 @@ function draw(v) {
   }
   cv.dataset.seq = v.seq; cv.dataset.pitch = p;
 }
-function mmss(s) { s = Math.max(0, s | 0); return (s / 60 | 0) + ":" + String(s % 60).padStart(2, "0"); }
 function facts(f) {
-  const b = $("badge");
-  b.textContent = f.level ? f.level + "  " + f.pattern : (f.pattern || "?").replace(/_/g, " ").toUpperCase();
+  const l = f.lines, b = $("badge");
+  b.textContent = l.badge;
   b.style.background = LEVEL[f.level] || (/^health_|config_error/.test(f.pattern) ? "#f0be28" : "#464b5a");
   b.style.color = (f.level || b.style.background === "rgb(240, 190, 40)") ? "#000" : "#e1e4eb";
-  const c = ["P0", "P1", "NORMAL"].filter(k => f.counts[k]).map(k => f.counts[k] + " " + k).join(", ");
-  $("counts").textContent = c ? "active: " + c : "no active alarm";
+  $("counts").textContent = l.counts;
   $("text").textContent = f.text || "";
-  $("speech").textContent = f.speaking
-    ? (f.voice.audible ? "speaking " : "not heard ") + f.speaking.n + "/" + f.speaking.of + ": " + f.speaking.text
-    : "voice idle" + (f.queued ? ", " + f.queued + " queued" : "");
-  $("silence").textContent = f.silence ? "SILENT: " + f.silence : "";
-  const vo = $("voice");
-  vo.textContent = f.voice.audible ? "" : "voice silent: " + f.voice.reason;
-  vo.className = f.voice.audible ? "" : "bad";
-  $("mute").textContent = f.mute.active ? "MUTED until " + f.mute.until + " (" + mmss(f.mute.remaining_s) + " left)"
-    : f.voice.audible ? "sound on" : "not muted";
+  $("speech").textContent = l.speech;
+  $("silence").textContent = l.silence;
+  $("voice").textContent = l.voice;
+  $("voice").className = l.voice ? "bad" : "";
+  $("mute").textContent = l.mute;
   $("mute").className = f.mute.active ? "warn" : "dim";
-  const q = f.quiet;
-  $("quiet").textContent = q.active ? "QUIET HOURS " + q.start + "-" + q.end + " (only P0 speaks)"
-    : q.enabled ? "quiet hours " + q.start + "-" + q.end + "  local " + (q.local_time || "") : "";
+  $("quiet").textContent = l.quiet;
   $("dots").innerHTML = "";
-  for (const [name, ok] of [["clock", f.health.clock], ["network", f.health.network], ["voice", f.health.voice],
-                            ["heartbeat", f.health.heartbeat]]) {
-    const s = document.createElement("span"), i = document.createElement("i");
+  for (const name of ["clock", "network", "voice", "heartbeat"]) {
+    const ok = f.health[name], s = document.createElement("span"), i = document.createElement("i");
     i.style.background = ok === null ? "#828896" : ok ? "#3cc85a" : "#eb463c";
     s.appendChild(i); s.appendChild(document.createTextNode(name)); $("dots").appendChild(s);
   }

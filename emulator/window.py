@@ -108,11 +108,6 @@ def wrap_text(text, measure, width, max_lines=4):
     return lines
 
 
-def fmt_mmss(seconds):
-    seconds = max(0, int(seconds))
-    return "%d:%02d" % (seconds // 60, seconds % 60)
-
-
 class Window:
     def __init__(self, engine, url=None, title="GPU Sentinel terminal emulator", fps=30, log=None):
         self.engine = engine
@@ -269,30 +264,23 @@ class Window:
             y += self._text(self.url, (x, y), self.font_small, DIM)
         y += 12
         snap = view.snapshot if view else {}
-        shown = snap.get("shown") or {}
-        level = shown.get("level")
-        pattern = shown.get("pattern") or "?"
-        badge = "%s  %s" % (level, pattern) if level else pattern.replace("_", " ").upper()
+        f = facts.panel(view)
+        lines = f["lines"]
+        level = f["level"]
+        pattern = f["pattern"] or "?"
         color = LEVEL_COLORS.get(level, (70, 75, 90))
         if pattern == "config_error" or pattern.startswith("health_"):
             color = WARN
-        surf = self.font.render(badge, True, (0, 0, 0) if level or color == WARN else INK)
+        surf = self.font.render(lines["badge"], True, (0, 0, 0) if level or color == WARN else INK)
         rect = pygame.Rect(x, y, surf.get_width() + 20, surf.get_height() + 10)
         pygame.draw.rect(self.screen, color, rect, border_radius=6)
         self.screen.blit(surf, (x + 10, y + 5))
-        active = snap.get("active") or []
-        counts = {}
-        for a in active:
-            counts[a.get("level")] = counts.get(a.get("level"), 0) + 1
-        summary = ", ".join("%d %s" % (counts[k], k) for k in ("P0", "P1", "NORMAL") if k in counts)
-        self._text(
-            ("active: " + summary) if summary else "no active alarm", (rect.right + 12, y + 6), self.font_small, DIM
-        )
+        self._text(lines["counts"], (rect.right + 12, y + 6), self.font_small, DIM)
         y = rect.bottom + 12
 
-        text = None
-        if active:
-            text = active[0].get("text")
+        shown = snap.get("shown") or {}
+        active = snap.get("active") or []
+        text = f["text"]
         if text:
             if is_chinese(text) and not self.cjk_path:
                 text = (shown.get("text") or active[0].get("key") or "") + "  (install a CJK font for Chinese)"
@@ -300,66 +288,30 @@ class Window:
                 y += self._text(line.strip(), (x, y), self.font_text) + 2
         y += 10
 
-        speech = snap.get("speech") or {}
-        speaking = speech.get("speaking")
-        f = facts.panel(view)
-        if speaking:
-            # Not "speaking" when nobody can hear it: the utterance only takes its time.
-            head = ("speaking %s/%s: " if f["voice"]["audible"] else "not heard %s/%s: ") % (
-                speaking.get("n"),
-                speaking.get("of"),
-            )
-            said = speaking.get("text") or ""
+        if f["speaking"]:
+            said = lines["speech"]
             if is_chinese(said) and not self.cjk_path:
-                said = "(Chinese)"
-            line = self._wrap(head + said, self.font_text_small, self.panel_w - 40, 1)
-            y += self._text(line[0] if line else head, (x, y), self.font_text_small, WARN) + 4
+                said = said[: said.index(": ") + 2] + "(Chinese)"
+            line = self._wrap(said, self.font_text_small, self.panel_w - 40, 1)
+            y += self._text(line[0] if line else said, (x, y), self.font_text_small, WARN) + 4
         else:
-            queued = len(speech.get("queued") or [])
-            y += self._text("voice idle" + (", %d queued" % queued if queued else ""), (x, y), self.font_small, DIM) + 4
-        if f["silence"]:
+            y += self._text(lines["speech"], (x, y), self.font_small, DIM) + 4
+        if lines["silence"]:
             # Why the alarm the room sees is not being spoken.
-            y += self._text("SILENT: " + f["silence"], (x, y), self.font_small, WARN) + 4
-        if not f["voice"]["audible"]:
-            y += self._text("voice silent: " + f["voice"]["reason"] + " (light only)", (x, y), self.font_small, BAD) + 4
-
-        mute = snap.get("mute") or {}
-        if mute.get("active"):
-            y += (
-                self._text(
-                    "MUTED until %s  (%s left)" % (f["mute"]["until"], fmt_mmss(mute.get("remaining_s", 0))),
-                    (x, y),
-                    self.font,
-                    WARN,
-                )
-                + 4
-            )
+            y += self._text(lines["silence"], (x, y), self.font_small, WARN) + 4
+        if lines["voice"]:
+            y += self._text(lines["voice"], (x, y), self.font_small, BAD) + 4
+        if f["mute"]["active"]:
+            y += self._text(lines["mute"], (x, y), self.font, WARN) + 4
         else:
-            y += self._text("sound on" if f["voice"]["audible"] else "not muted", (x, y), self.font_small, DIM) + 4
-        quiet = snap.get("quiet") or {}
-        if quiet:
-            span = "%s-%s" % (quiet.get("start"), quiet.get("end"))
-            if quiet.get("active"):
-                y += self._text("QUIET HOURS %s  (only P0 speaks)" % span, (x, y), self.font_small, WARN) + 4
-            elif quiet.get("enabled", True):
-                y += (
-                    self._text(
-                        "quiet hours %s  local %s" % (span, quiet.get("local_time", "")), (x, y), self.font_small, DIM
-                    )
-                    + 4
-                )
+            y += self._text(lines["mute"], (x, y), self.font_small, DIM) + 4
+        if lines["quiet"]:
+            y += self._text(lines["quiet"], (x, y), self.font_small, WARN if f["quiet"]["active"] else DIM) + 4
         y += 6
-        health = snap.get("health") or {}
-        hb = health.get("heartbeat") or {}
-        dots = [
-            ("clock", health.get("clock", True)),
-            ("network", health.get("network", True)),
-            ("voice", f["health"]["voice"]),
-            ("heartbeat", hb.get("ok", True) if hb.get("armed") else None),
-        ]
+        h = f["health"]
         cx = x
-        for label, ok in dots:
-            self._dot(cx, y, ok, label)
+        for label in ("clock", "network", "voice", "heartbeat"):
+            self._dot(cx, y, h[label], label)
             cx += 30 + self.font_small.size(label)[0]
         self._draw_button(view)
 

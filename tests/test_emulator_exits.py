@@ -3,9 +3,11 @@ unmute by signed request (bound to its path), by the browser page and by the CLI
 found it; a voice nobody can hear (no audio device, no speech engine) is reported silent in the status, the speech
 health flag and /metrics."""
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -27,18 +29,35 @@ def emu(tmp_path):
     h.stop()
 
 
+def _page_line(emu, name, want, timeout=3.0):
+    """The line the browser page shows (GET /ui/view.json's panel), once it reads want (the engine publishes a view
+    every frame); AssertionError with the last one otherwise."""
+    end = time.monotonic() + timeout
+    while True:
+        line = json.loads(emu.get("/ui/view.json")[1])["panel"]["lines"][name]
+        if want(line) or time.monotonic() > end:
+            assert want(line), line
+            return line
+        time.sleep(0.02)
+
+
 def test_signed_unmute_ends_the_mute_and_the_acknowledgements(emu):
     c = emu.client()
     c.send(preset("p0", "XID 79", key=KEY))
     c.ack()
     st = emu.status()
     assert st["mute"]["active"] and st["active"][0]["acknowledged"]
-    assert facts.silence(st).startswith("acknowledged: silent until ")
+    _page_line(emu, "silence", lambda s: s.startswith("SILENT: acknowledged: silent until "))
     ack = c.unmute()
     assert ack.status == 200
     st = emu.status()
     assert st["mute"] == {"active": False, "remaining_s": 0, "acknowledged": []}
     assert not st["active"][0]["acknowledged"]
+    # the ACK cut the P0 short (its 2 s gap before the second of three): the unmute does not bring it back, and the
+    # panel says so instead of "spoken in full" (issue 26)
+    line = _page_line(emu, "silence", lambda s: "cut short" in s)
+    assert line == "SILENT: cut short by an ACK: not said again until its next alarm"
+    assert facts.panel(emu.engine.view)["lines"]["silence"] == line  # the window draws the same line
     # the next alarm of the incident speaks again
     c.send(preset("p0", "XID 79 again", key=KEY))
     assert emu.status()["counters"]["alarms"] == 2

@@ -1,7 +1,9 @@
-"""Why is the shown alarm silent? The panel's answer (emulator/facts.py) from the core's own snapshots, for each
-state the terminal can be in: acknowledged, muted until HH:MM, quiet hours, sent without speech, spoken in full."""
+"""Why is the shown alarm silent? The panel's answer (emulator/facts.py) from the core's reason
+(sentinel_core.silence, the terminal's own rules) and its snapshot, for each state the terminal can be in:
+acknowledged, muted until HH:MM, quiet hours, sent without speech, cut short by an ACK, held back, spoken in full."""
 
 from emulator import facts
+from sentinel_core import silence as core_silence
 from sentinel_core.alarm import Alarm, preset
 from sentinel_core.terminal import Terminal
 
@@ -12,6 +14,12 @@ def _term(**cfg):
     t = Terminal(dict({"speech_gap_s": 0, "quiet_enabled": False}, **cfg))
     t.set_health("clock", True, NOON)
     return t
+
+
+def said(t, now, voice=None):
+    """The panel's words for the shown alarm, as the engine publishes them."""
+    snap = t.snapshot(now)
+    return facts.silence(core_silence.reason(t, snap["shown"].get("key"), now), snap, voice)
 
 
 def _drain(t, now):
@@ -25,25 +33,25 @@ def _drain(t, now):
 def test_speaking_or_queued_is_not_silent():
     t = _term()
     t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
-    assert facts.silence(t.snapshot(NOON)) is None
+    assert said(t, NOON) is None
     t.next_utterance(NOON)
-    assert facts.silence(t.snapshot(NOON)) is None
+    assert said(t, NOON) is None
     audible = {"mode": "wav", "available": True, "player": None}
-    assert facts.silence(t.snapshot(NOON), audible) is None
+    assert said(t, NOON, audible) is None
     deaf = {"mode": "device", "available": True, "player": "silent"}
-    assert facts.silence(t.snapshot(NOON), deaf) == "speaking, but nobody hears it: no audio device"
+    assert said(t, NOON, deaf) == "speaking, but nobody hears it: no audio device"
 
 
 def test_acknowledged_p0_says_until_when():
     t = _term()
     t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     t.on_button("short", NOON + 60)
-    assert facts.silence(t.snapshot(NOON + 60)) == "acknowledged: silent until 12:16"
+    assert said(t, NOON + 60) == "acknowledged: silent until 12:16"
     # a remote ACK of one incident: no global mute, no time to give
     u = _term()
     u.on_alarm(preset("p1", "NVLink", key="b"), NOON)
     u.on_ack("b", False, NOON)
-    assert facts.silence(u.snapshot(NOON)) == "acknowledged: this incident stays silent"
+    assert said(u, NOON) == "acknowledged: this incident stays silent"
 
 
 def test_mute_holds_a_new_p1_and_quiet_hours_too():
@@ -54,24 +62,50 @@ def test_mute_holds_a_new_p1_and_quiet_hours_too():
     snap = t.snapshot(NOON + 1)
     assert snap["shown"]["key"] == "a"
     t.on_alarm(preset("p0", "XID", key="c"), NOON + 2)  # a P0 speaks through the mute
-    assert facts.silence(t.snapshot(NOON + 2)) is None
+    assert said(t, NOON + 2) is None
     q = _term(quiet_enabled=True, quiet_start="11:00", quiet_end="13:00")
     q.on_alarm(preset("p1", "NVLink", key="b"), NOON)
-    assert facts.silence(q.snapshot(NOON)) == "quiet hours until 13:00: only P0 speaks"
+    assert said(q, NOON) == "quiet hours until 13:00: only P0 speaks"
     m = _term()
     m.on_button("short", NOON)
     m.on_alarm(preset("p1", "NVLink", key="d"), NOON + 5)
-    assert facts.silence(m.snapshot(NOON + 5)) == "muted until 12:15"
+    assert said(m, NOON + 5) == "muted until 12:15"
 
 
 def test_without_speech_and_after_the_repetitions():
     t = _term()
     t.on_alarm(Alarm("fan", (255, 0, 0), "flash", "none", 1, 2, "k"), NOON)
-    assert facts.silence(t.snapshot(NOON)) == "sent without speech (audio_mode none)"
+    assert said(t, NOON) == "sent without speech (audio_mode none)"
     u = _term()
     u.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     _drain(u, NOON)
-    assert facts.silence(u.snapshot(NOON)) == "spoken in full: no repetition left"
+    assert said(u, NOON) == "spoken in full: no repetition left"
+
+
+def test_an_ack_that_cut_a_p0_short_then_an_unmute_is_not_spoken_in_full():
+    t = _term(speech_gap_s=2)
+    t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
+    u = t.next_utterance(NOON)
+    t.on_button("short", NOON + 1)  # mid-sentence: the first of three repetitions
+    t.speech_finished(NOON + 1, u.seq)
+    t.on_unmute(None, NOON + 2)
+    assert said(t, NOON + 2) == "cut short by an ACK: not said again until its next alarm"
+    # a remote ACK of the one incident cuts it the same way
+    r = _term(speech_gap_s=2)
+    r.on_alarm(preset("p0", "NCCL", key="a"), NOON)
+    r.on_ack("a", False, NOON)
+    r.on_unmute("a", NOON + 1)
+    assert said(r, NOON + 1) == "cut short by an ACK: not said again until its next alarm"
+    # its next alarm speaks, and the record goes
+    t.on_alarm(preset("p0", "NCCL again", key="a"), NOON + 3)
+    assert said(t, NOON + 3) is None and "a" not in t.hushed
+
+
+def test_speech_held_back_by_quiet_hours_says_so_once_they_end():
+    t = _term(quiet_enabled=True, quiet_start="11:00", quiet_end="12:00")
+    t.on_alarm(preset("p1", "NVLink", key="b"), NOON - 60)
+    assert said(t, NOON - 60) == "quiet hours until 12:00: only P0 speaks"
+    assert said(t, NOON + 60) == "held back by the mute or quiet hours: not said again until its next alarm"
 
 
 def test_screen_colours_are_the_srgb_encoding():

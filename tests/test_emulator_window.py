@@ -10,8 +10,9 @@ import pygame  # noqa: E402
 import pytest  # noqa: E402
 
 from emulator import png  # noqa: E402
+from emulator.facts import fmt_mmss  # noqa: E402
 from emulator.harness import Harness  # noqa: E402
-from emulator.window import Window, find_cjk_font, fmt_mmss  # noqa: E402
+from emulator.window import Window, find_cjk_font  # noqa: E402
 from host_client import preset  # noqa: E402
 
 KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
