@@ -27,7 +27,7 @@ from sentinel_core.live_settings import apply_live
 from sentinel_core.quiet import format_hhmm
 from sentinel_core.receiver import Receiver
 from sentinel_core.render import Renderer
-from sentinel_core.shell import COMPLETED, CUT, SAY, STOP, ShellGlue
+from sentinel_core.shell import COMPLETED, CUT, SAY, STOP, ShellGlue, applied
 
 ANSWER_TIMEOUT_S = 2.0
 FRAMES_KEPT = 120
@@ -244,6 +244,15 @@ class Engine:
             return None
         return p.result
 
+    def refused(self, result, timeout=ANSWER_TIMEOUT_S):
+        """A request the HTTP front refused by its head alone (result: the core's refusal, e.g.
+        Receiver.too_large): counted by the glue in the engine thread, as the board's server counts it. Returns
+        result, for the front to answer."""
+        p = _Pending(result.answer.get("error"))
+        self._inbox.put(("refusal", p))
+        p.done.wait(timeout)
+        return result
+
     def call(self, fn, timeout=ANSWER_TIMEOUT_S):
         """Run fn(terminal, now) in the engine thread and return its value (for tests and tools)."""
         p = _Pending(fn)
@@ -369,8 +378,7 @@ class Engine:
         if kind == "request":
             p = msg[1]
             p.result = self._apply_request(p.args, now)
-            changed = p.result.status == 200 and not p.result.duplicate
-            if changed:
+            if applied(p.result):
                 line = accepted_line(p.result)
                 if line is not None:
                     self.log(line)
@@ -391,6 +399,11 @@ class Engine:
                 p.result = e
             p.done.set()
             return True
+        if kind == "refusal":
+            p = msg[1]
+            self.glue.refusal(p.args)
+            p.done.set()
+            return False
         if kind == "button":
             self._button_level = msg[1]
             return False

@@ -116,9 +116,10 @@ def create_app(cfg, engine=None):
         # Everything else under /api/v1 is the core's to answer (including its 404 and 405).
         length = request.content_length
         if length is not None and length > READ_LIMIT:
-            body = b"x" * (max_body + 1)  # not read (emulator.front): the core refuses it by its size alone
-        else:
-            body = request.stream.read(READ_LIMIT + 1)
+            # not read (emulator.front): refused by its size alone, and counted through the glue
+            result = engine.refused(engine.receiver.too_large(length))
+            return Response(result.body_bytes(), status=result.status, mimetype=_JSON)
+        body = request.stream.read(READ_LIMIT + 1)
         headers = dict(request.headers.items())
         if not engine.alive:
             return _answer(
@@ -146,12 +147,8 @@ def create_app(cfg, engine=None):
         # refuses it by its size (and counts it); anything else is refused here, as the board refuses any such head.
         length = environ.get("CONTENT_LENGTH")
         if length and int(length) > max_body and not (environ["REQUEST_METHOD"] == "POST" and path in ENDPOINTS):
-            return _raw_answer(
-                start_response,
-                "413 Content Too Large",
-                "too_large",
-                "body is %s bytes, at most %d" % (length, max_body),
-            )
+            result = engine.refused(engine.receiver.too_large(int(length)))
+            return _raw_answer(start_response, "413 Content Too Large", "too_large", result.answer["message"])
         return routed(environ, start_response)
 
     app.wsgi_app = as_sent

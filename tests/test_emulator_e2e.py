@@ -380,6 +380,14 @@ def test_oversized_body_is_refused_without_reading_it(emu):
     headers, body = _signed(emu.cfg, raw=b"{" + b" " * 200000 + b"}")
     status, _, answer = _http(emu.url, "POST", "/api/v1/send_msg", headers, body)
     assert status == 413 and answer["error"] == "too_large"
+    # the length it was refused for, as the board says it, and counted as the board's server counts it (the glue)
+    max_body = emu.engine.receiver.max_body
+    assert answer["message"] == "body is %d bytes, at most %d" % (len(body), max_body)
+    status, _, answer = _http(emu.url, "PUT", "/api/v1/status", {"Content-Length": "100000"}, b"x" * 100000)
+    assert status == 413 and answer["message"] == "body is 100000 bytes, at most %d" % max_body
+    metrics = emu.get("/metrics")[1].decode()
+    assert 'sentinel_refusals_total{code="too_large"} 2' in metrics
+    assert 'sentinel_requests_total{outcome="refused"} 2' in metrics
 
 
 def test_host_client_errors_carry_the_core_status(emu):

@@ -154,6 +154,11 @@ class Receiver:
         except Exception:  # noqa: BLE001 - an answer, never a crash, whatever the input
             return refusal(500, "internal", "internal error")
 
+    def too_large(self, length):
+        """The refusal of a body of `length` bytes over max_body: also what a shell answers when it refuses a
+        request by its Content-Length alone, unread (counted with ShellGlue.refusal)."""
+        return refusal(413, "too_large", "body is %d bytes, at most %d" % (length, self.max_body))
+
     def _handle(self, method, path, headers, body, now, synced):
         ep = ENDPOINTS.get(path) if isinstance(path, str) else None
         if ep is None:
@@ -164,7 +169,7 @@ class Receiver:
         if not (isinstance(body, bytes) or isinstance(body, bytearray)):
             raise bad_json("body must be bytes")
         if len(body) > self.max_body:
-            return refusal(413, "too_large", "body is %d bytes, at most %d" % (len(body), self.max_body))
+            return self.too_large(len(body))
         ctype = _header(headers, "content-type")
         if ctype is None or (ctype != "application/json" and not _is_json_type(ctype)):
             return refusal(415, "unsupported_media_type", "Content-Type must be application/json")

@@ -27,6 +27,11 @@ _REFUSED = const(2)
 _SILENT_PER_STEP = const(4)
 
 
+def applied(result):
+    """Whether ShellGlue.request acts on this Receiver result (accepted and new): what changed the terminal."""
+    return result.status == 200 and not result.duplicate
+
+
 class ShellGlue:
     """config: the config's terminal section (None: the defaults). A section the Terminal refuses falls
     back to the defaults and shows config_error with the reason; config_error: a problem the shell found in its own
@@ -88,6 +93,11 @@ class ShellGlue:
         self.requests[_ACCEPTED] += 1
         self.accepted[kind] = self.accepted.get(kind, 0) + 1
         return PERSIST if t.dirty else None
+
+    def http_totals(self):
+        """(requests answered, of them refused): what the board's /status says under "http"."""
+        n = self.requests
+        return n[_ACCEPTED] + n[_DUPLICATE] + n[_REFUSED], n[_REFUSED]
 
     def refusal(self, code):
         """A request the shell refused itself before the receiver saw it (the board's server, a body too large by

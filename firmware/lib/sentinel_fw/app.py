@@ -217,8 +217,8 @@ class Sentinel:
             else {"connected": self.wifi.connected, "ip": self.wifi.address(), "attempts": self.wifi.attempts},
         )
         yield "watchdog", {"feeds": self.watchdog.feeds, "stale": self.watchdog.stale(ticks.ms())}
-        n = self.glue.requests
-        yield "http", {"requests": n[0] + n[1] + n[2], "refused": n[2]}
+        total, refused = self.glue.http_totals()
+        yield "http", {"requests": total, "refused": refused}
         yield "flash", None if self.store is None else {"writes": self.store.writes, "error": self.store.last_error}
         yield "problems", ["%s: %s" % p for p in self.errors]
         try:
