@@ -12,7 +12,6 @@ import argparse
 import http.client
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "firmware", "lib"))
 sys.path.insert(0, ROOT)
 
 from host_client import AlarmClient, preset  # noqa: E402
-from testkit.net import free_port  # noqa: E402
+from testkit.emulator import EmulatorProcess  # noqa: E402
 
 
 def pct(values, p):
@@ -31,46 +30,10 @@ def pct(values, p):
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
 
 
-class Emulator:
+class Emulator(EmulatorProcess):
     def __init__(self, tmp):
-        self.port = free_port()
-        env = dict(os.environ, XDG_CONFIG_HOME=tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
-        env.pop("SENTINEL_EMULATOR_CONFIG", None)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "emulator",
-                "--headless",
-                "--no-voice",
-                "--no-persist",
-                "--port",
-                str(self.port),
-                "--run-for",
-                "600",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        self.url = "http://127.0.0.1:%d" % self.port
-        self._wait_up()
-        # Up means its first-start config is complete on disk.
-        with open(os.path.join(tmp, "gpu-sentinel", "emulator.json")) as f:
-            self.cfg = json.load(f)
-
-    def _wait_up(self):
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("emulator exited: %s" % self.proc.stderr.read().decode(errors="replace"))
-            try:
-                self.status()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("emulator did not start")
+        super().__init__(tmp, run_for_s=600)
+        self.start()
 
     def status(self, conn=None):
         own = conn is None
@@ -82,13 +45,6 @@ class Emulator:
         finally:
             if own:
                 conn.close()
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def bench_latency(emu, n):

@@ -13,10 +13,8 @@ Run: .venv/bin/python bench/bench_slowclients.py [--conns N] [--p0 20] [--target
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +29,7 @@ from board_cpython import Board  # noqa: E402
 from slowclients import Attacker, raise_fd_limit  # noqa: E402
 
 from host_client import AlarmClient, preset  # noqa: E402
-from testkit.net import free_port, running, wait_port  # noqa: E402
+from testkit.emulator import EmulatorProcess  # noqa: E402
 
 
 class Emulator:
@@ -39,44 +37,13 @@ class Emulator:
 
     def __enter__(self):
         self.tmp = tempfile.mkdtemp(prefix="bench-slow-emu-")
-        self.port = free_port()
-        env = dict(os.environ, XDG_CONFIG_HOME=self.tmp, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy")
-        env.pop("SENTINEL_EMULATOR_CONFIG", None)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "emulator",
-                "--headless",
-                "--no-voice",
-                "--no-persist",
-                "--port",
-                str(self.port),
-                "--run-for",
-                "900",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_port(self.port, 30, alive=running(self.proc))
-        for _ in range(100):
-            try:
-                with open(os.path.join(self.tmp, "gpu-sentinel", "emulator.json")) as f:
-                    cfg = json.load(f)
-                break
-            except (OSError, ValueError):
-                time.sleep(0.05)
-        self.key_id, self.secret = cfg["key_id"], cfg["secret"]
+        self.emu = EmulatorProcess(self.tmp, run_for_s=900).start()
+        self.port, self.proc = self.emu.port, self.emu.proc
+        self.key_id, self.secret = self.emu.cfg["key_id"], self.emu.cfg["secret"]
         return self
 
     def __exit__(self, *exc):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        self.emu.stop()
 
 
 class BoardCPython(Board):
