@@ -83,42 +83,35 @@ class KmsgFollower(Follower):
                 r, _, _ = select.select([fd], [], [], 1.0)
                 if not r:
                     continue
-                while True:
-                    try:
-                        rec = os.read(fd, 8192)
-                    except BlockingIOError:
-                        break
-                    except OSError as e:
-                        if e.errno == errno.EPIPE:  # records overwritten before we read them: carry on
-                            continue
-                        raise
-                    if not rec:
-                        break
-                    self.emit(rec.decode("utf-8", "replace"))
+                for rec in _kmsg_records(fd):
+                    self.emit(rec)
         finally:
             os.close(fd)
 
 
+def _kmsg_records(fd):
+    """The records readable now from a non-blocking /dev/kmsg descriptor, one per read, decoded."""
+    while True:
+        try:
+            rec = os.read(fd, 8192)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            if e.errno == errno.EPIPE:  # records overwritten before we read them: carry on
+                continue
+            raise
+        if not rec:
+            return
+        yield rec.decode("utf-8", "replace")
+
+
 def read_kmsg_history(path="/dev/kmsg"):
     """Every record still in the kernel ring buffer (for --once), without blocking."""
-    out = []
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        while True:
-            try:
-                rec = os.read(fd, 8192)
-            except BlockingIOError:
-                break
-            except OSError as e:
-                if e.errno == errno.EPIPE:
-                    continue
-                raise
-            if not rec:
-                break
-            out.append(rec.decode("utf-8", "replace"))
+        return list(_kmsg_records(fd))
     finally:
         os.close(fd)
-    return out
 
 
 class CommandFollower(Follower):

@@ -63,15 +63,36 @@ class GpuRules:
         self.util_drop_s = float(util_drop_s)
 
 
+class _Confirmed:
+    """A link property (PCIe generation or width) judged over samples: down after `confirm` bad samples in a row, up
+    again after `confirm` good ones; a sample that cannot be judged (an idle link saving power) resets the bad run."""
+
+    __slots__ = ("bad", "good", "down")
+
+    def __init__(self):
+        self.bad = self.good = 0
+        self.down = False
+
+    def sample(self, value, expected, judge, confirm):
+        if value >= expected:
+            self.good += 1
+            self.bad = 0
+        elif judge:
+            self.bad += 1
+            self.good = 0
+        else:
+            self.bad = 0
+        if self.bad >= confirm:
+            self.down = True
+        elif self.good >= confirm:
+            self.down = False
+
+
 class _Gpu:
     __slots__ = (
         "dev",
-        "gen_bad",
-        "gen_good",
-        "gen_down",
-        "width_bad",
-        "width_good",
-        "width_down",
+        "gen",
+        "width",
         "seen",
         "hot_bad",
         "hot_good",
@@ -91,8 +112,8 @@ class _Gpu:
 
     def __init__(self, dev):
         self.dev = dev
-        self.gen_bad = self.gen_good = self.width_bad = self.width_good = 0
-        self.gen_down = self.width_down = False
+        self.gen = _Confirmed()
+        self.width = _Confirmed()
         self.seen = None  # (gen, width) when the downgrade was confirmed
         self.hot_bad = self.hot_good = 0
         self.hot = False
@@ -211,32 +232,10 @@ class GpuChecker:
         judge_gen = load is True or (load is None and r.get("pstate") == 0)
         judge_width = load is not False
         if gen is not None and exp_gen:
-            if gen >= exp_gen:
-                g.gen_good += 1
-                g.gen_bad = 0
-            elif judge_gen:
-                g.gen_bad += 1
-                g.gen_good = 0
-            else:
-                g.gen_bad = 0  # idle: the low generation is power saving, not evidence
-            if g.gen_bad >= rules.confirm:
-                g.gen_down = True
-            elif g.gen_good >= rules.confirm:
-                g.gen_down = False
+            g.gen.sample(gen, exp_gen, judge_gen, rules.confirm)
         if width is not None and exp_width:
-            if width >= exp_width:
-                g.width_good += 1
-                g.width_bad = 0
-            elif judge_width:
-                g.width_bad += 1
-                g.width_good = 0
-            else:
-                g.width_bad = 0  # idle: a narrowed link is power saving too
-            if g.width_bad >= rules.confirm:
-                g.width_down = True
-            elif g.width_good >= rules.confirm:
-                g.width_down = False
-        if not (g.gen_down or g.width_down):
+            g.width.sample(width, exp_width, judge_width, rules.confirm)
+        if not (g.gen.down or g.width.down):
             g.seen = None
             return None
         if g.seen is None:
