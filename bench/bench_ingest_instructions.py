@@ -6,7 +6,7 @@ NCCL_TIMEOUT, 25 % GPU_UTIL_DROP, 3 % XID_FATAL, 2 % THERMAL). Each mode runs tw
 events after the same warm-up; (instructions(3N) - instructions(N)) / 2N is the per-event figure, start-up and
 warm-up cancelled. Instruction counts do not depend on what else the machine runs, unlike timings.
 
-Run:   .venv/bin/python bench/bench_ingest_instructions.py [--events 4000]
+Run:   .venv/bin/python bench/bench_ingest_instructions.py [--events N]
 """
 
 from __future__ import annotations
