@@ -203,3 +203,39 @@ def test_tests_readme_names_every_product_module_and_test_file():
         elif p.startswith("tests/test_") and "`%s`" % os.path.basename(p) not in readme:
             missing.append(p)
     assert not missing, "tests/README.md does not name: %s" % missing
+
+
+@pytest.mark.parametrize(
+    "message,code,says",
+    [
+        ("Gateway: one back-off rule\n\nThe why, with figures.\n", 0, ""),
+        ("x" * 73 + "\n", 1, "the subject is 73 characters, at most 72"),
+        ("Subject\nbody without a blank line\n", 1, "a blank line goes between the subject and the body"),
+        ("# only a comment\n", 1, "no subject"),
+    ],
+)
+def test_commit_msg_hook_refuses_long_subjects_in_one_line(tmp_path, message, code, says):
+    import sys
+
+    msg = tmp_path / "COMMIT_EDITMSG"
+    msg.write_text(message, encoding="utf-8")
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "check_commit_subject.py"), str(msg)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == code and says in r.stderr and len(r.stderr.splitlines()) == (1 if code else 0)
+
+
+def test_pre_commit_config_is_valid_and_runs_make_tests_first_checks():
+    import sys
+
+    cfg = os.path.join(ROOT, ".pre-commit-config.yaml")
+    r = subprocess.run([sys.executable, "-m", "pre_commit", "validate-config", cfg], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(cfg, encoding="utf-8") as f:
+        text = f.read()
+    with open(os.path.join(ROOT, "tools", "run-tests.sh"), encoding="utf-8") as f:
+        run_tests = f.read()
+    for args in ("format --check", "check"):
+        assert "ruff " + args in text and '/ruff" %s .' % args in run_tests
