@@ -201,9 +201,11 @@ class Worker(LaneThread):
 
     def _heartbeat(self):
         lane = self.lane
-        self._next_hb = self.mono() + self.heartbeat_s
+        interval = self.heartbeat_s
+        assert interval  # _run calls this only when heartbeats are on
+        self._next_hb = self.mono() + interval
         try:
-            self.client.heartbeat(int(min(3600, max(1, round(self.heartbeat_s)))))
+            self.client.heartbeat(int(min(3600, max(1, round(interval)))))
         except SentinelError as e:
             with lane.cond:
                 lane.stats.heartbeats_failed += 1

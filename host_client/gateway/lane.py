@@ -86,7 +86,7 @@ class Lane:
         self.gen = 0  # bumped on every change the persisted queue must see
         self.wake_on_change = False  # set by an idle persister: wake me on the next change
         self.sync_gen = 0  # bumped when an alarm is added: that write is fsynced
-        self.up = None  # None: never tried
+        self.up: bool | None = None  # None: never tried
 
     # views used by the service, the tests and the bench
     @property

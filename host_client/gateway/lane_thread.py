@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .lane import Lane
 
 
 class LaneThread:
-    """A lane's own thread (the persister's, the delivery worker's): started, watched, stopped alike."""
+    """A lane's own thread (the persister's, the delivery worker's): started, watched, stopped alike. A subclass
+    sets lane, _stop and _thread (None until started) and runs its loop in _run."""
 
     _role = "lane"
+    lane: Lane
+    _stop: bool
+    _thread: threading.Thread | None
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="%s-%s" % (self._role, self.lane.name), daemon=True)
