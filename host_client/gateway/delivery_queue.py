@@ -63,7 +63,7 @@ class Item:
         self.level = level
         self._text = text
         self.dirty = False  # a summary that grew: its text and id are brought up to date when next read
-        self.lang = None
+        self.lang = "en"  # the summary's language, set by grew()
         self.key = key
         self.carried = carried
         self.created = created

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import overload
 
 from host_client.errors import SentinelError
 from sentinel_core.alarm import NORMAL, P0, P1
@@ -365,6 +366,10 @@ def phrase(event_type: str, language: str = "zh") -> str:
     return spec[language + "_phrase"]
 
 
+@overload
+def _string(body: dict, name: str, limit: int) -> str: ...
+@overload
+def _string(body: dict, name: str, limit: int, *, required: bool) -> str | None: ...
 def _string(body: dict, name: str, limit: int, *, required: bool = True) -> str | None:
     v = body.get(name)
     # the common case in one test (isprintable() is false for every character _CONTROL matches: the regex runs

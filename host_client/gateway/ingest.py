@@ -18,7 +18,8 @@ def _no_constant(name):
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
-_SCAN = _DECODER.scan_once  # the C scanner JSONDecoder.decode wraps in two regex matches and a frame
+# the C scanner JSONDecoder.decode wraps in two regex matches and a frame (set in __init__: typeshed omits it)
+_SCAN = _DECODER.scan_once  # pyright: ignore[reportAttributeAccessIssue]
 
 
 class BodyError(SentinelError, ValueError):

@@ -40,7 +40,7 @@ def _inotify():
             _libc = lib
         except (OSError, AttributeError):
             _libc = False
-    return _libc or None
+    return _libc if isinstance(_libc, ctypes.CDLL) else None
 
 
 class Follower:
@@ -62,6 +62,9 @@ class Follower:
             self.run()
         except Exception as e:  # a dead follower must be visible in /status, not a silent gap
             self.error = "%s: %s" % (type(e).__name__, e)
+
+    def run(self) -> None:
+        raise NotImplementedError
 
     def emit(self, line):
         self.lines += 1
@@ -128,6 +131,7 @@ class CommandFollower(Follower):
             self.proc = subprocess.Popen(
                 self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace", bufsize=1
             )
+            assert self.proc.stdout is not None  # stdout=PIPE
             for line in self.proc.stdout:
                 self.emit(line)
                 if self.stop.is_set():

@@ -85,9 +85,10 @@ class Sender:
         self.batch_bytes = int(batch_bytes)
         if post is None:
 
-            def post(url, data, timeout, _token=token):
+            def http_post(url, data, timeout, _token=token):
                 return _http_post(url, data, timeout, _token)
 
+            post = http_post
         self._post = post
         self._q = deque()  # (queued_at, event, encoded body or None)
         self._cv = threading.Condition()
