@@ -6,12 +6,7 @@ ESP32's ~110 KB Python heap.
     .venv/bin/python bench/bench_firmware.py
     .venv/bin/python bench/bench_firmware.py --against 0b82a34   # and that commit's firmware, same run, one table
 
-Same run, least held over LAYOUTS (docs/FIRMWARE.md "Comparing trees in one run" has the frozen figures too):
-
-    tree                               held while running (spread)    worst (held + accepted alarm's peak)
-    0b82a34 (before issue 14's board)  132.1 KB (132.1-133.3)           140.7 KB
-    27bd3e1 (the board on the glue)    130.4 KB (130.4-131.5)           139.0 KB    (another run)
-    199ece5 (now)                      130.3 KB (130.3-130.7)           138.9 KB
+The figures of past runs, each tree against another in the same run: docs/FIRMWARE.md "Comparing trees in one run".
 
 How it is measured: gc.collect() then gc.mem_alloc() before and after. "held" is what stays allocated after a
 collection; "allocated per X" is the mem_alloc delta over a run without a collection, divided by the count: the
