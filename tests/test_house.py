@@ -13,9 +13,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# A measured figure: an instruction count, a per-call timing (a sub-millisecond unit or "per call/request/..."),
-# a pass rate ("1 run in 4", "8 in 8 pass"), a measured ratio ("1.27x"), a throughput ("19,300 events/s"), or any
-# number of four digits or more in a comment that names a profiler. A memory size given as a reason may stay.
+# A measured figure: an instruction count, a per-call timing (a sub-millisecond unit, or milliseconds per call,
+# request, ...), a pass rate (runs in runs), a measured ratio (a decimal with an x), a throughput (events per
+# second), or a number of four digits or more in a comment that names a profiler (the cases below show each).
+# A memory size given as the reason for a choice may stay.
 FIGURE = re.compile(
     r"""\d[\d,.]*\s*[kKM]?\s*instructions\b
     |\d+(?:\.\d+)?\s*(?:ns|us|µs|μs)\b
