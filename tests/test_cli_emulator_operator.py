@@ -15,10 +15,11 @@ import sys
 import time
 import urllib.request
 
-from deploy_live import free_port, stop, wait_http
+from deploy_live import stop, wait_http
 from opcheck import ROOT, one_line, run, script
 
 from emulator import config as emu_config
+from testkit.net import free_port
 
 EMU = script("sentinel-emulator", "emulator")
 SEND = script("sentinel-send", "host_client.cli")

@@ -9,8 +9,10 @@ import socket
 import subprocess
 
 import pytest
-from deploy_live import free_port, get, post, start_gateway, stop, wait_http
+from deploy_live import get, post, start_gateway, stop, wait_http
 from opcheck import one_line, remove, run, script, shared_tmp, unprivileged
+
+from testkit.net import free_port
 
 SECRET = "9c0e" * 16
 GW = script("sentinel-gateway", "host_client.gateway.cli")

@@ -7,8 +7,10 @@ import os
 import socket
 
 import pytest
-from deploy_live import REPLAY, free_port
+from deploy_live import REPLAY
 from opcheck import one_line, remove, run, script, shared_tmp, unprivileged
+
+from testkit.net import free_port
 
 PROBE = script("sentinel-probe", "host_client.probes.cli")
 

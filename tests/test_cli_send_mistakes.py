@@ -8,9 +8,10 @@ import re
 import socket
 
 import pytest
-from deploy_live import free_port
-from loopback import LoopbackTerminal
 from opcheck import one_line, remove, run, script, shared_tmp, unprivileged
+
+from testkit.net import free_port
+from testkit.terminal import LoopbackTerminal
 
 SEND = script("sentinel-send", "host_client.cli")
 SECRET = "5e7d" * 16
