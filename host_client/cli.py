@@ -211,15 +211,16 @@ def main(argv=None):
             return EXIT_OK
         worst = EXIT_OK
         for d in send_many(clients, alarm):
-            if d.ok:
+            ack = d.ack
+            if ack is not None:
                 print(
                     "%s: delivered (%s%s, %d attempt%s)"
                     % (
                         d.url,
-                        d.ack.level or "ok",
-                        ", duplicate" if d.ack.duplicate else "",
-                        d.ack.attempts,
-                        "" if d.ack.attempts == 1 else "s",
+                        ack.level or "ok",
+                        ", duplicate" if ack.duplicate else "",
+                        ack.attempts,
+                        "" if ack.attempts == 1 else "s",
                     )
                 )
             elif isinstance(d.error, (TransportError, ServerError)):

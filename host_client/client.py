@@ -154,7 +154,7 @@ class AlarmClient:
     def heartbeat(self, interval: int | None = None) -> Ack:
         """Tell the terminal the alarm path is alive; with interval, it alarms if the next one is late; interval 0
         disarms the terminal's dead-man's switch (a gateway that is being retired)."""
-        body = {"id": uuid.uuid4().hex[:16]}
+        body: dict[str, str | int] = {"id": uuid.uuid4().hex[:16]}
         if interval is not None:
             body["interval"] = int(interval)
         return self._deliver(PATH_HEARTBEAT, body)

@@ -11,14 +11,15 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import urllib.parse
 from collections.abc import Mapping
 
 from host_client.errors import ConfigError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
+else:  # Python 3.10
     import tomli as tomllib
 
 
@@ -137,4 +138,5 @@ def resolve(
             "no terminal configured: missing %s (give arguments, set SENTINEL_URL, SENTINEL_KEY_ID and "
             "SENTINEL_SECRET, or start the emulator once to create %s)" % (", ".join(missing), emulator_config_path())
         )
+    assert url and key_id and secret  # missing is empty
     return Target(url, key_id, secret)

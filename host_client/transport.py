@@ -62,7 +62,7 @@ def describe(e: BaseException) -> str:
     if isinstance(e, ConnectionResetError):
         return "connection reset"
     if isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL):
-        return "%s" % (e.strerror or e).lower()
+        return (e.strerror or str(e)).lower()
     return "%s: %s" % (type(e).__name__, e)
 
 

@@ -4,10 +4,11 @@ Unknown sections or keys are errors (a typo must not silently disable a check); 
 """
 
 import socket
+import sys
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
+else:  # Python 3.10
     import tomli as tomllib
 
 from host_client.config import check_url, unreadable_hint
