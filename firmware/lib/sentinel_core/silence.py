@@ -4,8 +4,8 @@
 from sentinel_core.alarm import NORMAL
 from sentinel_core.terminal import ACKED
 
-NO_SPEECH = "no_speech"  # sent with audio_mode "none"
-SPOKEN = "spoken"  # every repetition was said
+NO_SPEECH = 6  # sent with audio_mode "none"
+SPOKEN = 7  # every repetition was said
 
 
 def reason(terminal, key, now):

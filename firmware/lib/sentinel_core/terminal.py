@@ -22,12 +22,13 @@ MAX_REPEATS = 10
 CLOCK_STEP_S = 3600
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
-# What holds an incident's speech now (Terminal.hold), and why its speech ended early (Terminal.hushed).
-ACKED = "acknowledged"
-MUTED = "muted"
-QUIET = "quiet"
-CUT_BY_ACK = "cut_by_ack"
-HELD = "held"
+# What holds an incident's speech now (Terminal.hold), and why its speech ended early (Terminal.hushed): small
+# ints, so the board allocates no string for them.
+ACKED = const(1)
+MUTED = const(2)
+QUIET = const(3)
+CUT_BY_ACK = const(4)
+HELD = const(5)
 
 
 def is_int(v):
