@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 from host_client.transport import describe, listen_error
 
@@ -157,28 +158,30 @@ def run_daemon(cfg):
         print("sentinel-probe: %s" % why, file=sys.stderr)
         d.close()
         return 2
+    sender = d.sender
+    assert sender is not None  # start() made one
     log.info(
         "running: rack %s host %s, %d GPU(s) via %s, gateway %s",
         d.identity.rack,
         d.identity.host,
         len(d.devices),
         getattr(gpu, "name", "none"),
-        d.sender.url,
+        sender.url,
     )
     stop.wait()
     d.stop.set()  # no new findings while the last ones go out
-    if d.sender.pending():
-        log.info("stopping; %d event(s) still queued, 2 s to deliver them", d.sender.pending())
-        if not d.sender.flush(2.0):
+    if sender.pending():
+        log.info("stopping; %d event(s) still queued, 2 s to deliver them", sender.pending())
+        if not sender.flush(2.0):
             log.warning(
                 "stopping with %d undelivered event(s); standing conditions are re-detected at the next start",
-                d.sender.pending(),
+                sender.pending(),
             )
     d.close()
     return 0
 
 
-def run_once(cfg, *, as_json=False, out=None):
+def run_once(cfg: dict[str, dict[str, Any]], *, as_json=False, out=None):
     """The seed's script, grown up: every check once, a table, exit 1 when anything is wrong."""
     out = out or sys.stdout
     rows = []  # (check, gpu, status, detail)

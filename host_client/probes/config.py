@@ -5,6 +5,7 @@ Unknown sections or keys are errors (a typo must not silently disable a check); 
 
 import socket
 import sys
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -19,7 +20,7 @@ from .progress import ProgressRules
 
 DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
 
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "node": {"rack": "unknown", "host": "", "gateway": ""},
     "gpu": {
         "source": "auto",

@@ -67,13 +67,13 @@ class Daemon:
         self._pci = proc_gpu_indexes()
         self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         self._gpu_generation = getattr(gpu, "generation", 0)
-        self.sender = sender
+        self.sender: Sender | None = sender
         self.q = queue.Queue()
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.followers = []
         self._xid_sources = set()
-        self.sock = None
+        self.sock: progress.ProgressSocket | None = None
         self.status_server = None
         self._status_serving = False
         self.counts = {t: 0 for t in events.EVENT_TYPES}
@@ -157,12 +157,14 @@ class Daemon:
         self.followers.append(f.start())
 
     def _progress_reader(self):
+        sock = self.sock
+        assert sock is not None  # started only once the socket is bound
         while not self.stop.is_set():
             try:
-                r, _, _ = select.select([self.sock], [], [], 1.0)
+                r, _, _ = select.select([sock], [], [], 1.0)
                 if not r:
                     continue
-                msg, pid = self.sock.recv()
+                msg, pid = sock.recv()
             except (OSError, ValueError):
                 if self.stop.is_set():
                     return
@@ -263,9 +265,11 @@ class Daemon:
         return None
 
     def sample_gpus(self, now):
+        gpu = self.gpu
+        assert gpu is not None  # scheduled only with a GPU source
         t0 = time.perf_counter()
         try:
-            readings = self.gpu.sample()
+            readings = gpu.sample()
         except Exception as e:
             self.sample_errors += 1
             log.warning("GPU sample failed: %s", e)
@@ -274,7 +278,7 @@ class Daemon:
         gen = getattr(self.gpu, "generation", 0)
         if gen != self._gpu_generation:  # a GPU came back: its facts (bus, maxima, thresholds) are known now
             self._gpu_generation = gen
-            self.devices = self.gpu.devices()
+            self.devices = gpu.devices()
             self.checker.refresh(self.devices)
             self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         findings = self.checker.check(readings, now)

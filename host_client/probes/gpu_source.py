@@ -193,12 +193,14 @@ class NvmlSource:
                 out.append(dict(_reading_defaults(i), lost=True, error=lost[0]))
                 continue
             procs = self._try(i, n.nvmlDeviceGetComputeRunningProcesses, h, lost=lost)
-            nvlink = {} if links_now else None
-            for link in range(dev["nvlinks"] if links_now else 0):
-                for cname, cid in counters:
-                    v = self._try(i, n.nvmlDeviceGetNvLinkErrorCounter, h, link, cid)
-                    if v is not None:
-                        nvlink["%d:%s" % (link, cname)] = int(v)
+            nvlink = None
+            if links_now:
+                nvlink = {}
+                for link in range(dev["nvlinks"]):
+                    for cname, cid in counters:
+                        v = self._try(i, n.nvmlDeviceGetNvLinkErrorCounter, h, link, cid)
+                        if v is not None:
+                            nvlink["%d:%s" % (link, cname)] = int(v)
             power = self._try(i, getattr(n, "nvmlDeviceGetPowerUsage", _missing), h, lost=lost)
             gen = self._try(i, n.nvmlDeviceGetCurrPcieLinkGeneration, h, lost=lost)
             width = self._try(i, n.nvmlDeviceGetCurrPcieLinkWidth, h, lost=lost)

@@ -100,13 +100,13 @@ class _Proc:
         self.last = now
         self.intervals = []
         self.steps = 0
-        self.step = None
+        self.step: int | None = None
         self.paused = False
         self.stalled_at = None
         self.dead_at = None
         self.checked_at = now
-        self.first_step_s = None
-        self.next_s = None
+        self.first_step_s: float | None = None
+        self.next_s: float | None = None
         self.long_at = None  # step count at which the last unannounced long step ended
         self.long_s = 0.0  # the longest of them
         self.long_period = None  # steps between the last two (a checkpoint every N steps)
