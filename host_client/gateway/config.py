@@ -11,6 +11,7 @@ import fnmatch
 import os
 import re
 import sys
+from typing import Any, overload
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -171,6 +172,11 @@ SERVERS = ("epoll", "asyncio")  # "asyncio": the old name of the epoll front (se
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
+# With a default the value is never None (an int or a float, as the default is): the overloads say so, for pyright.
+@overload
+def _num(d, key, where, *, default: float, lo=None, hi=None, integer=False) -> Any: ...
+@overload
+def _num(d, key, where, *, default: None = None, lo=None, hi=None, integer=False) -> Any | None: ...
 def _num(d, key, where, *, default=None, lo=None, hi=None, integer=False):
     v = d.get(key, default)
     if v is None:
@@ -184,6 +190,10 @@ def _num(d, key, where, *, default=None, lo=None, hi=None, integer=False):
     return v
 
 
+@overload
+def _str(d, key, where, *, default: str, choices=None) -> str: ...
+@overload
+def _str(d, key, where, *, default: None = None, choices=None) -> str | None: ...
 def _str(d, key, where, *, default=None, choices=None):
     v = d.get(key, default)
     if v is None:
@@ -369,7 +379,9 @@ class Config:
             raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")
         for name in ddl:
             lvl = _level(name, "delivery.deadline_s key")
-            c.deadlines[lvl] = float(_num(ddl, name, "delivery.deadline_s", default=None, lo=1, hi=86400 * 30))
+            v = _num(ddl, name, "delivery.deadline_s", lo=1, hi=86400 * 30)
+            assert v is not None  # name is one of ddl's keys
+            c.deadlines[lvl] = float(v)
 
         am = d.get("alertmanager", {})
         c.am_severity_label = _str(am, "severity_label", "alertmanager", default=c.am_severity_label)
@@ -401,7 +413,7 @@ class Config:
                     raise ConfigError("templates.%s.%s must be a string" % (lang, t))
                 sample = tuple({"r": "A03", "h": "gpu-1", "g": 1, "u": 1.0}[f] for f in EVENT_TYPES[t]["fields"])
                 try:
-                    s % sample
+                    _ = s % sample  # formatting the sample is the check
                 except (TypeError, ValueError) as e:
                     raise ConfigError(
                         "templates.%s.%s must take the same %% fields as the built-in one (%s): %s"
@@ -551,6 +563,7 @@ def _terminal(name, t, env, base_dir) -> Terminal:
             raise ConfigError("%s: environment variable %s is not set or empty" % (where, se))
         secret = Secret(v.encode("utf-8"), "env %s" % se)
     else:
+        assert sf  # exactly one of the two is set
         path = os.path.join(base_dir, sf)
         try:
             with open(path, "rb") as f:

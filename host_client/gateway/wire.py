@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 
-from host_client.transport import HTTPTransport, Response
+from host_client.transport import HTTPTransport, Response, Transport
 from sentinel_core.alarm import preset
 from sentinel_core.validate import KEY_MAX_BYTES, TEXT_MAX_BYTES
 
@@ -45,7 +45,7 @@ def to_alarm(item):
     return preset(_PRESET[item.level], wire_text(item.text), key=wire_key(item.key), id=item.id)
 
 
-class RfcCompatTransport:
+class RfcCompatTransport(Transport):
     """For a terminal configured `compat = "rfc"`: the RFC's gateway counts any 200 as delivered and a minimal
     RFC-compatible terminal answers a bare 2xx with no JSON body. Such an answer is passed on as our `{"ok": true}`;
     a JSON answer of ours, when the terminal sends one, is used as it is (its duplicate flag, its error code)."""
