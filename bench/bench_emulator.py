@@ -144,10 +144,10 @@ def bench_voice(repeat=3):
     """Text -> joined WAV (each run synthesized by its language's voice, then joined) for every alarm text the
     product generates: the delay the per-language reading adds before an utterance can start."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-    from alarm_texts import product_alarm_texts  # noqa: PLC0415
+    from alarm_texts import product_alarm_texts
 
-    from emulator import reading  # noqa: PLC0415
-    from emulator import voice as voice_mod  # noqa: PLC0415
+    from emulator import reading
+    from emulator import voice as voice_mod
 
     synth = voice_mod.shared_synth(170, {"en": "gmw/en-us", "zh": "auto"})
     voices = synth.pick_voices({"en": "gmw/en-us", "zh": "auto"})

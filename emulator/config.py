@@ -87,7 +87,7 @@ _TYPES = {
 
 
 def _terminal_keys():
-    from sentinel_core.terminal_config import DEFAULTS as CORE  # noqa: PLC0415
+    from sentinel_core.terminal_config import DEFAULTS as CORE
 
     return frozenset(CORE) | {"debounce_ms", "long_ms"}
 

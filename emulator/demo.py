@@ -30,7 +30,7 @@ def _describe(snap):
 
 
 def make_client(config_path=None, url=None):
-    from host_client import AlarmClient  # noqa: PLC0415  (the lead's library; imported where it is used)
+    from host_client import AlarmClient  # the lead's library; imported where it is used
 
     path = config_path or config_mod.default_path()
     with open(path, encoding="utf-8") as f:

@@ -367,7 +367,7 @@ class Engine:
                         with self.metrics.lock:
                             self.metrics.frame_overruns += 1
                         next_frame = t + self.period
-        except Exception as e:  # noqa: BLE001  (logged and exposed: HTTP answers 503 from here on)
+        except Exception as e:  # logged and exposed: HTTP answers 503 from here on
             self.error = "%s: %s" % (type(e).__name__, e)
             self.log("engine stopped: %s" % self.error)
             raise

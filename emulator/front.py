@@ -41,7 +41,7 @@ def _fd_room(want):
     limit allows), less 128 for everything else the emulator opens. Shedding at a bound the limit allows keeps
     accept() from ever failing with EMFILE."""
     try:
-        import resource  # noqa: PLC0415 - POSIX only
+        import resource  # POSIX only
     except ImportError:
         return want
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -80,7 +80,7 @@ class Harness:
         return self.server.url
 
     def client(self, **kwargs):
-        from host_client import AlarmClient  # noqa: PLC0415
+        from host_client import AlarmClient
 
         kwargs.setdefault("retries", 0)
         return AlarmClient(self.url, self.cfg["key_id"], self.cfg["secret"], **kwargs)

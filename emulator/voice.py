@@ -120,11 +120,11 @@ class _Pyttsx3Synth:
     """pyttsx3 wrapped: text + language -> WAV file. Thread-safe (one synthesis at a time)."""
 
     def __init__(self, rate, voice_ids):
-        import pyttsx3  # noqa: PLC0415  (optional dependency: imported where it is needed)
+        import pyttsx3  # optional dependency: imported where it is needed
 
         self._espeak_busy = None
         try:
-            import pyttsx3.drivers.espeak as espeak_driver  # noqa: PLC0415
+            import pyttsx3.drivers.espeak as espeak_driver
 
             # The espeak driver prints "Audio saved to ..." for every file; the emulator logs that itself.
             espeak_driver.print = lambda *a, **k: None
@@ -366,7 +366,7 @@ class _Player:
         self._mixer = None
         if _audio_device_likely():
             try:
-                import pygame  # noqa: PLC0415
+                import pygame
 
                 pygame.mixer.init(frequency=22050, size=-16, channels=1)
                 self._mixer = pygame.mixer

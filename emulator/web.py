@@ -31,7 +31,7 @@ def create_app(cfg, engine=None):
     """The flask app for one terminal. engine: a started emulator.engine.Engine; None builds a headless one
     (no voice) and starts it, for callers that only want the HTTP terminal."""
     if engine is None:
-        from emulator.engine import Engine  # noqa: PLC0415
+        from emulator.engine import Engine
 
         engine = Engine(cfg).start()
     app = Flask("sentinel_emulator")

@@ -12,11 +12,11 @@ import time
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
-import pygame  # noqa: E402
+import pygame
 
-from emulator import facts  # noqa: E402
-from emulator.facts import TO_SCREEN  # noqa: E402
-from emulator.reading import is_chinese  # noqa: E402
+from emulator import facts
+from emulator.facts import TO_SCREEN
+from emulator.reading import is_chinese
 
 BG = (18, 19, 24)
 PANEL = (28, 30, 38)

@@ -21,7 +21,7 @@ else:
         app.main(terminal)
     except KeyboardInterrupt:
         print("[sentinel] stopped at the REPL")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever stops the app is printed, then the board resets
         import sys
 
         print("[sentinel] fatal error, resetting in 10 s:")

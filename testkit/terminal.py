@@ -49,7 +49,7 @@ class LoopbackTerminal:
         term = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):  # http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
                     obj = json.loads(body)
@@ -96,7 +96,7 @@ class LoopbackTerminal:
                 allow_reuse_address = True
 
         else:
-            Server = http.server.ThreadingHTTPServer  # noqa: N806 - a class picked by mode
+            Server = http.server.ThreadingHTTPServer  # a class picked by mode
 
         self._server = Server(("127.0.0.1", self.port), Handler)
         self.port = self._server.server_address[1]

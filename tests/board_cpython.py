@@ -20,7 +20,7 @@ class Board:
 
     def __init__(self, directory, **cfg):
         sys.path.insert(0, HERE)
-        import unixport  # noqa: PLC0415 - the same config and key as the Unix-port box
+        import unixport  # the same config and key as the Unix-port box
 
         sys.path.pop(0)
         self.port = unixport.free_port()

@@ -158,7 +158,7 @@ class DcgmExporter:
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
+            def do_GET(self):  # http.server's naming
                 if self.path != "/metrics":
                     self.send_error(404)
                     return
@@ -212,7 +212,7 @@ class Sink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 sink.bodies.append(json.loads(self.rfile.read(n) or b"null"))
                 self.send_response(200)

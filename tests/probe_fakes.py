@@ -91,9 +91,9 @@ class FakeNvml:
         self.nvlinks = nvlinks
         self.failures = {}  # (call name, gpu index or None) -> exception class
         self.calls = 0
-        self.util = {i: 97 for i in range(count)}
-        self.gen = {i: 5 for i in range(count)}
-        self.width = {i: 16 for i in range(count)}
+        self.util = dict.fromkeys(range(count), 97)
+        self.gen = dict.fromkeys(range(count), 5)
+        self.width = dict.fromkeys(range(count), 16)
 
     def __getattr__(self, name):  # NVML_* constants, NVMLError_* classes
         return getattr(pynvml, name)
@@ -126,7 +126,7 @@ class FakeNvml:
         return i
 
     # --- per device: each call site can be made to fail for one GPU ---
-    def _dev(name, value):  # noqa: N805 - a method factory
+    def _dev(name, value):  # a method factory
         def call(self, h, *args):
             self._check(name, h)
             return value(self, h, *args)

@@ -8,7 +8,7 @@ import sys
 from host_client import AlarmClient, preset
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from mpy import run_micropython  # noqa: E402
+from mpy import run_micropython
 
 NOW = 1787000000
 TEXTS = [

@@ -140,7 +140,7 @@ def test_gateway_configmap_loads_and_its_port_secret_and_state_dir_match(tmp_pat
 
     raw = tomllib.loads(config_text("sentinel-gateway-config", "gateway.toml"))
     secret = obj("Secret", "sentinel-gateway-secrets")
-    env = {k: "s" * 32 for k in secret["stringData"]}
+    env = dict.fromkeys(secret["stringData"], "s" * 32)
     cfg = Config.from_dict(raw, env=env)  # every secret_env / token_env the file names is a key of the Secret
     assert {t.secret.source for t in cfg.terminals.values()} | {t.source for t in cfg.ingest_tokens} == {
         "env %s" % k for k in secret["stringData"]
@@ -306,7 +306,7 @@ def test_the_init_container_check_passes_with_the_configmap_and_a_filled_secret(
     cmd = [sys.executable, "-m", "host_client.gateway.cli"] + args
     base = {k: v for k, v in os.environ.items() if not k.startswith("SENTINEL_")}
     ok = subprocess.run(
-        cmd, env=dict(base, **{k: "f" * 64 for k in secret}), capture_output=True, text=True, timeout=60, cwd=ROOT
+        cmd, env=dict(base, **dict.fromkeys(secret, "f" * 64)), capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert ok.returncode == 0 and "configuration OK" in ok.stderr, ok.stderr
     bad = subprocess.run(cmd, env=dict(base, **secret), capture_output=True, text=True, timeout=60, cwd=ROOT)

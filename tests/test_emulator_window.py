@@ -6,14 +6,14 @@ import os
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
-import pygame  # noqa: E402
-import pytest  # noqa: E402
+import pygame
+import pytest
 
-from emulator import png  # noqa: E402
-from emulator.facts import fmt_mmss  # noqa: E402
-from emulator.harness import Harness  # noqa: E402
-from emulator.window import Window, find_cjk_font  # noqa: E402
-from host_client import preset  # noqa: E402
+from emulator import png
+from emulator.facts import fmt_mmss
+from emulator.harness import Harness
+from emulator.window import Window, find_cjk_font
+from host_client import preset
 
 KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
 
@@ -176,7 +176,7 @@ def _shows(win, path, text, font):
     assert len(ink) > 50
     color = want.get_at(ink[0])[:3]
     x = win.panel_x + 20
-    for y in range(0, win.size[1] - h):
+    for y in range(win.size[1] - h):
         if all(shot.get_at((x + i, y + j))[:3] == color for i, j in ink):
             return True
     return False

@@ -142,13 +142,13 @@ def test_dry_run_prints_files_and_commands_and_touches_nothing(deploy, cfg, tmp_
 
 
 def test_dry_run_without_a_board_uses_a_placeholder(deploy, cfg, tmp_path, monkeypatch):
-    monkeypatch.setattr(deploy, "find_ports", lambda: [])
+    monkeypatch.setattr(deploy, "find_ports", list)
     rc, out = _run(deploy, ["--dry-run", "--config", cfg], tmp_path, ports=())
     assert rc == 0 and "connect '<PORT>'" in out
 
 
 def test_no_board_is_a_clear_error(deploy, cfg, tmp_path, monkeypatch):
-    monkeypatch.setattr(deploy, "find_ports", lambda: [])
+    monkeypatch.setattr(deploy, "find_ports", list)
     rec = Recorder()
     rc, out = _run(deploy, ["--config", cfg], tmp_path, rec, ports=())
     assert rc == 2 and "no ESP32 board found" in out and "--port" in out and rec.calls == []

@@ -398,7 +398,7 @@ DIFF_BODIES = (
     + [dict(_storm_body(1), **{f: v}) for f in _FIELDS for v in _VALUES]
     + [{k: v for k, v in _storm_body(1).items() if k != f} for f in _FIELDS]
     + [dict(_storm_body(1), **{f: v}) for f in _EXTRA for v in (None, "recovered", "firing", 79, 1.5)]
-    + [dict(_storm_body(1), **{"gpu_index": 3, "gpu_util": 1}), dict(_storm_body(1), gpu_util=50)]
+    + [dict(_storm_body(1), gpu_index=3, gpu_util=1), dict(_storm_body(1), gpu_util=50)]
 )
 
 

@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
-from test_gateway_e2e import GatewayServer, gw_config, wait  # noqa: E402
+from test_gateway_e2e import GatewayServer, gw_config, wait
 
-from emulator.harness import Harness  # noqa: E402
-from host_client.gateway.lane import Lane, alarm_id  # noqa: E402
+from emulator.harness import Harness
+from host_client.gateway.lane import Lane, alarm_id
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "gateway")
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
-from test_probes_e2e import chain, first_seen, probe  # noqa: E402,F401  (chain is a fixture)
+from test_probes_e2e import chain, first_seen, probe  # noqa: F401  (chain is a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -98,7 +98,7 @@ _C_ENCODE = (
 _PY_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _ENCODE(obj) -> str:  # noqa: N802 - a constant-like callable, as before
+def _ENCODE(obj) -> str:  # a constant-like callable, as before
     if _C_ENCODE is None:
         return _PY_ENCODE(obj)
     return "".join(_C_ENCODE(obj, 0))
@@ -1129,7 +1129,7 @@ class IngestFront:
             waits = []
             try:
                 status, answer = fn(obj, waits)
-            except Exception as e:  # noqa: BLE001 - one bad request must not take the server down
+            except Exception as e:  # one bad request must not take the server down
                 log.exception("ingest_error", extra={"fields": {"source": source, "error": str(e)}})
                 conn.answer(500, {"ok": False, "error": "internal", "message": "internal error"}, close=close)
                 return

@@ -76,7 +76,7 @@ class Daemon:
         self.sock: progress.ProgressSocket | None = None
         self.status_server = None
         self._status_serving = False
-        self.counts = {t: 0 for t in events.EVENT_TYPES}
+        self.counts = dict.fromkeys(events.EVENT_TYPES, 0)
         self.recent = []  # the last events sent, newest last, for /status
         self.samples = 0
         self.sample_errors = 0
@@ -270,7 +270,7 @@ class Daemon:
         t0 = time.perf_counter()
         try:
             readings = gpu.sample()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - NVML's own classes: counted, the next sample runs
             self.sample_errors += 1
             log.warning("GPU sample failed: %s", e)
             return

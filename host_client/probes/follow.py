@@ -60,7 +60,7 @@ class Follower:
     def _guarded(self):
         try:
             self.run()
-        except Exception as e:  # a dead follower must be visible in /status, not a silent gap
+        except Exception as e:  # noqa: BLE001 - a dead follower must be visible in /status, not a silent gap
             self.error = "%s: %s" % (type(e).__name__, e)
 
     def run(self) -> None:

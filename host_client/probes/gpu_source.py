@@ -92,14 +92,14 @@ class NvmlSource:
     def _open(self, i):
         try:
             return self.nvml.nvmlDeviceGetHandleByIndex(i), None
-        except Exception as e:  # NVMLError_GpuIsLost / NVMLError_Unknown on a node with a dead GPU
+        except Exception as e:  # noqa: BLE001 - NVMLError_GpuIsLost / NVMLError_Unknown on a node with a dead GPU
             self.failures[(i, "nvmlDeviceGetHandleByIndex")] = _err_name(e)
             return None, _err_name(e)
 
     def _try(self, i, fn, *args, lost=None):
         try:
             return fn(*args)
-        except Exception as e:  # NVMLError_NotSupported / NoPermission: unknown, not a fault; GpuIsLost: lost
+        except Exception as e:  # noqa: BLE001 - NotSupported/NoPermission: unknown; GpuIsLost: lost
             name = _err_name(e)
             self.failures[(i, getattr(fn, "__name__", "call"))] = name
             if lost is not None and name in LOST_ERRORS:
@@ -236,7 +236,7 @@ class NvmlSource:
     def close(self):
         try:
             self.nvml.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing NVML at exit: nothing left to do if it fails
             pass
 
 

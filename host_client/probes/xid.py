@@ -247,7 +247,7 @@ class KernelLog:
 def _message_summary(msg):
     # Drop pid/name noise; keep the driver's own words, short enough for a speech line.
     parts = [p.strip() for p in msg.split(",")]
-    keep = [p for p in parts if not (p.startswith("pid=") or p.startswith("name="))]
+    keep = [p for p in parts if not p.startswith(("pid=", "name="))]
     return (", ".join(keep))[:120]
 
 

@@ -125,7 +125,7 @@ class Core:
         try:
             from io import StringIO
         except ImportError:
-            from uio import StringIO  # type: ignore
+            from uio import StringIO  # pyright: ignore[reportMissingImports]
         f = StringIO()
         self.glue.write_state(f)
         d = json.loads(f.getvalue())  # pyright: ignore[reportAttributeAccessIssue]

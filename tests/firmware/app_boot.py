@@ -111,7 +111,7 @@ def test_three_presets_in_a_row():
     status, ans = _post(s, preset_body("normal", None, key=P0_KEY), ft())
     assert status == 200 and ans["level"] == "NORMAL"
     st = s.status(ft())
-    levels = dict((a["key"], a["level"]) for a in st["active"])
+    levels = {a["key"]: a["level"] for a in st["active"]}
     # The P0 is cleared: its key now only carries the green NORMAL, shown for its 10 s; the P1 stays.
     assert levels.get(P0_KEY) in (None, "NORMAL") and levels["B07:nv"] == "P1", levels
     # The recovery is spoken in Chinese: UTF-16BE in the frame.

@@ -48,8 +48,8 @@ import harness  # noqa: E402 - loopback bind, fault injection, the console marke
 
 harness.install()
 try:
-    import boot  # noqa: F401, E402 - the board's boot.py, then its main.py, as the ESP32 runs them
-    import main  # noqa: F401, E402
+    import boot  # noqa: F401 - the board's boot.py, then its main.py, as the ESP32 runs them
+    import main  # noqa: F401
 except SystemExit as e:
     harness.report("exit %r" % (e.args,))
     sys.exit(3 if e.args and e.args[0] == "machine.reset()" else 1)

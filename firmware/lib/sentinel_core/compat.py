@@ -3,7 +3,7 @@
 # saves heap on the board. CPython has no such builtin: there const() just returns its value.
 try:
     # (type: ignore: the stubs' const is positional-only, a syntax MicroPython cannot parse in the fallback)
-    from micropython import const  # type: ignore
+    from micropython import const  # pyright: ignore[reportAssignmentType]
 except ImportError:
 
     def const(x):

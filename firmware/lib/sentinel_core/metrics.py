@@ -26,7 +26,7 @@ def family(text, sample, v, names=None):
     if names is not None:
         i = 0
         for lv in names:
-            yield sample % (lv, int(v[i]))  # pyright: ignore
+            yield sample % (lv, int(v[i]))
             i += 1
     elif isinstance(v, dict):
         for lv in sorted(v):

@@ -301,7 +301,7 @@ class Sentinel:
         while True:
             try:
                 step(ticks.ms())
-            except Exception as e:  # a step that keeps failing stops its beats, and so the watchdog's feeding
+            except Exception as e:  # noqa: BLE001 - a step failing for good stops its beats: the watchdog
                 log("%s failed: %s: %s" % (getattr(step, "__name__", "step"), type(e).__name__, e))
                 try:
                     sys.print_exception(e)

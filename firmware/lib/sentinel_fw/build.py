@@ -63,7 +63,7 @@ def build(s, wlan, wdt_factory, config_error):
     # (~14 KB on the 64-bit Unix port) that a heap fragmented by a burst of requests cannot give; from then on no
     # module loads. tests/test_runtime_unix.py's small-heap storm lost its state writes and its scrape that way
     # (the first write and scrape came during or after the storm; docs/SHELL_CONTRACT.md has the runs).
-    import sentinel_core.metrics  # noqa: F401
+    import sentinel_core.metrics
     import sentinel_core.persist  # noqa: F401
 
     app.forget("sentinel_core", "metrics")
@@ -90,7 +90,7 @@ def _make_button(s):
         if pins.get("button_led") is not None:
             lamp = Pin(pins["button_led"], Pin.OUT, value=0)
         return ButtonPoller(pin, b["active_low"], lamp)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a missing or broken button leaves the terminal running without it, reported
         s.problem("button", "ACK button not available: %s: %s" % (type(e).__name__, e))
         return None
 
@@ -111,7 +111,7 @@ def _make_tts(s):
         if pins.get("tts_busy") is not None:
             busy = Pin(pins["tts_busy"], Pin.IN)
         return TtsUart(uart, enc, busy, t["busy_active_high"])
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a missing or broken chip leaves the terminal running silent, reported
         s.problem("speech", "%s not available: %s: %s" % (t["chip"], type(e).__name__, e))
         return None
 

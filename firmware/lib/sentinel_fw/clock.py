@@ -35,7 +35,7 @@ class Clock:
             return False
         try:
             self._ntp.settime()
-        except Exception as e:  # OSError (timeout, DNS) or an IndexError from a short reply
+        except Exception as e:  # noqa: BLE001 - OSError (timeout, DNS) or an IndexError from a short reply
             self.last_error = "%s: %s" % (type(e).__name__, e)
             self._next = ticks.add(t_ms, RETRY_MS)
             return False

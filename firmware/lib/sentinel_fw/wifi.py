@@ -26,10 +26,10 @@ class WiFi:
                 import network
 
                 network.hostname(hostname)
-            except Exception:
+            except Exception:  # noqa: BLE001 - ports name the hostname call differently; a hostname is optional
                 try:
                     wlan.config(dhcp_hostname=hostname)
-                except Exception:
+                except Exception:  # noqa: BLE001 - no port took the hostname: the link works without it
                     pass
         wlan.active(True)
 
@@ -48,7 +48,7 @@ class WiFi:
             return False
         try:
             self.wlan.disconnect()
-        except Exception:
+        except Exception:  # noqa: BLE001 - disconnecting a link that is not up raises on some ports
             pass
         self.wlan.connect(self.ssid, self._password)
         self.attempts += 1
@@ -60,5 +60,5 @@ class WiFi:
     def address(self):
         try:
             return self.wlan.ifconfig()[0]
-        except Exception:
+        except Exception:  # noqa: BLE001 - no address while the link is down
             return None
