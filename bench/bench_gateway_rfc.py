@@ -273,7 +273,7 @@ def bench_ours(workdir, script, args, server, root=ROOT):
         env=env,
         cwd=root,  # python -m puts the working directory first on sys.path
         stdout=subprocess.DEVNULL,
-        stderr=open(log, "wb"),  # noqa: SIM115 - the child holds it; read on failure
+        stderr=open(log, "wb"),  # the child holds it; read on failure
     )
     url = "http://127.0.0.1:%d" % port
     try:

@@ -44,7 +44,7 @@ class Client:
         except urllib.error.HTTPError as e:
             return Answer(e.code, e.headers, e.read())
 
-    def post(self, path, json=None, data=None, headers=None, content_type=None):  # noqa: A002 - the usual name
+    def post(self, path, json=None, data=None, headers=None, content_type=None):  # the usual name
         h = dict(headers or {})
         if content_type:
             h["Content-Type"] = content_type

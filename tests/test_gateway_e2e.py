@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
-from emulator.harness import Harness  # noqa: E402
-from emulator.web import Server  # noqa: E402
-from emulator.web import create_app as emulator_app  # noqa: E402
-from host_client.gateway.config import Config  # noqa: E402
-from sentinel_core.alarm import NORMAL, P0  # noqa: E402
+from emulator.harness import Harness
+from emulator.web import Server
+from emulator.web import create_app as emulator_app
+from host_client.gateway.config import Config
+from sentinel_core.alarm import NORMAL, P0
 
 
 class GatewayServer:

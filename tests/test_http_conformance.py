@@ -24,7 +24,7 @@ from gateway_front import ServedGateway
 from host_client.gateway.config import Config
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hostile  # noqa: E402
+import hostile
 
 EV = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
 

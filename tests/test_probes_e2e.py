@@ -7,13 +7,13 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
-from probe_fakes import FakeSource  # noqa: E402
+from probe_fakes import FakeSource
 
-from emulator.harness import Harness  # noqa: E402
-from host_client.beat import Beat  # noqa: E402
-from host_client.gateway.config import Config  # noqa: E402
-from host_client.probes import config  # noqa: E402
-from host_client.probes.daemon import Daemon  # noqa: E402
+from emulator.harness import Harness
+from host_client.beat import Beat
+from host_client.gateway.config import Config
+from host_client.probes import config
+from host_client.probes.daemon import Daemon
 
 
 class Gateway:

@@ -205,8 +205,8 @@ def give_back_memory():
     connections, what they held is free but scattered, and stays in the process's RSS until trimmed."""
     if not _TRIM:
         try:
-            import ctypes  # noqa: PLC0415 - only once a flood has passed
-            import ctypes.util  # noqa: PLC0415
+            import ctypes  # only once a flood has passed
+            import ctypes.util
 
             _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
         except (OSError, AttributeError):  # not glibc
@@ -218,7 +218,7 @@ def give_back_memory():
 def descriptor_room(terminals=0):
     """Connections the process can hold open: the soft RLIMIT_NOFILE less room for everything else it opens."""
     try:
-        import resource  # noqa: PLC0415 - POSIX only
+        import resource  # POSIX only
     except ImportError:  # pragma: no cover - not POSIX
         return 10_000
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
