@@ -155,9 +155,11 @@ def test_one_version_source():
     hits = [
         p
         for p in tracked("*.py", "*.toml", "*.cfg")
-        if p != "host_client/__init__.py"
+        if p != "firmware/lib/sentinel_core/__init__.py"
         and re.search(
-            r"^\s*(__version__|version)\s*=\s*['\"]\d", open(os.path.join(ROOT, p), encoding="utf-8").read(), re.M
+            r"^(__version__|version|VERSION)\s*=\s*['\"]\d+\.\d+\.\d+['\"]",
+            open(os.path.join(ROOT, p), encoding="utf-8").read(),
+            re.M,
         )
     ]
     assert not hits, "a second version string: %s" % hits
