@@ -3,14 +3,13 @@ and the browser page (neither works a fact out again).
 
 Above all it answers the question a silent alarm raises in the room: why is it not speaking? The reason is the
 core's (sentinel_core.silence, from the terminal's own rules): an ACK of the same incident, the ACK mute (until
-HH:MM), quiet hours (until HH:MM, only P0 speaks), an alarm sent without speech, speech cut short by an ACK or held
-back; the emulator adds a voice nobody can hear (no audio device, no speech engine).
+HH:MM), quiet hours (until HH:MM, only P0 speaks), an alarm sent without speech, speech that is over; the emulator
+adds a voice nobody can hear (no audio device, no speech engine).
 """
 
 import time
 
 from sentinel_core import silence as core_silence
-from sentinel_core.terminal import ACKED, CUT_BY_ACK, HELD, MUTED, QUIET
 
 # The renderer's bytes are LED drive levels (linear light); a monitor expects sRGB-encoded values. Without this
 # a dimmed matrix (brightness 96 of 255) would look muddy on screen while the real LEDs look bright.
@@ -63,21 +62,17 @@ def silence(reason, snap, voice=None):
             return None if audible else "speaking, but nobody hears it: " + why
         return None
     mute = snap.get("mute") or {}
-    if reason == ACKED:
+    if reason == core_silence.ACKED:
         if mute.get("active"):
             return "acknowledged: silent until %s" % hhmm(snap, mute.get("remaining_s", 0))
         return "acknowledged: this incident stays silent"
     if reason == core_silence.NO_SPEECH:
         return "sent without speech (audio_mode none)"
-    if reason == MUTED:
+    if reason == core_silence.MUTED:
         return "muted until %s" % hhmm(snap, mute.get("remaining_s", 0))
-    if reason == QUIET:
+    if reason == core_silence.QUIET:
         return "quiet hours until %s: only P0 speaks" % (snap.get("quiet") or {}).get("end")
-    if reason == CUT_BY_ACK:
-        return "cut short by an ACK: not said again until its next alarm"
-    if reason == HELD:
-        return "held back by the mute or quiet hours: not said again until its next alarm"
-    return "spoken in full: no repetition left"
+    return "its speech is over (said in full or cut short): its next alarm speaks"
 
 
 def panel(view):

@@ -54,9 +54,9 @@ def test_signed_unmute_ends_the_mute_and_the_acknowledgements(emu):
     assert st["mute"] == {"active": False, "remaining_s": 0, "acknowledged": []}
     assert not st["active"][0]["acknowledged"]
     # the ACK cut the P0 short (its 2 s gap before the second of three): the unmute does not bring it back, and the
-    # panel says so instead of "spoken in full" (issue 26)
-    line = _page_line(emu, "silence", lambda s: "cut short" in s)
-    assert line == "SILENT: cut short by an ACK: not said again until its next alarm"
+    # panel no longer says "spoken in full" (issue 26)
+    line = _page_line(emu, "silence", lambda s: "over" in s)
+    assert line == "SILENT: its speech is over (said in full or cut short): its next alarm speaks"
     assert facts.panel(emu.engine.view)["lines"]["silence"] == line  # the window draws the same line
     # the next alarm of the incident speaks again
     c.send(preset("p0", "XID 79 again", key=KEY))

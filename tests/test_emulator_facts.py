@@ -1,6 +1,6 @@
 """Why is the shown alarm silent? The panel's answer (emulator/facts.py) from the core's reason
 (sentinel_core.silence, the terminal's own rules) and its snapshot, for each state the terminal can be in:
-acknowledged, muted until HH:MM, quiet hours, sent without speech, cut short by an ACK, held back, spoken in full."""
+acknowledged, muted until HH:MM, quiet hours, sent without speech, speech over."""
 
 from emulator import facts
 from sentinel_core import silence as core_silence
@@ -79,33 +79,33 @@ def test_without_speech_and_after_the_repetitions():
     u = _term()
     u.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     _drain(u, NOON)
-    assert said(u, NOON) == "spoken in full: no repetition left"
+    assert said(u, NOON) == "its speech is over (said in full or cut short): its next alarm speaks"
 
 
-def test_an_ack_that_cut_a_p0_short_then_an_unmute_is_not_spoken_in_full():
+def test_an_ack_that_cut_a_p0_short_then_an_unmute_is_not_called_spoken_in_full():
     t = _term(speech_gap_s=2)
     t.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     u = t.next_utterance(NOON)
     t.on_button("short", NOON + 1)  # mid-sentence: the first of three repetitions
     t.speech_finished(NOON + 1, u.seq)
     t.on_unmute(None, NOON + 2)
-    assert said(t, NOON + 2) == "cut short by an ACK: not said again until its next alarm"
-    # a remote ACK of the one incident cuts it the same way
+    assert said(t, NOON + 2) == "its speech is over (said in full or cut short): its next alarm speaks"
+    # a remote ACK of the one incident, then its unmute: the same
     r = _term(speech_gap_s=2)
     r.on_alarm(preset("p0", "NCCL", key="a"), NOON)
     r.on_ack("a", False, NOON)
     r.on_unmute("a", NOON + 1)
-    assert said(r, NOON + 1) == "cut short by an ACK: not said again until its next alarm"
-    # its next alarm speaks, and the record goes
+    assert said(r, NOON + 1) == "its speech is over (said in full or cut short): its next alarm speaks"
+    # its next alarm speaks
     t.on_alarm(preset("p0", "NCCL again", key="a"), NOON + 3)
-    assert said(t, NOON + 3) is None and "a" not in t.hushed
+    assert said(t, NOON + 3) is None
 
 
-def test_speech_held_back_by_quiet_hours_says_so_once_they_end():
+def test_speech_held_by_quiet_hours_is_over_once_they_end():
     t = _term(quiet_enabled=True, quiet_start="11:00", quiet_end="12:00")
     t.on_alarm(preset("p1", "NVLink", key="b"), NOON - 60)
     assert said(t, NOON - 60) == "quiet hours until 12:00: only P0 speaks"
-    assert said(t, NOON + 60) == "held back by the mute or quiet hours: not said again until its next alarm"
+    assert said(t, NOON + 60) == "its speech is over (said in full or cut short): its next alarm speaks"
 
 
 def test_screen_colours_are_the_srgb_encoding():

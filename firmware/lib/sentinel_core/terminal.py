@@ -22,13 +22,6 @@ MAX_REPEATS = 10
 CLOCK_STEP_S = 3600
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
-# What holds an incident's speech now (Terminal.hold), and why its speech ended early (Terminal.hushed): small
-# ints, so the board allocates no string for them.
-ACKED = const(1)
-MUTED = const(2)
-QUIET = const(3)
-CUT_BY_ACK = const(4)
-HELD = const(5)
 
 
 def is_int(v):
@@ -121,9 +114,6 @@ class Terminal:
         self.active = {}  # incident key -> Active
         self.mute_until = None
         self.acked = {}  # incident key -> acknowledged until
-        # incident key -> why its speech ended before every repetition was said: CUT_BY_ACK, or HELD (the mute or
-        # quiet hours); empty while nothing was cut. sentinel_core.silence reads it for the emulator's panel.
-        self.hushed = {}
         self.speaking = None
         self._speaking_entry = None
         self._speaking_order = 0
@@ -205,13 +195,7 @@ class Terminal:
     def _drop_active(self, key):
         a = self.active.pop(key, None)
         self._drop_speech(key)
-        if self.hushed:
-            self.hushed.pop(key, None)
         return a
-
-    def _hush(self, key, why):
-        if key in self.active:
-            self.hushed[key] = why
 
     def _ack(self, key, until):
         self.acked[key] = until
@@ -230,21 +214,17 @@ class Terminal:
         # An unsynced clock does not know the local hour: speaking at night beats missing a fire by day.
         return self.health.clock and self.quiet.active(now)
 
-    def hold(self, level, key, now):
-        """What holds speech of this level and incident now: ACKED, MUTED, QUIET, or None when it may start."""
-        until = self.acked.get(key)
-        if until is not None and until > now:
-            return ACKED
-        if level < P0:
-            if self.mute_until is not None and now < self.mute_until:
-                return MUTED
-            if self.quiet_applies(now):
-                return QUIET
-        return None
-
     def permitted(self, level, key, now):
         """May speech of this level and incident start now?"""
-        return self.hold(level, key, now) is None
+        until = self.acked.get(key)
+        if until is not None and until > now:
+            return False
+        if level < P0:
+            if self.mute_until is not None and now < self.mute_until:
+                return False
+            if self.quiet_applies(now):
+                return False
+        return True
 
     # ---- events -----------------------------------------------------------------------------------------------
 
@@ -307,13 +287,9 @@ class Terminal:
             count = alarm.repeat_times if alarm.repeat_times < MAX_REPEATS else MAX_REPEATS
         if count == 0 or not self.permitted(alarm.level, key, now):
             self._drop_speech(key)
-            if count:
-                self._hush(key, HELD)
             return
         busy = self._speaking_entry.key if self._speaking_entry is not None and self.speaking is not None else None
         e = self.queue.add(key, alarm, count, now, busy)
-        if self.hushed:
-            self.hushed.pop(key, None)
         if e is not None and alarm.level == P0 and self.speaking is not None and self.speaking.level < P0:
             self._cut = True
 
@@ -335,7 +311,6 @@ class Terminal:
         # Everything waiting was raised before the press: the operator has heard it.
         for e in self.queue.entries:
             self._ack(e.key, until)
-            self._hush(e.key, CUT_BY_ACK)
         if self.speaking is not None:
             self._cut = True
         self.queue.clear()
@@ -363,12 +338,9 @@ class Terminal:
             return
         self.tick(now)
         self._ack(key, now + self.mute_s)
-        if self.queue.find(key) is not None:
-            self._hush(key, CUT_BY_ACK)
         self._drop_speech(key)
         if long:
             self.active.pop(key, None)
-            self.hushed.pop(key, None)
         self._changed()
 
     def on_unmute(self, key, now):
@@ -483,7 +455,6 @@ class Terminal:
             if not self.permitted(e.alarm.level, e.key, now):
                 # Held speech would go off hours later, out of context: drop it, the light still shows.
                 self.queue.remove(e.key)
-                self._hush(e.key, HELD)
         for e in self.queue.entries:
             if e.alarm.level > top:
                 top = e.alarm.level
@@ -533,7 +504,6 @@ class Terminal:
                 e.due = now  # pre-empted by a P0: say it again later, in full
             else:
                 self.queue.remove(e.key)
-                self._hush(e.key, HELD)
             return
         e.remaining -= 1
         if e.remaining <= 0:
