@@ -253,8 +253,11 @@ def prometheus_config(
         if name == "sentinel-gateway":
             job["static_configs"] = [{"targets": list(gateway_addresses)}]
         elif name == "sentinel-terminal":
+            # a list: one terminal "emu"; a dict: terminal name -> address, as the shipped file labels them
+            named = terminal_addresses if isinstance(terminal_addresses, dict) else {"emu": terminal_addresses}
             job["static_configs"] = [
-                {"targets": list(terminal_addresses), "labels": {"terminal": "emu", "kind": "emulator"}}
+                {"targets": [a] if isinstance(a, str) else list(a), "labels": {"terminal": n, "kind": "emulator"}}
+                for n, a in named.items()
             ]
         elif name in ("dcgm-exporter", "sentinel-probe"):
             addrs = dcgm_addresses if name == "dcgm-exporter" else probe_addresses
@@ -268,9 +271,12 @@ def prometheus_config(
     return path
 
 
-def alertmanager_config(tmp, gateway_url, fallback_url, deadman_url, group_wait=None, group_interval=None):
+def alertmanager_config(
+    tmp, gateway_url, fallback_url, deadman_url, group_wait=None, group_interval=None, pager_url=None
+):
     """deploy/alertmanager/alertmanager.yml as shipped (its routes and receivers), with this run's URLs, a token
-    file, and optionally shorter group timers. Returns the path."""
+    file, and optionally shorter group timers. Returns the path. Without pager_url the pager receiver points at a
+    loopback port nothing listens on."""
     import yaml
 
     with open(os.path.join(ROOT, "deploy", "alertmanager", "alertmanager.yml")) as f:
@@ -282,6 +288,7 @@ def alertmanager_config(tmp, gateway_url, fallback_url, deadman_url, group_wait=
         "sentinel": gateway_url + "/api/v1/alertmanager",
         "sentinel-fallback": fallback_url + "/api/v1/alertmanager",
         "deadman": deadman_url,
+        "pager": pager_url or "http://127.0.0.1:9/pager",
     }
     for r in cfg["receivers"]:
         for w in r.get("webhook_configs", []):
@@ -346,8 +353,9 @@ def start_alertmanager(tmp, config_path, port=None):
     return proc, url
 
 
-def start_emulator(tmp, wav_dir=None, port=None):
-    """The real emulator CLI, headless, its voice into WAV files. Returns (process, URL, its config dict)."""
+def start_emulator(tmp, wav_dir=None, port=None, key_id=None):
+    """The real emulator CLI, headless, its voice into WAV files (key_id: the one a gateway's config names).
+    Returns (process, URL, its config dict)."""
     import json
 
     from emulator import config as emu_config
@@ -358,6 +366,8 @@ def start_emulator(tmp, wav_dir=None, port=None):
     with open(path) as f:
         cfg = json.load(f)
     cfg["terminal"] = dict(cfg.get("terminal") or {}, quiet_enabled=False)  # not at the mercy of the hour
+    if key_id is not None:
+        cfg["key_id"] = key_id
     with open(path, "w") as f:
         json.dump(cfg, f)
     cmd = [sys.executable, "-m", "emulator", "--config", path, "--headless", "--no-persist", "--port", str(port)]

@@ -145,17 +145,26 @@ def _route(cfg, labels):
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
-    return p.stdout.split()
+    return [r for w in p.stdout.split() for r in w.split(",")]
 
 
 @need_amtool
 def test_every_alert_routes_to_the_receiver_its_path_needs(tmp_path):
     cfg = _am_config(tmp_path)
-    want = {"deadman": "deadman", "fallback": "sentinel-fallback", None: "sentinel"}
+    # a path alert takes both second paths: the other gateway (and its terminals) and the pager, never only one
+    want = {"deadman": ["deadman"], "fallback": ["sentinel-fallback", "pager"], None: ["sentinel"]}
     for r in alerts():
         got = _route(cfg, dict(r["labels"], alertname=r["alert"]))
-        assert got == [want[r["labels"].get("sentinel_route")]], (r["alert"], got)
+        assert got == want[r["labels"].get("sentinel_route")], (r["alert"], got)
     assert _route(cfg, {"alertname": "Foo", "severity": "info"}) == ["null"]
+
+
+def test_the_pager_receiver_is_no_terminal_and_no_gateway():
+    with open(AM_CFG) as f:
+        am = yaml.safe_load(f)
+    (pager,) = [r for r in am["receivers"] if r["name"] == "pager"]
+    for w in pager["webhook_configs"]:
+        assert "/api/v1/" not in w["url"] and w["send_resolved"] is True
 
 
 def test_receivers_send_resolved_and_do_not_regroup():

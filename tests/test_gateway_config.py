@@ -131,3 +131,50 @@ def test_console_script_runs_as_module():
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+
+
+# ---- alerts about the alarm path (issue 25): never delivered to the terminal they are about ----------------------
+
+
+def two_rooms(**room):
+    d = base(**room)
+    d["terminals"]["office"] = {"url": "http://127.0.0.1:8", "key_id": "o", "secret_env": "S"}
+    return d
+
+
+def test_a_terminal_that_falls_back_to_itself_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as e:
+        Config.from_dict(two_rooms(fallback=["room"]), env={"S": "x"})
+    assert str(e.value).startswith("terminals.room.fallback names room itself")
+    assert "name a different one" in str(e.value)
+    with pytest.raises(ConfigError, match=r"terminals.room.fallback names terminal 'nowhere'"):
+        Config.from_dict(two_rooms(fallback="nowhere"), env={"S": "x"})
+    with pytest.raises(ConfigError, match="terminals.room.fallback must be a name or a list of names"):
+        Config.from_dict(two_rooms(fallback=3), env={"S": "x"})
+
+
+def test_an_alert_about_a_terminal_is_routed_around_it():
+    c = Config.from_dict(two_rooms(), env={"S": "x"})
+    assert c.route({"alertname": "X"}) == ["office", "room"]  # the default: every terminal
+    # about room: every routed terminal but room
+    assert c.route({"alertname": "SentinelTerminalUnreachable", "terminal": "room"}) == ["office"]
+    d = two_rooms(fallback=["office"])
+    d["routing"] = {"default": ["room"]}
+    c = Config.from_dict(d, env={"S": "x"})
+    assert c.route({"alertname": "X"}) == ["room"]
+    # routed only to the terminal it is about: its fallback instead
+    assert c.route({"alertname": "SentinelTerminalUnreachable", "terminal": "room"}) == ["office"]
+    # a label naming no terminal of this gateway changes nothing
+    assert c.route({"alertname": "X", "terminal": "elsewhere"}) == ["room"]
+
+
+def test_an_alert_about_the_only_terminal_is_unrouted_here():
+    c = Config.from_dict(base(), env={"S": "x"})
+    assert c.route({"alertname": "SentinelTerminalUnreachable", "terminal": "room"}) == []
+
+
+def test_the_example_config_gives_each_terminal_another_path():
+    c = load_config(EXAMPLE, env=ENV)
+    for name in c.terminals:
+        labels = {"alertname": "SentinelTerminalUnreachable", "terminal": name, "rack": "A03"}
+        assert name not in c.route(labels) and c.route(labels)

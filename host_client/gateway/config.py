@@ -58,6 +58,7 @@ class Terminal:
         rate_interval_s=None,
         timeout_s=None,
         compat="sentinel",
+        fallback=(),
     ):
         self.name = name
         self.url = url
@@ -70,6 +71,8 @@ class Terminal:
         self.rate_interval_s = rate_interval_s
         self.timeout_s = timeout_s
         self.compat = compat
+        # where an alert about this terminal goes instead of to it (it may be the thing that is down)
+        self.fallback = list(fallback)
 
     def describe(self) -> dict:
         return {
@@ -79,6 +82,7 @@ class Terminal:
             "secret": repr(self.secret),
             "heartbeat_s": self.heartbeat_s,
             "compat": self.compat,
+            "fallback": self.fallback,
         }
 
 
@@ -158,7 +162,11 @@ _TERMINAL_KEYS = {
     "rate_interval_s",
     "timeout_s",
     "compat",
+    "fallback",
 }
+# The label the shipped Prometheus rules and scrape configs put on an alert about one terminal
+# (deploy/prometheus): such an alert is never delivered to the terminal it names.
+ABOUT_TERMINAL_LABEL = "terminal"
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
 # Keys and values that were taken once: a configuration still naming one is refused with what to do instead.
@@ -450,17 +458,26 @@ class Config:
         for name in c.default_terminals + [n for r in c.routes for n in r.terminals]:
             if name not in c.terminals:
                 raise ConfigError("route names terminal %r, which no [terminals.%s] defines" % (name, name))
+        for t in c.terminals.values():
+            _check_fallback(t, c.terminals)
         return c
 
     def route(self, labels: dict) -> list[str]:
-        """The terminals an incident goes to: every matching route's, else the default."""
+        """The terminals an incident goes to: every matching route's, else the default. An alert about a terminal
+        (its `terminal` label names one) never goes to that terminal: to the others routed, else to its fallback,
+        else to every other terminal (docs/GATEWAY.md, "Alerts about the alarm path")."""
         out = []
         for r in self.routes:
             if r.matches(labels):
                 for n in r.terminals:
                     if n not in out:
                         out.append(n)
-        return out or list(self.default_terminals)
+        out = out or list(self.default_terminals)
+        about = self.terminals.get(labels.get(ABOUT_TERMINAL_LABEL) or "")
+        if about is None:
+            return out
+        out = [n for n in out if n != about.name]
+        return out or list(about.fallback) or [n for n in self.terminals if n != about.name]
 
     def describe(self) -> dict:
         """A printable summary for --check-config: no secret values."""
@@ -588,7 +605,20 @@ def _terminal(name, t, env, base_dir) -> Terminal:
         rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
         timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
         compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES),
+        fallback=_names(t, "fallback", where),
     )
+
+
+def _check_fallback(t, terminals):
+    where = "terminals.%s.fallback" % t.name
+    for name in t.fallback:
+        if name == t.name:
+            raise ConfigError(
+                "%s names %s itself: an alert that %s is down must reach another terminal; name a different one "
+                "(or remove the key and give Alertmanager a pager receiver, docs/DEPLOY.md)" % (where, t.name, t.name)
+            )
+        if name not in terminals:
+            raise ConfigError("%s names terminal %r, which no [terminals.%s] defines" % (where, name, name))
 
 
 def load_config(path: str, env=None) -> Config:
