@@ -18,6 +18,8 @@ from sentinel_core.receiver import PATH_ACK, PATH_ALARM, PATH_HEARTBEAT, PATH_UN
 from sentinel_core.signing import Signer, scope
 from sentinel_core.validate import parse_alarm
 
+PATH_STATUS = "/api/v1/status"  # the terminal's state, an unsigned GET on both shells (docs/PROTOCOL.md)
+
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
@@ -158,6 +160,15 @@ class AlarmClient:
         if interval is not None:
             body["interval"] = int(interval)
         return self._deliver(PATH_HEARTBEAT, body)
+
+    def status_page(self, limit: int = 65536) -> bytes:
+        """The terminal's /api/v1/status page as bytes (at most limit + 1: a longer page is not a terminal's);
+        TransportError when it does not answer, ServerError on a status other than 200. One attempt."""
+        url = self.target.url + PATH_STATUS
+        r = self.transport.get(url, self.timeout, limit=limit)
+        if r.status != 200:
+            raise ServerError(url, r.status, "http_%d" % r.status, "the status page did not answer 200")
+        return r.body
 
     def _deliver(self, path: str, obj: dict) -> Ack:
         start = time.monotonic()

@@ -22,9 +22,13 @@ class Response:
 
 
 class Transport:
-    """POSTs bytes and returns a Response; raises TransportError when no HTTP answer arrives."""
+    """POSTs bytes (and GETs a page) and returns a Response; raises TransportError when no HTTP answer arrives."""
 
     def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Response:
+        raise NotImplementedError
+
+    def get(self, url: str, timeout: float, *, limit: int = 65536) -> Response:
+        """The page's first limit + 1 bytes at most (so a caller can tell a page over limit)."""
         raise NotImplementedError
 
 
@@ -32,6 +36,12 @@ class HTTPTransport(Transport):
     """Plain http.client: one short-lived connection per request, which is what a terminal on a LAN wants."""
 
     def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Response:
+        return self._request("POST", url, headers, body, timeout, 65536)
+
+    def get(self, url: str, timeout: float, *, limit: int = 65536) -> Response:
+        return self._request("GET", url, {}, None, timeout, limit + 1)
+
+    def _request(self, method, url, headers, body, timeout, limit):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError("not an http(s) URL: %r" % url)
@@ -39,9 +49,9 @@ class HTTPTransport(Transport):
         conn = cls(u.hostname, u.port, timeout=timeout)
         path = u.path or "/"
         try:
-            conn.request("POST", path, body=body, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             r = conn.getresponse()
-            data = r.read(65536)
+            data = r.read(limit)
             return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
         except (TimeoutError, OSError, http.client.HTTPException) as e:
             raise TransportError(url, describe(e)) from None

@@ -152,7 +152,12 @@ def _route(cfg, labels):
 def test_every_alert_routes_to_the_receiver_its_path_needs(tmp_path):
     cfg = _am_config(tmp_path)
     # a path alert takes both second paths: the other gateway (and its terminals) and the pager, never only one
-    want = {"deadman": ["deadman"], "fallback": ["sentinel-fallback", "pager"], None: ["sentinel"]}
+    want = {
+        "deadman": ["deadman"],
+        "fallback": ["sentinel-fallback", "pager"],
+        "escalation": ["pager"],
+        None: ["sentinel"],
+    }
     for r in alerts():
         got = _route(cfg, dict(r["labels"], alertname=r["alert"]))
         assert got == want[r["labels"].get("sentinel_route")], (r["alert"], got)

@@ -178,3 +178,21 @@ def test_the_example_config_gives_each_terminal_another_path():
     for name in c.terminals:
         labels = {"alertname": "SentinelTerminalUnreachable", "terminal": name, "rack": "A03"}
         assert name not in c.route(labels) and c.route(labels)
+
+
+def test_escalation_and_ack_group_keys_are_checked():
+    c = load_config(EXAMPLE, env=ENV)
+    assert c.escalate_after({"rack": "A03"}) == 300.0
+    assert c.ack_group_of("office") == ["machine-room", "office"]
+    d = two_rooms(ack_group="on call")
+    with pytest.raises(ConfigError, match="terminals.room.ack_group must be letters"):
+        Config.from_dict(d, env={"S": "x"})
+    d = two_rooms()
+    d["routing"] = {"escalate_after_s": 0}
+    with pytest.raises(ConfigError, match="routing.escalate_after_s"):
+        Config.from_dict(d, env={"S": "x"})
+    d = two_rooms()
+    d["routes"] = [{"racks": ["B*"], "terminals": ["office"], "escalate_after_s": 30}]
+    c = Config.from_dict(d, env={"S": "x"})
+    assert c.escalate_after({"rack": "B01"}) == 30.0 and c.escalate_after({"rack": "A01"}) == 300.0
+    assert c.ack_group_of("room") == []

@@ -59,6 +59,7 @@ class Terminal:
         timeout_s=None,
         compat="sentinel",
         fallback=(),
+        ack_group=None,
     ):
         self.name = name
         self.url = url
@@ -73,6 +74,7 @@ class Terminal:
         self.compat = compat
         # where an alert about this terminal goes instead of to it (it may be the thing that is down)
         self.fallback = list(fallback)
+        self.ack_group = ack_group  # terminals of one group acknowledge together (docs/GATEWAY.md)
 
     def describe(self) -> dict:
         return {
@@ -83,14 +85,16 @@ class Terminal:
             "heartbeat_s": self.heartbeat_s,
             "compat": self.compat,
             "fallback": self.fallback,
+            "ack_group": self.ack_group,
         }
 
 
 class Route:
-    def __init__(self, terminals, racks=None, labels=None):
+    def __init__(self, terminals, racks=None, labels=None, escalate_after_s=None):
         self.terminals = list(terminals)
         self.racks = list(racks or [])
         self.labels = dict(labels or {})
+        self.escalate_after_s = escalate_after_s  # None: [routing].escalate_after_s
 
     def matches(self, labels: dict) -> bool:
         if self.racks:
@@ -133,6 +137,7 @@ _SECTIONS = {
         "deadline_s",
         "max_tracked",
         "track_s",
+        "status_poll_s",
     },
     "alertmanager": {
         "severity_label",
@@ -144,7 +149,7 @@ _SECTIONS = {
         "debounce",
         "resolved_hold_s",
     },
-    "routing": {"default"},
+    "routing": {"default", "escalate_after_s"},
     "templates": {"zh", "en"},
     "ingest": {"token_env", "token_file"},
     "terminals": None,
@@ -163,6 +168,7 @@ _TERMINAL_KEYS = {
     "timeout_s",
     "compat",
     "fallback",
+    "ack_group",
 }
 # The label the shipped Prometheus rules and scrape configs put on an alert about one terminal
 # (deploy/prometheus): such an alert is never delivered to the terminal it names.
@@ -291,6 +297,8 @@ class Config:
         self.terminals: dict[str, Terminal] = {}
         self.routes: list[Route] = []
         self.default_terminals: list[str] = []
+        self.escalate_after_s = 300.0  # a P0 nobody acknowledged for this long escalates (docs/GATEWAY.md)
+        self.status_poll_s = 1.0  # while a P0 is open on a terminal, its status page is read this often
         self.source = "<dict>"
 
     @classmethod
@@ -382,6 +390,8 @@ class Config:
         c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", default=c.rate_interval, lo=0, hi=3600))
         c.max_tracked = _num(dl, "max_tracked", "delivery", default=c.max_tracked, lo=1, hi=10_000_000, integer=True)
         c.track_s = float(_num(dl, "track_s", "delivery", default=c.track_s, lo=1, hi=86400 * 30))
+        # at most 2 s between reads: an ACK group's members must hear an ACK within 2 s of the press
+        c.status_poll_s = float(_num(dl, "status_poll_s", "delivery", default=c.status_poll_s, lo=0.1, hi=2))
         ddl = dl.get("deadline_s", {})
         if not isinstance(ddl, dict):
             raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")
@@ -444,16 +454,22 @@ class Config:
             if not isinstance(r, dict):
                 raise ConfigError("%s must be a table" % where)
             for k in r:
-                if k not in ("racks", "labels", "terminals"):
-                    raise ConfigError("unknown key %s.%s (known: racks, labels, terminals)" % (where, k))
+                if k not in ("racks", "labels", "terminals", "escalate_after_s"):
+                    raise ConfigError(
+                        "unknown key %s.%s (known: racks, labels, terminals, escalate_after_s)" % (where, k)
+                    )
             tl = _strlist(r, "terminals", where, None) if "terminals" in r else None
             if not tl:
                 raise ConfigError("%s.terminals must name at least one terminal" % where)
             labels = r.get("labels", {})
             if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
                 raise ConfigError('%s.labels must be a table of label = "glob"' % where)
-            c.routes.append(Route(tl, _strlist(r, "racks", where, []), labels))
+            esc = _num(r, "escalate_after_s", where, default=None, lo=1, hi=86400 * 7)
+            c.routes.append(Route(tl, _strlist(r, "racks", where, []), labels, esc))
         rt = d.get("routing", {})
+        c.escalate_after_s = float(
+            _num(rt, "escalate_after_s", "routing", default=c.escalate_after_s, lo=1, hi=86400 * 7)
+        )
         c.default_terminals = _strlist(rt, "default", "routing", sorted(c.terminals)) if rt or c.terminals else []
         for name in c.default_terminals + [n for r in c.routes for n in r.terminals]:
             if name not in c.terminals:
@@ -478,6 +494,19 @@ class Config:
             return out
         out = [n for n in out if n != about.name]
         return out or list(about.fallback) or [n for n in self.terminals if n != about.name]
+
+    def escalate_after(self, labels: dict) -> float:
+        """Seconds a P0 with these labels may stay unacknowledged: the shortest of its matching routes' values,
+        else [routing].escalate_after_s."""
+        own = [r.escalate_after_s for r in self.routes if r.escalate_after_s is not None and r.matches(labels)]
+        return float(min(own)) if own else self.escalate_after_s
+
+    def ack_group_of(self, terminal: str) -> list[str]:
+        """The terminals that acknowledge together with this one (itself included), or [] when it has no group."""
+        t = self.terminals.get(terminal)
+        if t is None or t.ack_group is None:
+            return []
+        return [n for n, o in self.terminals.items() if o.ack_group == t.ack_group]
 
     def describe(self) -> dict:
         """A printable summary for --check-config: no secret values."""
@@ -606,7 +635,15 @@ def _terminal(name, t, env, base_dir) -> Terminal:
         timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
         compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES),
         fallback=_names(t, "fallback", where),
+        ack_group=_group_name(t, where),
     )
+
+
+def _group_name(t, where):
+    v = _str(t, "ack_group", where)
+    if v is not None and not _NAME_RE.match(v):
+        raise ConfigError("%s.ack_group must be letters, digits, '.', '_' or '-'" % where)
+    return v
 
 
 def _check_fallback(t, terminals):

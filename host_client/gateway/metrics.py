@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .acks import write_metrics as write_acks
 from .stats import LATENCY_BUCKETS
 
 
@@ -104,6 +105,7 @@ def metrics_text(gw) -> str:
         lines.append("sentinel_gateway_delivery_latency_seconds_bucket%s %d" % (lab(terminal=name, le="+Inf"), acc))
         lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
         lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
+    write_acks(gw.acks, fam, lab, lines, sorted(gw.lanes), gw.clock())
     front = gw.front_status() if gw.front_status is not None else None
     if front is not None:
         fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")

@@ -17,6 +17,7 @@ from functools import partial
 from host_client.client import AlarmClient
 from sentinel_core.alarm import LEVEL_NAMES
 
+from .acks import AckBook, AckPoller
 from .alertmanager import parse_webhook
 from .debounce import Debouncer
 from .delivery import Worker
@@ -65,6 +66,15 @@ class Gateway:
         self.workers = {}
         self.persisters = {}
         self.restore_errors = []
+        self.acks = AckBook(config)
+        term_clients = {}
+        user_delivered = on_delivered
+
+        def on_delivered(terminal, item, ack):
+            self.acks.delivered(terminal, item, self.clock())
+            if user_delivered is not None:
+                user_delivered(terminal, item, ack)
+
         if config.state_dir:
             os.makedirs(config.state_dir, exist_ok=True)
         for name, t in config.terminals.items():
@@ -113,6 +123,7 @@ class Gateway:
             self.lanes[name] = lane
             if store is not None:
                 self.persisters[name] = Persister(lane, store, log=worker_log)
+            term_clients[name] = client
             self.workers[name] = Worker(
                 lane,
                 client,
@@ -125,6 +136,7 @@ class Gateway:
                 on_delivered=on_delivered,
                 store=store,
             )
+        self.ack_poller = AckPoller(self.acks, term_clients, poll_s=config.status_poll_s, clock=clock, mono=mono)
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -133,9 +145,11 @@ class Gateway:
             p.start()
         for w in self.workers.values():
             w.start()
+        self.ack_poller.start()
         log_event("gateway_started", terminals=sorted(self.lanes), listen="%s:%d" % (self.cfg.host, self.cfg.port))
 
     def stop(self):
+        self.ack_poller.stop()
         for w in self.workers.values():
             w.stop()
         for p in self.persisters.values():
@@ -393,7 +407,12 @@ class Gateway:
         before = {}
         lanes = self.lanes
         route = self.cfg.route
+        acks = self.acks
         for inc in incidents:
+            if inc.recovery:
+                acks.resolved(inc.key)
+            else:
+                acks.note_incident(inc)
             names = route(inc.labels)
             if not names:
                 with self.lock:

@@ -67,3 +67,6 @@ class RfcCompatTransport(Transport):
             if r.status != 200:
                 return Response(200, r.headers, r.body)
         return r
+
+    def get(self, url, timeout, *, limit=65536):
+        return self.inner.get(url, timeout, limit=limit)

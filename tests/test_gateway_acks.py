@@ -1,0 +1,188 @@
+"""The gateway's record of acknowledgements (host_client/gateway/acks.py): P0s open per terminal, what a terminal's
+status page says was acknowledged, escalation by the clock, ACK groups, and status pages that are not a terminal's.
+Status pages here are the terminal core's own snapshot (the one both shells serve), not hand-written JSON."""
+
+import json
+import logging
+
+import pytest
+
+from host_client.gateway.acks import STATUS_MAX, AckBook, AckPoller
+from host_client.gateway.config import Config
+from host_client.gateway.delivery import wire_key
+from host_client.gateway.delivery_queue import Item, ItemKind
+from host_client.gateway.incident import Incident
+from sentinel_core.alarm import NORMAL, P0, P1
+from sentinel_core.terminal import Terminal
+
+T0 = 1_787_000_000.0
+KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
+
+
+def config(**routing):
+    d = {
+        "terminals": {
+            "room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S", "ack_group": "on-call"},
+            "office": {"url": "http://127.0.0.1:8", "key_id": "o", "secret_env": "S", "ack_group": "on-call"},
+            "lab": {"url": "http://127.0.0.1:7", "key_id": "l", "secret_env": "S"},
+        },
+        "routes": [{"racks": ["B*"], "terminals": ["lab"], "escalate_after_s": 60}],
+        "routing": dict({"default": ["room", "office"]}, **routing),
+    }
+    return Config.from_dict(d, env={"S": "x"})
+
+
+def item(key=KEY, level=P0, kind=ItemKind.ALONE):
+    return Item(
+        id="i1", seq=1, level=level, text="t", key=key, carried=[key], created=T0, deadline=T0 + 3600, kind=kind
+    )
+
+
+def incident(key=KEY, rack="A03", host="gpu-worker-08", kind="NCCL_TIMEOUT", level=P0, recovery=False):
+    inc = Incident(key, level, rack=rack, host=host, kind=kind, text="t", labels={"rack": rack}, source="gpu_event")
+    inc.recovery = recovery
+    return inc
+
+
+def status(acked=(), now=T0):
+    """A real terminal's status page: the emulator's core, with these incidents acknowledged by its ACK endpoint."""
+    t = Terminal()
+    for k in acked:
+        t.on_ack(k, False, now)
+    return json.dumps(t.snapshot(now)).encode()
+
+
+def delivered_p0(book, terminal="room", key=KEY, at=T0):
+    book.note_incident(incident(key))
+    book.delivered(terminal, item(key), at)
+
+
+def test_an_ack_read_from_the_status_page_is_timed_and_closes_the_p0():
+    book = AckBook(config())
+    delivered_p0(book)
+    assert book.terminals_open() == ["room"]
+    r = book.read_status("room", status(), T0 + 3)
+    assert r.acked == [] and r.rejected is None
+    r = book.read_status("room", status([wire_key(KEY)]), T0 + 42)
+    (a,) = r.acked
+    assert (a.terminal, a.key, a.after_s, a.via) == ("room", KEY, 42.0, "button")
+    assert book.terminals_open() == []
+    hist, acks, _rej, opened, esc = book.metrics(T0 + 50)
+    h = hist[("room", "P0")]
+    assert h[-2] == 1 and h[-1] == 42.0 and acks == {("room", "button"): 1} and opened == {} and esc == []
+
+
+def test_escalation_comes_by_the_clock_with_the_incidents_labels_and_per_route():
+    book = AckBook(config(escalate_after_s=5))
+    delivered_p0(book)
+    book.note_incident(incident("B07:gpu-1:XID", rack="B07", host="gpu-1", kind="XID"))
+    book.delivered("lab", item("B07:gpu-1:XID"), T0)
+    assert book.due_escalations(T0 + 4.9) == []
+    (o,) = book.due_escalations(T0 + 5)
+    assert (o.terminal, o.rack, o.node, o.kind) == ("room", "A03", "gpu-worker-08", "NCCL_TIMEOUT")
+    assert [x.terminal for x in book.due_escalations(T0 + 60)] == ["room", "lab"]  # its route's 60 s
+    # a terminal that does not answer does not stop it (that is the point)
+    book.read_status("room", None, T0 + 61, error="TransportError: refused")
+    assert len(book.due_escalations(T0 + 61)) == 2
+    # the incident resolving closes it, escalation and all
+    book.resolved(KEY)
+    assert [x.terminal for x in book.due_escalations(T0 + 62)] == ["lab"]
+
+
+def test_a_recovery_delivered_closes_the_open_p0():
+    book = AckBook(config())
+    delivered_p0(book)
+    book.delivered("room", item(level=NORMAL, kind=ItemKind.RECOVERY), T0 + 10)
+    assert book.terminals_open() == []
+
+
+def test_only_p0_opens():
+    book = AckBook(config())
+    book.delivered("room", item(level=P1), T0)
+    assert book.terminals_open() == []
+
+
+def test_an_ack_on_one_terminal_of_a_group_is_sent_to_the_others_once():
+    book = AckBook(config())
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    r = book.read_status("room", status([KEY]), T0 + 20)
+    assert [a.terminal for a in r.acked] == ["room"]
+    assert book.group_due(T0 + 20) == [("office", KEY)]  # lab is in no group
+    # the send failed: tried again on the next poll
+    assert book.group_sent("office", KEY, T0 + 20, ok=False) is None
+    assert book.group_due(T0 + 21) == [("office", KEY)]
+    a = book.group_sent("office", KEY, T0 + 21, ok=True)
+    assert (a.terminal, a.via, a.after_s) == ("office", "group", 21.0)
+    assert book.group_due(T0 + 22) == []
+    # office's page now shows the ACK this gateway sent: not a new ACK, not sent back to room, not unknown
+    r = book.read_status("office", status([KEY]), T0 + 22)
+    assert r.acked == [] and book.group_due(T0 + 22) == []
+    assert book.metrics(T0 + 22)[2] == {}
+
+
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        (b"\xff\xfe garbage", "garbage"),
+        (b"<html>router login</html>", "garbage"),
+        (b'{"now": 1, "mute": {"acknowledged": "all"}}', "garbage"),
+        (b'{"now": true, "mute": {"acknowledged": []}}', "garbage"),
+        (b"[" * (STATUS_MAX + 1), "too_large"),
+    ],
+)
+def test_a_page_that_is_no_terminals_status_changes_nothing_and_is_counted(body, reason, caplog):
+    book = AckBook(config(escalate_after_s=5))
+    delivered_p0(book)
+    with caplog.at_level(logging.WARNING, logger="sentinel.gateway"):
+        for i in range(3):
+            r = book.read_status("room", body, T0 + i)
+            assert r.rejected == reason and r.acked == []
+    assert book.terminals_open() == ["room"] and len(book.due_escalations(T0 + 5)) == 1
+    assert book.metrics(T0)[2] == {("room", reason): 3}
+    assert [r.message for r in caplog.records].count("status_read_refused") == 1  # logged once per episode
+
+
+def test_an_ack_for_an_incident_never_sent_there_is_ignored_and_counted_once():
+    book = AckBook(config())
+    delivered_p0(book)
+    for i in range(3):
+        r = book.read_status("room", status(["Z99:elsewhere:XID"]), T0 + i)
+        assert r.acked == []
+    assert book.terminals_open() == ["room"]
+    assert book.metrics(T0)[2] == {("room", "unknown_incident"): 1}
+
+
+def test_a_clock_far_off_is_counted_and_its_acks_still_count():
+    book = AckBook(config())
+    delivered_p0(book)
+    r = book.read_status("room", status([KEY], now=T0 - 86400), T0 + 30)
+    assert r.rejected == "clock_off" and [a.after_s for a in r.acked] == [30.0]  # timed by the gateway's clock
+    assert book.metrics(T0)[2] == {("room", "clock_off"): 1}
+
+
+class FakeClient:
+    def __init__(self, pages):
+        self.pages = pages
+        self.acked = []
+
+    def status_page(self, limit):
+        p = self.pages.pop(0)
+        if isinstance(p, Exception):
+            raise p
+        return p
+
+    def ack(self, key=None, *, long=False):
+        self.acked.append(key)
+
+
+def test_the_poller_reads_only_terminals_with_an_open_p0_and_sends_the_group_ack():
+    book = AckBook(config())
+    room, office, lab = FakeClient([OSError("refused"), status([KEY])]), FakeClient([]), FakeClient([])
+    poller = AckPoller(book, {"room": room, "office": office, "lab": lab}, clock=lambda: T0 + 9)
+    poller.poll_once()  # nothing open: nothing read
+    delivered_p0(book)
+    poller.poll_once()  # room does not answer
+    assert book.terminals_open() == ["room"] and book.metrics(T0)[2] == {("room", "unreachable"): 1}
+    poller.poll_once()
+    assert book.terminals_open() == [] and office.acked == [KEY] and lab.acked == []
