@@ -109,6 +109,41 @@ def start_gateway(tmp, terminal_url, key_id, secret, port=None, extra_toml=""):
     return proc, url
 
 
+EXAMPLE_GATEWAY = os.path.join(ROOT, "examples", "gateway.toml")
+
+
+def start_example_gateway(tmp, *, room, office, port=None, also=()):
+    """examples/gateway.toml with this run's addresses and state directory (nothing else changed, unless also gives
+    (old, new) text replacements) delivering to two emulators: room and office are each (URL, the emulator's
+    config dict, as start_emulator returns them; its key_id the example's). Returns (process, base URL)."""
+    port = port or free_port()
+    text = open(EXAMPLE_GATEWAY).read()
+    subs = [
+        ('host = "0.0.0.0"', 'host = "127.0.0.1"'),
+        ("port = 8080", "port = %d" % port),
+        ('state_dir = "/var/lib/sentinel-gateway"', 'state_dir = "%s"' % os.path.join(str(tmp), "gw-state")),
+        ('url = "http://192.168.10.200"', 'url = "%s"' % room[0]),
+        ('url = "http://192.168.20.31:8765"', 'url = "%s"' % office[0]),
+    ] + list(also)
+    for old, new in subs:
+        assert text.count(old) == 1, "examples/gateway.toml changed: %r" % old
+        text = text.replace(old, new)
+    path = os.path.join(str(tmp), "gateway.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    env = dict(os.environ, SENTINEL_SECRET_MACHINE_ROOM=room[1]["secret"], SENTINEL_SECRET_OFFICE=office[1]["secret"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", path],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = "http://127.0.0.1:%d" % port
+    wait_http(url + "/healthz", proc)
+    return proc, url
+
+
 def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0, host="gpu-worker-08"):
     """sentinel-probe replaying recorded NVML readings, following tmp/kern.log as its kernel log, its status
     server on 127.0.0.1. (process, base URL)."""

@@ -16,17 +16,15 @@ import pytest
 from deploy_live import (
     ALERTMANAGER,
     PROMETHEUS,
-    ROOT,
     Sink,
     alertmanager_config,
-    free_port,
     get,
     prometheus_config,
     start_alertmanager,
     start_emulator,
+    start_example_gateway,
     start_prometheus,
     stop,
-    wait_http,
     wait_status,
 )
 
@@ -34,36 +32,12 @@ for _b in (PROMETHEUS, ALERTMANAGER):
     if not os.path.exists(_b):
         pytest.skip("%s is not installed (tools/install-system-deps.sh installs it)" % _b, allow_module_level=True)
 
-EXAMPLE = os.path.join(ROOT, "examples", "gateway.toml")
-
-
-def example_gateway(tmp, *, port, room_url, office_url):
-    """examples/gateway.toml with this run's addresses: nothing else changed."""
-    text = open(EXAMPLE).read()
-    subs = [
-        ('host = "0.0.0.0"', 'host = "127.0.0.1"'),
-        ("port = 8080", "port = %d" % port),
-        ('state_dir = "/var/lib/sentinel-gateway"', 'state_dir = "%s"' % os.path.join(str(tmp), "gw-state")),
-        ('url = "http://192.168.10.200"', 'url = "%s"' % room_url),
-        ('url = "http://192.168.20.31:8765"', 'url = "%s"' % office_url),
-    ]
-    for old, new in subs:
-        assert text.count(old) == 1, "examples/gateway.toml changed: %r" % old
-        text = text.replace(old, new)
-    path = os.path.join(str(tmp), "gateway.toml")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
 
 def pager_alerts(sink, alertname):
     return [a for b in sink.bodies for a in b["alerts"] if a["labels"].get("alertname") == alertname]
 
 
 def test_a_dead_terminal_is_told_to_the_other_terminal_and_the_pager_never_to_itself(tmp_path):
-    import subprocess
-    import sys
-
     pager, deadman = Sink(), Sink()
     procs = []
     try:
@@ -71,23 +45,8 @@ def test_a_dead_terminal_is_told_to_the_other_terminal_and_the_pager_never_to_it
         procs.append(room)
         office, office_url, office_cfg = start_emulator(tmp_path / "office", key_id="office")
         procs.append(office)
-        port = free_port()
-        cfg = example_gateway(tmp_path, port=port, room_url=room_url, office_url=office_url)
-        env = dict(
-            os.environ,
-            SENTINEL_SECRET_MACHINE_ROOM=room_cfg["secret"],
-            SENTINEL_SECRET_OFFICE=office_cfg["secret"],
-        )
-        gw = subprocess.Popen(
-            [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        gw, gw_url = start_example_gateway(tmp_path, room=(room_url, room_cfg), office=(office_url, office_cfg))
         procs.append(gw)
-        gw_url = "http://127.0.0.1:%d" % port
-        wait_http(gw_url + "/healthz", gw)
         # one gateway: the shipped fallback receiver points at it too, as docs/DEPLOY.md says for that case
         am, am_url = start_alertmanager(
             tmp_path,
