@@ -2,10 +2,10 @@
 configuration: examples/gateway.toml (its two terminals, machine-room and office, each the other's fallback) with
 only addresses, ports and the state directory changed, two real emulators standing for the two terminals,
 deploy/prometheus (scrape config and rules as shipped, short intervals) and deploy/alertmanager (routes and
-receivers as shipped; the fallback receiver is this same single gateway, the pager a webhook sink).
+receivers as shipped; one gateway, so the second gateway's receiver answers nothing; the pager a webhook sink).
 
 Terminal machine-room dies. SentinelTerminalScrapeDown fires for it (its shipped `for: 2m`); Alertmanager sends
-it down both second paths: the pager receiver hears it, and the gateway delivers it to office, never to
+it to the pager and, as an alert about a terminal, to the gateway too, which delivers it to office, never to
 machine-room itself (nothing about machine-room waits in machine-room's queue)."""
 
 import os
@@ -18,6 +18,7 @@ from deploy_live import (
     PROMETHEUS,
     Sink,
     alertmanager_config,
+    free_port,
     get,
     prometheus_config,
     start_alertmanager,
@@ -47,11 +48,12 @@ def test_a_dead_terminal_is_told_to_the_other_terminal_and_the_pager_never_to_it
         procs.append(office)
         gw, gw_url = start_example_gateway(tmp_path, room=(room_url, room_cfg), office=(office_url, office_cfg))
         procs.append(gw)
-        # one gateway: the shipped fallback receiver points at it too, as docs/DEPLOY.md says for that case
+        # one gateway: the second gateway's receiver points at a port nothing answers on
+        no_second = "http://127.0.0.1:%d" % free_port()
         am, am_url = start_alertmanager(
             tmp_path,
             alertmanager_config(
-                tmp_path, gw_url, gw_url, deadman.url, group_wait="1s", group_interval="1s", pager_url=pager.url
+                tmp_path, gw_url, no_second, deadman.url, group_wait="1s", group_interval="1s", pager_url=pager.url
             ),
         )
         procs.append(am)

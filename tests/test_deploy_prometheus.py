@@ -151,16 +151,19 @@ def _route(cfg, labels):
 @need_amtool
 def test_every_alert_routes_to_the_receiver_its_path_needs(tmp_path):
     cfg = _am_config(tmp_path)
-    # a path alert takes both second paths: the other gateway (and its terminals) and the pager, never only one
+    # A path alert always takes the pager and the second gateway; one about a terminal also the normal gateway
+    # (which routes it around that terminal); one about a gateway never the normal gateway.
     want = {
-        "deadman": ["deadman"],
-        "fallback": ["sentinel-fallback", "pager"],
-        "escalation": ["pager"],
-        None: ["sentinel"],
+        ("deadman", None): ["deadman"],
+        ("fallback", "terminal"): ["sentinel", "sentinel-fallback", "pager"],
+        ("fallback", "gateway"): ["sentinel-fallback", "pager"],
+        ("escalation", None): ["pager"],
+        (None, None): ["sentinel"],
     }
     for r in alerts():
-        got = _route(cfg, dict(r["labels"], alertname=r["alert"]))
-        assert got == want[r["labels"].get("sentinel_route")], (r["alert"], got)
+        lab = r["labels"]
+        got = _route(cfg, dict(lab, alertname=r["alert"]))
+        assert got == want[(lab.get("sentinel_route"), lab.get("sentinel_about"))], (r["alert"], got)
     assert _route(cfg, {"alertname": "Foo", "severity": "info"}) == ["null"]
 
 
