@@ -186,3 +186,101 @@ def test_the_poller_reads_only_terminals_with_an_open_p0_and_sends_the_group_ack
     assert book.terminals_open() == ["room"] and book.metrics(T0)[2] == {("room", "unreachable"): 1}
     poller.poll_once()
     assert book.terminals_open() == [] and office.acked == [KEY] and lab.acked == []
+
+
+# ---- the whole gateway against a terminal whose status page is hostile, over real HTTP on loopback ---------------
+
+
+class HostileTerminal:
+    """Takes every signed request with the terminal's success answer; its status page is `page` (bytes), or it
+    answers nothing at all on it (page None: the connection is closed unanswered)."""
+
+    def __init__(self, page):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        term = self
+        self.page = page
+        self.posts = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n))
+                term.posts.append((self.path, body))
+                self._answer(json.dumps({"ok": True, "duplicate": False, "id": body.get("id")}).encode())
+
+            def do_GET(self):  # noqa: N802
+                if term.page is None:
+                    self.close_connection = True
+                    return
+                self._answer(term.page)
+
+            def _answer(self, data):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "page,reason",
+    [
+        (b"<html><body>It works!</body></html>", "garbage"),
+        (json.dumps({"now": 1, "mute": {"acknowledged": ["x" * 64] * 2000}}).encode(), "too_large"),
+        (None, "unreachable"),
+    ],
+)
+def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reason, tmp_path):
+    import time
+
+    from host_client.gateway.service import Gateway
+
+    term = HostileTerminal(page)
+    cfg = Config.from_dict(
+        {
+            "gateway": {"state_dir": str(tmp_path)},
+            "delivery": {"status_poll_s": 0.2},
+            "routing": {"escalate_after_s": 1},
+            "terminals": {"room": {"url": term.url, "key_id": "k", "secret_env": "S"}},
+        },
+        env={"S": "x" * 32},
+    )
+    gw = Gateway(cfg)
+    gw.start()
+    try:
+        ev = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
+        assert gw.gpu_event(ev)[0] == 200
+        end = time.monotonic() + 10
+        m = ""
+        while time.monotonic() < end:
+            m = gw.metrics_text()
+            if "sentinel_gateway_p0_escalation{" in m and ('reason="%s"} 0' % reason not in m):
+                break
+            time.sleep(0.1)
+        assert 'sentinel_gateway_status_reads_rejected_total{terminal="room",reason="%s"}' % reason in m
+        assert 'reason="%s"} 0' % reason not in m, m
+        assert 'rack="A03",node_host="gpu-worker-08",event_type="NCCL_TIMEOUT"' in m, m
+        assert [p for p, _b in term.posts if p == "/api/v1/send_msg"], term.posts
+        # delivery goes on: a second P0 is delivered too
+        ev2 = {"cluster_rack": "B01", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": 0}
+        assert gw.gpu_event(ev2)[0] == 200
+        end = time.monotonic() + 5
+        while time.monotonic() < end and len([p for p, _b in term.posts if p == "/api/v1/send_msg"]) < 2:
+            time.sleep(0.05)
+        assert len([p for p, _b in term.posts if p == "/api/v1/send_msg"]) == 2
+    finally:
+        gw.stop()
+        term.close()

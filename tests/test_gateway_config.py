@@ -196,3 +196,19 @@ def test_escalation_and_ack_group_keys_are_checked():
     c = Config.from_dict(d, env={"S": "x"})
     assert c.escalate_after({"rack": "B01"}) == 30.0 and c.escalate_after({"rack": "A01"}) == 300.0
     assert c.ack_group_of("room") == []
+
+
+def test_the_daemon_refuses_a_terminal_that_falls_back_to_itself_in_one_line(tmp_path):
+    cfg = tmp_path / "gateway.toml"
+    text = open(EXAMPLE).read().replace('fallback = ["office"]', 'fallback = ["machine-room"]', 1)
+    cfg.write_text(text)
+    for args in (["--check-config"], []):
+        p = subprocess.run(
+            [sys.executable, "-m", "host_client.gateway.cli", "-c", str(cfg)] + args,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, **ENV),
+            timeout=30,
+        )
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert "terminals.machine-room.fallback names machine-room itself" in p.stderr, p.stderr
