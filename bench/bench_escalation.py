@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "firmware", "lib")]
 
 from deploy_live import (  # noqa: E402
+    INGEST_TOKEN,
     Sink,
     alertmanager_config,
     emulator_status,
@@ -78,7 +79,7 @@ def run(setting, scrape_s, trials):
                 node = "bench-%s-%d" % (setting, i)
                 # a P0 type per trial: three racks with one fault within a minute would be one cluster-wide summary
                 ev = {"cluster_rack": "A%02d" % i, "node_host": node, "event_type": P0_TYPES[i % 4], "gpu_index": 0}
-                post(gw_url + "/api/v1/gpu_event", json.dumps(ev))
+                post(gw_url + "/api/v1/gpu_event", json.dumps(ev), token=INGEST_TOKEN)
                 end = time.monotonic() + 30
                 while time.monotonic() < end:
                     if any(node in a["key"] for a in emulator_status(room_url)["active"]):

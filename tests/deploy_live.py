@@ -20,13 +20,19 @@ def get(url, timeout=5.0):
         return r.status, r.read().decode("utf-8", "replace")
 
 
-def post(url, body, timeout=5.0):
-    """(status, text) of a JSON POST; an HTTP error status is returned, not raised."""
+# The ingest token of the gateways these helpers start with authentication (examples/gateway.toml's [ingest]), and
+# the one alertmanager_config() gives Alertmanager.
+INGEST_TOKEN = "deploy-live-ingest-token-0123456789"
+
+
+def post(url, body, timeout=5.0, token=None):
+    """(status, text) of a JSON POST (with a bearer token if given); an HTTP error status is returned, not raised."""
     import urllib.error
 
-    req = urllib.request.Request(
-        url, body if isinstance(body, bytes) else body.encode(), {"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, body if isinstance(body, bytes) else body.encode(), headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode("utf-8", "replace")
@@ -115,7 +121,8 @@ EXAMPLE_GATEWAY = os.path.join(ROOT, "examples", "gateway.toml")
 def start_example_gateway(tmp, *, room, office, port=None, also=()):
     """examples/gateway.toml with this run's addresses and state directory (nothing else changed, unless also gives
     (old, new) text replacements) delivering to two emulators: room and office are each (URL, the emulator's
-    config dict, as start_emulator returns them; its key_id the example's). Returns (process, base URL)."""
+    config dict, as start_emulator returns them; its key_id the example's). Its ingest token is INGEST_TOKEN.
+    Returns (process, base URL)."""
     port = port or free_port()
     text = open(EXAMPLE_GATEWAY).read()
     subs = [
@@ -131,7 +138,12 @@ def start_example_gateway(tmp, *, room, office, port=None, also=()):
     path = os.path.join(str(tmp), "gateway.toml")
     with open(path, "w") as f:
         f.write(text)
-    env = dict(os.environ, SENTINEL_SECRET_MACHINE_ROOM=room[1]["secret"], SENTINEL_SECRET_OFFICE=office[1]["secret"])
+    env = dict(
+        os.environ,
+        SENTINEL_SECRET_MACHINE_ROOM=room[1]["secret"],
+        SENTINEL_SECRET_OFFICE=office[1]["secret"],
+        SENTINEL_INGEST_TOKEN=INGEST_TOKEN,
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "host_client.gateway.cli", "-c", path],
         env=env,
@@ -318,7 +330,7 @@ def alertmanager_config(
         cfg = yaml.safe_load(f)
     tok = os.path.join(str(tmp), "sentinel-gateway.token")
     with open(tok, "w") as f:
-        f.write("test-token\n")
+        f.write(INGEST_TOKEN + "\n")
     urls = {
         "sentinel": gateway_url + "/api/v1/alertmanager",
         "sentinel-fallback": fallback_url + "/api/v1/alertmanager",

@@ -16,6 +16,7 @@ import time
 import pytest
 from deploy_live import (
     ALERTMANAGER,
+    INGEST_TOKEN,
     PROMETHEUS,
     Sink,
     alertmanager_config,
@@ -108,7 +109,7 @@ def test_an_unacknowledged_p0_escalates_and_an_ack_on_one_terminal_closes_it_eve
 
         # a P0 for rack A03: the example's route sends it to both terminals
         ev = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
-        assert post(gw_url + "/api/v1/gpu_event", json.dumps(ev))[0] == 200
+        assert post(gw_url + "/api/v1/gpu_event", json.dumps(ev), token=INGEST_TOKEN)[0] == 200
         for url in (room_url, office_url):
             wait_status(url, lambda s: any(a["key"] == KEY and a["level"] == "P0" for a in s["active"]), 10)
         t_shown = time.monotonic()
@@ -158,7 +159,7 @@ def test_an_unacknowledged_p0_escalates_and_an_ack_on_one_terminal_closes_it_eve
         # a new P0 (another rack, so not folded into a summary) still speaks on both terminals: a new WAV each
         before = {name: set(d.glob("*.wav")) for name, d in wav.items()}
         ev2 = {"cluster_rack": "A04", "node_host": "gpu-worker-09", "event_type": "NCCL_TIMEOUT"}
-        assert post(gw_url + "/api/v1/gpu_event", json.dumps(ev2))[0] == 200
+        assert post(gw_url + "/api/v1/gpu_event", json.dumps(ev2), token=INGEST_TOKEN)[0] == 200
         for name, d in wav.items():
             wait_for(
                 lambda d=d, name=name: [p for p in set(d.glob("*.wav")) - before[name] if p.stat().st_size > 1000],
