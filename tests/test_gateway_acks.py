@@ -9,9 +9,9 @@ import pytest
 
 from host_client.gateway.acks import STATUS_MAX, AckBook, AckPoller
 from host_client.gateway.config import Config
-from host_client.gateway.delivery import wire_key
 from host_client.gateway.delivery_queue import Item, ItemKind
 from host_client.gateway.incident import Incident
+from host_client.gateway.wire import wire_key
 from sentinel_core.alarm import NORMAL, P0, P1
 from sentinel_core.terminal import Terminal
 
@@ -204,13 +204,13 @@ class HostileTerminal:
         self.posts = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):  # http.server's naming
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n))
                 term.posts.append((self.path, body))
                 self._answer(json.dumps({"ok": True, "duplicate": False, "id": body.get("id")}).encode())
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 if term.page is None:
                     self.close_connection = True
                     return

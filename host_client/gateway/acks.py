@@ -16,8 +16,8 @@ from collections import OrderedDict
 
 from sentinel_core.alarm import P0
 
-from .wire import wire_key
 from .delivery_queue import ItemKind
+from .wire import wire_key
 
 log = logging.getLogger("sentinel.gateway")
 

@@ -70,7 +70,7 @@ class Gateway:
         term_clients = {}
         user_delivered = on_delivered
 
-        def on_delivered(terminal, item, ack):
+        def delivered(terminal, item, ack):
             self.acks.delivered(terminal, item, self.clock())
             if user_delivered is not None:
                 user_delivered(terminal, item, ack)
@@ -133,7 +133,7 @@ class Gateway:
                 log=worker_log,
                 clock=clock,
                 mono=mono,
-                on_delivered=on_delivered,
+                on_delivered=delivered,
                 store=store,
             )
         self.ack_poller = AckPoller(self.acks, term_clients, poll_s=config.status_poll_s, clock=clock, mono=mono)
