@@ -90,10 +90,9 @@ def _no_default(o):
 
 # The C encoder, built once and called directly: JSONEncoder.encode builds a closure and a chunk list per call. No
 # circular-reference markers: an answer is a fresh tree of dicts, lists and scalars.
+_C_MAKE = getattr(json.encoder, "c_make_encoder", None)  # the C accelerator; None where _json is not built
 _C_ENCODE = (
-    json.encoder.c_make_encoder(None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-    if json.encoder.c_make_encoder
-    else None
+    _C_MAKE(None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, True) if _C_MAKE else None
 )
 _PY_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -426,10 +425,10 @@ class _Conn:
         self.nbody += len(data)
         if self.nbody > self.front.max_body:
             self._too_large()
-        self.body.append(data)
+        self.body.append(data)  # pyright: ignore[reportOptionalMemberAccess] - on_headers_complete set a list
 
     def on_message_complete(self):
-        body = self.body
+        body = self.body or []  # on_headers_complete set a list; empty only if llhttp skipped it
         data = body[0] if len(body) == 1 else b"".join(body)
         if self.counted:
             self.home.uncount(self)
@@ -786,7 +785,7 @@ class _Loop:
         self.calls = collections.deque()  # callbacks handed over from other threads
         self.timers = collections.deque()  # (deadline, callback), in deadline order
         self.stopped = False
-        self.thread = None
+        self.thread: threading.Thread | None = None
         self.now = time.monotonic()
         self.max_connections = max_connections
         self.max_partial = max_partial
@@ -989,7 +988,9 @@ class _Loop:
         finally:
             for c in list(conns.values()):
                 c.close()
-            self.poller.close()
+            close = getattr(self.poller, "close", None)  # select.poll (no epoll: not Linux) has nothing to close
+            if close is not None:
+                close()
             self.sock.close()
             with self._pipe_lock:
                 self._closed = True
@@ -1203,15 +1204,16 @@ class IngestFront:
         for i, home in enumerate(self.loops):
             started = threading.Event()
             starts.append(started)
-            home.thread = threading.Thread(target=home.run, args=(started,), name="http-%d" % i, daemon=True)
-            home.thread.start()
+            t = home.thread = threading.Thread(target=home.run, args=(started,), name="http-%d" % i, daemon=True)
+            t.start()
         for st in starts:
             st.wait(10)
         if ready is not None:
             ready()
         for home in self.loops:
-            while home.thread.is_alive():
-                home.thread.join(0.5)  # in slices: the main thread stays responsive to SIGTERM/SIGINT
+            t = home.thread
+            while t is not None and t.is_alive():
+                t.join(0.5)  # in slices: the main thread stays responsive to SIGTERM/SIGINT
 
     def stop(self):
         for home in self.loops:
