@@ -16,6 +16,7 @@ _LONG_FIRST = (
     "test_deploy_host.py",  # the plain-host steps: venvs and installs
     "test_terminal_machine.py",  # the hypothesis state machine
     "test_gateway_alertmanager_ha.py",  # a real Alertmanager HA pair, 60 s of watching
+    "test_deploy_path_alerts.py",  # real Prometheus and Alertmanager, a rule's for: 2m
     "test_deploy_e2e_prometheus.py",  # real Prometheus and Alertmanager
     "test_hostile_fuzz.py",
     "test_firmware_pyright.py",
