@@ -89,6 +89,16 @@ def test_escalation_comes_by_the_clock_with_the_incidents_labels_and_per_route()
     assert [x.terminal for x in book.due_escalations(T0 + 62)] == ["lab"]
 
 
+def test_an_alarm_whose_incidents_were_not_noted_takes_its_labels_from_the_key():
+    book = AckBook(config(escalate_after_s=5))
+    book.delivered("room", item("B07:gpu-1:XID_FATAL"), T0)  # folded, or noted long ago and forgotten
+    assert book.due_escalations(T0 + 59) == []  # its rack's route escalates after 60 s, not the default 5
+    (o,) = book.due_escalations(T0 + 60)
+    assert (o.rack, o.node, o.kind) == ("B07", "gpu-1", "XID_FATAL")
+    book.delivered("room", item("am:5f3a"), T0)
+    assert {(x.rack, x.escalate_after) for x in book.due_escalations(T0 + 60)} == {("B07", 60.0), ("", 5.0)}
+
+
 def test_a_recovery_delivered_closes_the_open_p0():
     book = AckBook(config())
     delivered_p0(book)

@@ -26,7 +26,7 @@ ACK_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1800, 3600)
 STATUS_MAX = 65536  # a status page larger than this is not a terminal's: refused unread past it
 CLOCK_SKEW_S = 300  # a terminal whose clock is further off than this is said to be off (its ACKs still count)
 MAX_OPEN = 4096  # open P0s remembered per gateway: a storm of distinct P0s forgets the oldest first
-MAX_NOTED = 20000  # incidents' labels kept for the P0s not yet delivered
+MAX_NOTED = 4096  # labels of P0 incidents queued as their own alarm, not yet delivered
 REJECTS = ("garbage", "too_large", "unknown_incident", "clock_off", "unreachable")
 
 
@@ -45,6 +45,16 @@ class OpenP0:
         self.kind = kind
         self.escalate_after = escalate_after
         self.escalated = False
+
+
+def _from_key(key, cfg):
+    """An alarm whose incidents were not noted (a summary, or the memory was full): a GPU incident's key is
+    rack:host:type, an Alertmanager one says nothing of where."""
+    parts = key.split(":") if not key.startswith("am:") else ()
+    if len(parts) == 3:
+        rack, node, kind = parts
+        return rack, node, kind, cfg.escalate_after({"rack": rack, "host": node, "event_type": kind})
+    return "", "", "", cfg.escalate_after({})
 
 
 class Acked:
@@ -129,7 +139,9 @@ class AckBook:
                 if info is not None:
                     break
             self._know(terminal, key)
-            rack, node, kind, after = info or ("", "", "", self.cfg.escalate_after({}))
+            if info is None:
+                info = _from_key(item.key, self.cfg)
+            rack, node, kind, after = info
             self.open[(terminal, key)] = OpenP0(
                 terminal, key, item.carried or [item.key], now, rack=rack, node=node, kind=kind, escalate_after=after
             )

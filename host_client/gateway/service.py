@@ -23,7 +23,7 @@ from .debounce import Debouncer
 from .delivery import Worker
 from .events import EVENT_TYPES, OTHER_TYPE, EventError, parse_event, phrase, severity
 from .incident import gpu_incident
-from .lane import Lane
+from .lane import Lane, Outcome
 from .logs import lane_log, log_event, worker_log
 from .metrics import metrics_text
 from .persist import PendingStore, Persister
@@ -31,6 +31,7 @@ from .resolved import ResolvedMemory
 from .wire import RfcCompatTransport
 
 MAX_BATCH = 1000
+_ALONE = Outcome.ALONE
 _PHRASES: dict = {}  # event type -> its (zh, en) summary phrase
 # the events_in / suppressed counters' key of a GPU event, by its type: ("gpu_event", metric type)
 _GPU_COUNT_KEYS = {t: ("gpu_event", t) for t in EVENT_TYPES}
@@ -411,8 +412,6 @@ class Gateway:
         for inc in incidents:
             if inc.recovery:
                 acks.resolved(inc.key)
-            else:
-                acks.note_incident(inc)
             names = route(inc.labels)
             if not names:
                 with self.lock:
@@ -424,6 +423,8 @@ class Gateway:
                 if name not in before:
                     before[name] = lane.sync_gen
                 res[name] = lane.submit(inc, now)
+            if _ALONE in res.values():  # its own alarm: the labels its escalation will carry (folds add none)
+                acks.note_incident(inc)
             out.append(res)
         # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
         # covers every request waiting at that moment). A fold into a summary already on disk does not wait. If the
