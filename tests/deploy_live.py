@@ -156,6 +156,36 @@ def start_example_gateway(tmp, *, room, office, port=None, also=()):
     return proc, url
 
 
+def start_watchers(tmp, *, gateway_url, fallback_url, deadman_url, pager_url, terminals):
+    """The shipped Alertmanager routes (1 s group timers) and Prometheus rules (1 s scrape and evaluation, 1 s
+    resend) watching one gateway and the terminals named {name: URL}. Returns [(process, URL) for Alertmanager,
+    for Prometheus]."""
+    am, am_url = start_alertmanager(
+        tmp,
+        alertmanager_config(
+            tmp, gateway_url, fallback_url, deadman_url, group_wait="1s", group_interval="1s", pager_url=pager_url
+        ),
+    )
+    try:
+        prom, prom_url = start_prometheus(
+            tmp,
+            prometheus_config(
+                tmp,
+                scrape_s=1,
+                eval_s=1,
+                am_address=am_url.split("//")[1],
+                gateway_addresses=[gateway_url.split("//")[1]],
+                dcgm_addresses=[],
+                terminal_addresses={n: u.split("//")[1] for n, u in terminals.items()},
+            ),
+            extra_args=["--rules.alert.resend-delay=1s"],
+        )
+    except BaseException:
+        stop(am)
+        raise
+    return [(am, am_url), (prom, prom_url)]
+
+
 def start_probe(tmp, gateway_url, port=None, xid_hold_s=600.0, host="gpu-worker-08"):
     """sentinel-probe replaying recorded NVML readings, following tmp/kern.log as its kernel log, its status
     server on 127.0.0.1. (process, base URL)."""

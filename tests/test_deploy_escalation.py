@@ -19,15 +19,12 @@ from deploy_live import (
     INGEST_TOKEN,
     PROMETHEUS,
     Sink,
-    alertmanager_config,
     emulator_status,
     get,
     post,
-    prometheus_config,
-    start_alertmanager,
     start_emulator,
     start_example_gateway,
-    start_prometheus,
+    start_watchers,
     stop,
     wait_status,
 )
@@ -85,27 +82,15 @@ def test_an_unacknowledged_p0_escalates_and_an_ack_on_one_terminal_closes_it_eve
             also=[("escalate_after_s = 300 ", "escalate_after_s = 5 ")],
         )
         procs.append(gw)
-        am, am_url = start_alertmanager(
+        watchers = start_watchers(
             tmp_path,
-            alertmanager_config(
-                tmp_path, gw_url, gw_url, deadman.url, group_wait="1s", group_interval="1s", pager_url=pager.url
-            ),
+            gateway_url=gw_url,
+            fallback_url=gw_url,
+            deadman_url=deadman.url,
+            pager_url=pager.url,
+            terminals={"machine-room": room_url, "office": office_url},
         )
-        procs.append(am)
-        prom, prom_url = start_prometheus(
-            tmp_path,
-            prometheus_config(
-                tmp_path,
-                scrape_s=1,
-                eval_s=1,
-                am_address=am_url.split("//")[1],
-                gateway_addresses=[gw_url.split("//")[1]],
-                dcgm_addresses=[],
-                terminal_addresses={"machine-room": room_url.split("//")[1], "office": office_url.split("//")[1]},
-            ),
-            extra_args=["--rules.alert.resend-delay=1s"],
-        )
-        procs.append(prom)
+        procs += [p for p, _u in watchers]
 
         # a P0 for rack A03: the example's route sends it to both terminals
         ev = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}

@@ -17,14 +17,11 @@ from deploy_live import (
     ALERTMANAGER,
     PROMETHEUS,
     Sink,
-    alertmanager_config,
     free_port,
     get,
-    prometheus_config,
-    start_alertmanager,
     start_emulator,
     start_example_gateway,
-    start_prometheus,
+    start_watchers,
     stop,
     wait_status,
 )
@@ -50,30 +47,15 @@ def test_a_dead_terminal_is_told_to_the_other_terminal_and_the_pager_never_to_it
         procs.append(gw)
         # one gateway: the second gateway's receiver points at a port nothing answers on
         no_second = "http://127.0.0.1:%d" % free_port()
-        am, am_url = start_alertmanager(
+        watchers = start_watchers(
             tmp_path,
-            alertmanager_config(
-                tmp_path, gw_url, no_second, deadman.url, group_wait="1s", group_interval="1s", pager_url=pager.url
-            ),
+            gateway_url=gw_url,
+            fallback_url=no_second,
+            deadman_url=deadman.url,
+            pager_url=pager.url,
+            terminals={"machine-room": room_url, "office": office_url},
         )
-        procs.append(am)
-        prom, prom_url = start_prometheus(
-            tmp_path,
-            prometheus_config(
-                tmp_path,
-                scrape_s=1,
-                eval_s=1,
-                am_address=am_url.split("//")[1],
-                gateway_addresses=[gw_url.split("//")[1]],
-                dcgm_addresses=[],
-                terminal_addresses={
-                    "machine-room": room_url.split("//")[1],
-                    "office": office_url.split("//")[1],
-                },
-            ),
-            extra_args=["--rules.alert.resend-delay=2s"],
-        )
-        procs.append(prom)
+        procs += [p for p, _u in watchers]
 
         stop(room)  # the machine room's terminal dies
         t0 = time.monotonic()
