@@ -155,6 +155,49 @@ def test_scheme_is_case_insensitive_and_open_endpoints(server):
     assert call(server.url + "/nowhere")[0] == 404
 
 
+def _exchange(sock, raw):
+    """Send one request on an open connection; its status and whether a 100 (Continue) came before it."""
+    sock.sendall(raw)
+    got = b""
+    while True:
+        head, sep, rest = got.partition(b"\r\n\r\n")
+        if sep and head.startswith(b"HTTP/1.1 100"):
+            got = rest
+            continue
+        if sep:
+            n = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+            if len(rest) >= n:
+                return int(head.split(b" ")[1]), got
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed"
+        got += chunk
+
+
+def test_a_token_is_never_carried_to_the_next_request_on_a_connection(server):
+    """A keep-alive connection: the token, and an Expect, of one request are that request's only. A request after
+    it without a token is refused 401 (whether it has an Expect or not), and one without an Expect gets no 100."""
+    import socket
+
+    body = json.dumps(EV).encode()
+    head = b"POST /api/v1/gpu_event HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
+    expect = b"Expect: 100-continue\r\n"
+    token = b"Authorization: Bearer %s\r\n" % TOKEN.encode()
+    with socket.create_connection(("127.0.0.1", server.front.port), timeout=10) as s:
+        for fields, continued, want in ((token + expect, True, 200), (expect, True, 401), (b"", False, 401)):
+            s.sendall(head % (fields, len(body)))
+            s.settimeout(0.5)
+            try:
+                early = s.recv(65536)  # before the body, only a 100 (Continue), and only for an Expect
+            except TimeoutError:
+                early = b""
+            s.settimeout(10)
+            assert early == (b"HTTP/1.1 100 Continue\r\n\r\n" if continued else b"")
+            status, answer = _exchange(s, body)
+            assert status == want, (fields, answer)
+            if want == 401:
+                assert b"auth_required" in answer
+
+
 def test_oversized_body_without_token_is_401_not_413(server):
     big = b'{"x":"' + b"a" * 70000 + b'"}'
     status, _h, raw = call(server.url + "/api/v1/gpu_event", big)

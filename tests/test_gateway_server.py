@@ -359,6 +359,25 @@ def test_every_request_of_a_keep_alive_connection_is_parsed_on_its_own(front):
     s.close()
 
 
+def test_many_request_targets_each_routed_by_its_own_path_in_bounded_memory(front):
+    """The front keeps the path of the targets it has seen (a client sends the same few): a client that sends a
+    thousand different ones gets each answered by its own path (a query string or absolute-form included, after
+    the memo has been emptied and refilled) and the memo stays within its bound."""
+    from host_client.gateway import server
+
+    f, gw, fake, _ = front
+    s = socket.create_connection(("127.0.0.1", f.port))
+    for i in range(1000):
+        target = ("/healthz?n=%d" if i % 2 else "/nowhere/%d") % i
+        s.sendall(request(target))
+    answers = read_answers(s, 1000)
+    assert [a[0] for a in answers] == [404 if i % 2 == 0 else 200 for i in range(1000)]
+    assert len(server._PATHS) <= server._PATH_MEMO
+    s.sendall(request("/api/v1/gpu_event?from=probe", EV) + request("http://x/api/v1/gpu_event", EV))
+    assert [a[0] for a in read_answers(s, 2)] == [200, 200]
+    s.close()
+
+
 def test_the_token_is_checked_on_every_request_of_a_connection(tmp_path):
     """A keep-alive connection whose first request had the right token: its next request, identical but for a
     wrong token, is refused."""

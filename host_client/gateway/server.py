@@ -114,22 +114,16 @@ def _encode_answer(a) -> str:
     without the encoder's per-call set-up. Anything else goes through _ENCODE."""
     if type(a) is dict:
         keys = tuple(a)
-        if keys == _ANSWER:
-            ok, key, level, result = a.values()
-            if ok is True and type(key) is str and type(level) is str and type(result) is str:
-                return '{"ok":true,"key":%s,"level":%s,"result":%s}' % (_ESC(key), _ESC(level), _ESC(result))
-        elif keys == _ANSWER_ROUTED:
-            ok, key, level, result, terms = a.values()
-            if (
-                ok is True
-                and type(key) is str
-                and type(level) is str
-                and type(result) is str
-                and type(terms) is dict
-                and len(terms) == 1
-            ):
-                ((name, fate),) = terms.items()
-                if isinstance(name, str) and isinstance(fate, str):  # an outcome is a str enum
+        # _ESC takes a str (a str enum's value too) and raises TypeError for anything else: then the encoder
+        try:
+            if keys == _ANSWER:
+                ok, key, level, result = a.values()
+                if ok is True:
+                    return '{"ok":true,"key":%s,"level":%s,"result":%s}' % (_ESC(key), _ESC(level), _ESC(result))
+            elif keys == _ANSWER_ROUTED:
+                ok, key, level, result, terms = a.values()
+                if ok is True and type(terms) is dict and len(terms) == 1:
+                    ((name, fate),) = terms.items()
                     return '{"ok":true,"key":%s,"level":%s,"result":%s,"terminals":{%s:%s}}' % (
                         _ESC(key),
                         _ESC(level),
@@ -137,6 +131,8 @@ def _encode_answer(a) -> str:
                         _ESC(name),
                         _ESC(fate),
                     )
+        except TypeError:
+            pass
     return _ENCODE(a)
 
 
@@ -166,6 +162,29 @@ def _head(status, ctype, n, *, close=False, extra=b""):
 
 
 _METHODS = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")}
+# request targets as sent -> their path (str): the same few targets come on every request; bounded in number and
+# length, since a client chooses them
+_PATHS: dict = {}
+_PATH_MEMO = 256
+_PATH_MEMO_TARGET = 512
+
+
+def _path_of(url):
+    """The path of a request target: origin-form up to its query, absolute-form's path (RFC 9112 3.2), "*" as
+    sent. Raises _Refusal for a target llhttp's URL parser cannot read."""
+    if url[:1] == b"/":
+        path = url if b"?" not in url else url[: url.find(b"?")]
+    else:  # absolute-form (RFC 9112 3.2.2), or "*"
+        try:
+            path = httptools.parse_url(url).path or b"/"
+        except httptools.HttpParserInvalidURLError:
+            raise _Refusal(400, "bad_request", "malformed request target") from None
+    path = path.decode("latin-1")
+    if len(url) <= _PATH_MEMO_TARGET:
+        if len(_PATHS) >= _PATH_MEMO:
+            _PATHS.clear()
+        _PATHS[url] = path
+    return path
 
 
 class _Refusal(Exception):
@@ -329,7 +348,7 @@ class _Conn:
         "nbody",
         "counted",
         "continued",
-        "counted",
+        "rare",
         "method",
         "path",
     )
@@ -358,6 +377,7 @@ class _Conn:
         self._reset()
 
     def _reset(self):
+        self.rare = False  # set with auth, expect, continued, head_fed: reset after the request that set them
         self.head_fed = 0  # fed to the parser while a head was in progress
         self.url = b""
         self.hosts = 0
@@ -365,7 +385,7 @@ class _Conn:
         self.auth = None
         self.expect = False
         self.length = -1
-        self.body = None
+        self.body = None  # bytes, or a list of pieces
         self.nbody = 0
         self.continued = False
 
@@ -375,21 +395,25 @@ class _Conn:
         self.url += url
 
     def on_header(self, name, value):
-        n = len(name)  # the four names read here, told apart by length before they are compared
+        n = len(name)  # the five names read here, told apart by length before they are compared
         if n == 4:
             if name.lower() == b"host":
                 self.hosts += 1
         elif n == 14:
             if name.lower() == b"content-length":
                 self.length = int(value)  # llhttp has checked it: digits, one value, no Transfer-Encoding beside it
+        elif n == 12:
+            return  # Content-Type, the other field every ingest request has
         elif n == 13:
             if name.lower() == b"authorization":
                 self.auth = value.decode("latin-1").strip()
+                self.rare = True
         elif n == 10:
             if name.lower() == b"connection":
                 self.connection = True
         elif n == 6 and name.lower() == b"expect":
             self.expect = value.strip().lower() == b"100-continue"
+            self.rare = True
 
     def on_headers_complete(self):
         self.phase = _BODY
@@ -406,61 +430,63 @@ class _Conn:
             self.expect = False  # no 1xx to an HTTP/1.0 client (RFC 9110 10.1.1)
         elif self.hosts != 1:
             raise _Refusal(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header (RFC 9112 3.2)")
-        url = self.url
-        if url[:1] == b"/":
-            path = url if b"?" not in url else url[: url.find(b"?")]
-        else:  # absolute-form (RFC 9112 3.2.2), or "*"
-            try:
-                path = httptools.parse_url(url).path or b"/"
-            except httptools.HttpParserInvalidURLError:
-                raise _Refusal(400, "bad_request", "malformed request target") from None
-        self.path = path.decode("latin-1")
+        path = _PATHS.get(self.url)
+        if path is None:
+            path = _path_of(self.url)
+        self.path = path
         m = p.get_method()
         self.method = _METHODS.get(m) or m.decode("latin-1")
         if self.length > self.front.max_body:
             self._too_large()
-        self.body = []
 
     def on_body(self, data):
-        self.nbody += len(data)
-        if self.nbody > self.front.max_body:
+        n = self.nbody = self.nbody + len(data)
+        if n > self.front.max_body:
             self._too_large()
-        self.body.append(data)  # pyright: ignore[reportOptionalMemberAccess] - on_headers_complete set a list
+        body = self.body  # one piece as it came (the usual case), more in a list
+        if body is None:
+            self.body = data
+        elif type(body) is list:
+            body.append(data)
+        else:
+            self.body = [body, data]
 
     def on_message_complete(self):
-        body = self.body or []  # on_headers_complete set a list; empty only if llhttp skipped it
-        data = body[0] if len(body) == 1 else b"".join(body)
+        body = self.body
+        data = b"" if body is None else body if type(body) is bytes else b"".join(body)
         if self.counted:
             self.home.uncount(self)
         self.phase = _IDLE
         self.since = self.home.now
-        # what on_message_begin would reset, for the next request (a callback fewer per request)
-        self.head_fed = 0
+        # what on_message_begin would reset, for the next request (a callback fewer per request); what few
+        # requests change, only after one that did
+        self.body = None
         self.url = b""
         self.hosts = 0
-        self.connection = False
-        auth = self.auth
-        self.auth = None
-        self.expect = False
         self.length = -1
         self.nbody = 0
-        self.continued = False
+        auth = None
+        if self.rare:
+            self.rare = False
+            auth = self.auth
+            self.auth = None
+            self.expect = False
+            self.continued = False
+            self.head_fed = 0
+        self.connection = False
         close = not self.parser.should_keep_alive()
         if close:
             self.reading = False  # nothing after a request that ends the connection is read
-        inq = self.inq
-        out = self.out
-        if (
-            inq
-            or self.closing
-            or self.fd < 0
-            or (out is not None and len(out) > _WINDOW)
-            or len(self.slots) > _MAX_WAITING
-        ):
-            inq.append((self.method, self.path, data, close, auth))  # answered in turn (_pump)
-        else:  # the usual case, handled at once
-            self.served += 1
-            self.front.handle(self, self.method, self.path, data, close, auth)
+        # handled at once unless earlier requests or answers wait (closing: fd < 0 is closing too)
+        if self.inq or self.slots or self.closing or self.out is not None:
+            if not (self.inq or self.closing or len(self.out or b"") > _WINDOW or len(self.slots) > _MAX_WAITING):
+                self.served += 1
+                self.front.handle(self, self.method, self.path, data, close, auth)
+                return
+            self.inq.append((self.method, self.path, data, close, auth))  # answered in turn (_pump)
+            return
+        self.served += 1
+        self.front.handle(self, self.method, self.path, data, close, auth)
 
     @staticmethod
     def _head_too_large():
@@ -480,13 +506,27 @@ class _Conn:
     def readable(self):
         home = self.home
         try:
-            # into the loop's one buffer (the GIL is released for the syscall), then copied at its size: no 64 KiB
-            # allocation per read, which a flood of them leaves scattered over the heap
+            # into the loop's one buffer (the GIL is released for the syscall): no 64 KiB allocation per read, which
+            # a flood of them leaves scattered over the heap; what must be kept is copied at its size
             n = self.sock.recv_into(home.rbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self.close()
+            return
+        if n and self.reading and n <= _FEED and not (self.held or self.inq or self.lingering):
+            # the usual case: one piece, fed at once from the loop's buffer (llhttp copies what it hands on), its
+            # requests handled inside (on_message_complete)
+            self.last = now = home.now
+            if self.phase < _HEAD:  # a request begins: its head's deadline runs from here
+                self.phase = _HEAD
+                self.since = now
+            self._feed(home.rview[:n])
+            if self.out is None and not (self.inq or self.slots or self.closing) and self.reading:
+                if self.mask != _IN:
+                    self._watch()
+            elif self.fd >= 0:
+                self._pump()
             return
         data = home.rview[:n].tobytes()
         if self.lingering:
@@ -510,18 +550,8 @@ class _Conn:
         if self.phase < _HEAD:  # a request begins: its head's deadline runs from here
             self.phase = _HEAD
             self.since = home.now
-        if self.held or n > _FEED or self.inq or self.lingering:
-            self.held = self.held + data if self.held else data
-            self._pump()
-            return
-        # the usual case: one piece, fed at once, its requests handled inside (on_message_complete)
-        self._feed(data)
-        if self.fd >= 0:
-            if self.out is None and not self.inq and not self.slots and self.reading and not self.closing:
-                if self.mask != _IN:
-                    self._watch()
-            else:
-                self._pump()
+        self.held = self.held + data if self.held else data
+        self._pump()
 
     def writable(self):
         out = self.out
@@ -615,6 +645,7 @@ class _Conn:
             # piece (_FEED), so a head is refused at MAX_HEAD, or by MAX_HEAD + _FEED when it began mid-piece.
             if was == _HEAD:
                 self.head_fed += len(data)
+                self.rare = True
             if self.head_fed >= MAX_HEAD:
                 try:
                     self._head_too_large()
@@ -664,6 +695,26 @@ class _Conn:
             self.slots.append([data, close])
         else:
             self._write(data, close)
+
+    def answer_ok(self, payload):
+        """answer(200, payload) on a connection that stays open: nearly every answer, so the shortest way."""
+        if self.closing:
+            return
+        out = _encode_answer(payload).encode("utf-8", "backslashreplace")
+        data = _JSON_200 % (len(out), out)
+        if self.slots or self.out is not None:
+            self._emit(data, False)
+            return
+        try:
+            n = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError:
+            self.close()
+            return
+        if n < len(data):
+            self.out = bytearray(data[n:])
+            self._watch()
 
     def reserve(self):
         """A place for an answer that comes later (the disk): answers after it wait behind it."""
@@ -1135,7 +1186,10 @@ class IngestFront:
                 conn.answer(500, {"ok": False, "error": "internal", "message": "internal error"}, close=close)
                 return
             if not waits:
-                conn.answer(status, answer, close=close)
+                if status == 200 and not close:
+                    conn.answer_ok(answer)
+                else:
+                    conn.answer(status, answer, close=close)
                 return
             self._after_durable(conn, source=source, status=status, answer=answer, close=close, waits=waits)
             return
