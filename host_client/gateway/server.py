@@ -397,10 +397,10 @@ class _Conn:
     def on_header(self, name, value):
         n = len(name)  # the five names read here, told apart by length before they are compared
         if n == 4:
-            if name.lower() == b"host":
+            if name == b"Host" or name.lower() == b"host":  # as clients spell it: no lower-cased copy
                 self.hosts += 1
         elif n == 14:
-            if name.lower() == b"content-length":
+            if name == b"Content-Length" or name.lower() == b"content-length":
                 self.length = int(value)  # llhttp has checked it: digits, one value, no Transfer-Encoding beside it
         elif n == 12:
             return  # Content-Type, the other field every ingest request has
