@@ -9,6 +9,8 @@ import json
 import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -667,3 +669,18 @@ def test_many_clients_each_get_their_own_answers_in_order(front):
     (h,) = read_answers(s, 1)
     assert json.loads(h[2])["ok"] is True
     s.close()
+
+
+def test_the_instruction_bench_takes_every_request_through_the_front():
+    """bench/bench_ingest_instructions.py --modes front counts what it says: its child (run here without valgrind)
+    hands the storm's requests to a connection's readable() and every one is answered by the front."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bench = os.path.join(root, "bench", "bench_ingest_instructions.py")
+    for mode in ([], ["--front"]):
+        p = subprocess.run(
+            [sys.executable, bench, "--child", "40", "--made", "120"] + mode,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stderr
