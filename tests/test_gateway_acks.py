@@ -198,6 +198,55 @@ def test_the_poller_reads_only_terminals_with_an_open_p0_and_sends_the_group_ack
     assert book.terminals_open() == [] and office.acked == [KEY] and lab.acked == []
 
 
+def test_a_group_member_that_does_not_answer_delays_no_other_members_ack():
+    """Three terminals in one ACK group, the first read (cellar) hanging on its status page and on its ACK until
+    its timeout. The ACK read on room reaches office while cellar still hangs: reads and group ACKs run side by
+    side (one after another, office would wait for cellar's timeout). Cellar's ACK is tried again later."""
+    import threading
+
+    d = {
+        "terminals": {
+            name: {"url": "http://127.0.0.1:%d" % port, "key_id": name[0], "secret_env": "S", "ack_group": "on-call"}
+            for name, port in (("cellar", 7), ("office", 8), ("room", 9))
+        },
+        "routing": {"default": ["room", "office", "cellar"]},
+    }
+    book = AckBook(Config.from_dict(d, env={"S": "x"}))
+    for name in ("cellar", "office", "room"):
+        delivered_p0(book, name)
+    release, office_acked = threading.Event(), threading.Event()
+
+    class Hung(FakeClient):
+        def status_page(self, limit):
+            release.wait(10)
+            raise OSError("timed out")
+
+        def ack(self, key=None, *, long=False):
+            release.wait(10)
+            raise OSError("timed out")
+
+    class Office(FakeClient):
+        def ack(self, key=None, *, long=False):
+            super().ack(key)
+            office_acked.set()
+
+    office = Office([status()])
+    clients = {"cellar": Hung([]), "office": office, "room": FakeClient([status([KEY])])}
+    poller = AckPoller(book, clients, clock=lambda: T0 + 9)
+    t = threading.Thread(target=poller.poll_once, daemon=True)
+    t.start()
+    try:
+        assert office_acked.wait(5), "office's group ACK waited for cellar"
+        assert not release.is_set() and office.acked == [KEY]
+    finally:
+        release.set()
+        t.join(10)
+        poller.stop()
+    assert not t.is_alive()
+    assert book.group_due(T0 + 10) == [("cellar", KEY)]  # cellar did not take it: tried on the next poll
+    assert book.metrics(T0)[2] == {("cellar", "unreachable"): 1}
+
+
 # ---- the whole gateway against a terminal whose status page is hostile, over real HTTP on loopback ---------------
 
 

@@ -369,8 +369,10 @@ def _fields(**kw):
 
 class AckPoller:
     """Reads each terminal's status page every poll_s while a P0 it was sent is open there (nothing otherwise), and
-    sends the ACK group's signed ACKs. One thread per gateway; a terminal that does not answer only delays its own
-    reads (each read has the terminal's timeout), and escalation goes on by the clock regardless."""
+    sends the ACK group's signed ACKs. One thread per gateway, and a small pool beside it while two or more terminals
+    are read at once: the reads and the group's ACKs run side by side, so a terminal that does not answer delays only
+    its own read and its own ACK (each has the terminal's timeout), never another's; what a read returns is taken,
+    and the ACKs it makes due are sent, as soon as it is in. Escalation goes on by the clock regardless."""
 
     def __init__(self, book, clients, *, poll_s=1.0, clock=time.time, mono=time.monotonic):
         self.book = book
@@ -380,6 +382,7 @@ class AckPoller:
         self.mono = mono
         self._stop = threading.Event()
         self._thread = None
+        self._pool = None  # concurrent.futures.ThreadPoolExecutor, made when two terminals are first read at once
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="acks", daemon=True)
@@ -389,6 +392,8 @@ class AckPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self):
         while not self._stop.wait(self.poll_s):
@@ -398,30 +403,69 @@ class AckPoller:
                 log.error("ack_poll_error", extra=_fields(error="%s: %s" % (type(e).__name__, e)))
 
     def poll_once(self):
+        reads = []
         for name in self.book.terminals_open():
-            client = self.clients.get(name)
-            read = getattr(client, "status_page", None)
-            if read is None:
-                continue
-            try:
-                body, error = read(STATUS_MAX), None
-            except Exception as e:  # noqa: BLE001 - any failure to read is the terminal's "unreachable"
-                body, error = None, "%s: %s" % (type(e).__name__, e)
-            r = self.book.read_status(name, body, self.clock(), error=error)
-            for a in r.acked:
-                self._logged(a)
-        for other, key in self.book.group_due(self.clock()):
-            self._send_group_ack(other, key)
+            read = getattr(self.clients.get(name), "status_page", None)
+            if read is not None:
+                reads.append((name, read))
+        if len(reads) < 2:
+            for name, read in reads:
+                self._took(name, *self._read(read))
+            self._send_group_acks()
+        else:
+            from concurrent.futures import FIRST_COMPLETED, wait
+
+            pool = self._executor()
+            pending = {pool.submit(self._read, read): name for name, read in reads}
+            acks = {}
+            tried = set()  # group ACKs sent in this poll (a failed one is tried again in the next)
+            while pending or acks:
+                done, _ = wait(set(pending) | set(acks), return_when=FIRST_COMPLETED)
+                for f in done:
+                    if f in pending:
+                        self._took(pending.pop(f), *f.result())
+                        for due in self.book.group_due(self.clock()):
+                            if due not in tried:
+                                tried.add(due)
+                                acks[pool.submit(self._ack, *due)] = due
+                    else:
+                        other, key = acks.pop(f)
+                        self._acked(other, key, f.result())
         self.book.due_escalations(self.clock())
 
-    def _send_group_ack(self, terminal, key):
-        client = self.clients.get(terminal)
-        ok = False
+    def _executor(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=max(2, 2 * len(self.clients)), thread_name_prefix="acks")
+        return self._pool
+
+    @staticmethod
+    def _read(read):
         try:
-            client.ack(key)
-            ok = True
+            return read(STATUS_MAX), None
+        except Exception as e:  # noqa: BLE001 - any failure to read is the terminal's "unreachable"
+            return None, "%s: %s" % (type(e).__name__, e)
+
+    def _took(self, name, body, error):
+        r = self.book.read_status(name, body, self.clock(), error=error)
+        for a in r.acked:
+            self._logged(a)
+
+    def _send_group_acks(self):
+        for other, key in self.book.group_due(self.clock()):
+            self._acked(other, key, self._ack(other, key))
+
+    def _ack(self, terminal, key):
+        """Send one group ACK; True when the terminal took it."""
+        try:
+            self.clients[terminal].ack(key)
+            return True
         except Exception as e:  # noqa: BLE001 - logged; retried on the next read of the acknowledging terminal
             log.warning("group_ack_failed", extra=_fields(terminal=terminal, incident=key, error=str(e)))
+            return False
+
+    def _acked(self, terminal, key, ok):
         a = self.book.group_sent(terminal, key, self.clock(), ok=ok)
         if a is not None:
             self._logged(a)
