@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 from deploy_live import stop  # SIGTERM, then SIGKILL after 10 s
-from test_gateway_server import Fake  # the terminal stand-in that records alarms
+from test_gateway_server import Fake, read_answers  # the terminal stand-in that records alarms
 
 from host_client.errors import ConfigError
 from host_client.gateway.config import Config
@@ -155,24 +155,6 @@ def test_scheme_is_case_insensitive_and_open_endpoints(server):
     assert call(server.url + "/nowhere")[0] == 404
 
 
-def _exchange(sock, raw):
-    """Send one request on an open connection; its status and whether a 100 (Continue) came before it."""
-    sock.sendall(raw)
-    got = b""
-    while True:
-        head, sep, rest = got.partition(b"\r\n\r\n")
-        if sep and head.startswith(b"HTTP/1.1 100"):
-            got = rest
-            continue
-        if sep:
-            n = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
-            if len(rest) >= n:
-                return int(head.split(b" ")[1]), got
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed"
-        got += chunk
-
-
 def test_a_token_is_never_carried_to_the_next_request_on_a_connection(server):
     """A keep-alive connection: the token, and an Expect, of one request are that request's only. A request after
     it without a token is refused 401 (whether it has an Expect or not), and one without an Expect gets no 100."""
@@ -192,7 +174,8 @@ def test_a_token_is_never_carried_to_the_next_request_on_a_connection(server):
                 early = b""
             s.settimeout(10)
             assert early == (b"HTTP/1.1 100 Continue\r\n\r\n" if continued else b"")
-            status, answer = _exchange(s, body)
+            s.sendall(body)
+            ((status, _head, answer),) = read_answers(s, 1)
             assert status == want, (fields, answer)
             if want == 401:
                 assert b"auth_required" in answer

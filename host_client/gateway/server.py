@@ -684,17 +684,10 @@ class _Conn:
         return _head(status, ctype, len(out), close=close, extra=extra) + out
 
     def answer(self, status, payload, *, close=False, ctype=_JSON, extra=b""):
-        if self.closing:
-            return
         if status == 200 and not close and not extra and ctype is _JSON and type(payload) is not bytes:
-            out = _encode_answer(payload).encode("utf-8", "backslashreplace")
-            data = _JSON_200 % (len(out), out)
-        else:
-            data = self._encode(status, payload, close, ctype, extra)
-        if self.slots:  # an earlier answer waits for the disk: this one waits behind it
-            self.slots.append([data, close])
-        else:
-            self._write(data, close)
+            self.answer_ok(payload)
+        elif not self.closing:
+            self._emit(self._encode(status, payload, close, ctype, extra), close)
 
     def answer_ok(self, payload):
         """answer(200, payload) on a connection that stays open: nearly every answer, so the shortest way."""
@@ -702,19 +695,12 @@ class _Conn:
             return
         out = _encode_answer(payload).encode("utf-8", "backslashreplace")
         data = _JSON_200 % (len(out), out)
-        if self.slots or self.out is not None:
-            self._emit(data, False)
-            return
-        try:
-            n = self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        except OSError:
-            self.close()
-            return
-        if n < len(data):
-            self.out = bytearray(data[n:])
-            self._watch()
+        if self.slots:  # an earlier answer waits for the disk: this one waits behind it
+            self.slots.append([data, False])
+        elif self.out is not None:
+            self.out += data
+        else:
+            self._send(data)
 
     def reserve(self):
         """A place for an answer that comes later (the disk): answers after it wait behind it."""
@@ -755,6 +741,10 @@ class _Conn:
         if self.out is not None:
             self.out += data
             return
+        self._send(data)
+
+    def _send(self, data):
+        """One send() with the GIL released; what the socket does not take is kept, sent when it is writable."""
         try:
             n = self.sock.send(data)
         except (BlockingIOError, InterruptedError):
