@@ -84,10 +84,11 @@ class Worker(LaneThread):
                     item = lane.next_item(self.clock())
                     timeout = 1.0
                     if item is not None:
-                        rw = lane.rate.wait(m)
+                        # a P0 draws on its own tokens: a P1 storm before it never holds it back
+                        rw = lane.rate.wait(m, item.level)
                         if rw <= 0:
                             item.inflight = True
-                            lane.rate.take(m)
+                            lane.rate.take(m, item.level)
                             break
                         item = None
                         timeout = rw
