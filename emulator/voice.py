@@ -21,6 +21,7 @@ import wave
 
 from emulator import reading
 from emulator.reading import is_chinese
+from host_client.logs import error_words
 
 NO_ENGINE_HINT = (
     "no speech engine works (%s): alarms still light the matrix but are not spoken. "
@@ -531,7 +532,7 @@ class Voice:
                     self.log("voice: " + n)
             except Exception as e:  # noqa: BLE001  (ImportError, RuntimeError from espeak, OSError from drivers)
                 self.available = False
-                self.error = NO_ENGINE_HINT % ("%s: %s" % (type(e).__name__, e))
+                self.error = NO_ENGINE_HINT % error_words(e)
                 self.log("voice: " + self.error)
             if synth is not None and self.mode == "device":
                 player = _Player(self.log)
@@ -552,7 +553,7 @@ class Voice:
                 if synth is not None and not self._cancel.is_set():
                     completed = self._speak(synth, player, rec)
             except Exception as e:  # noqa: BLE001  (a broken utterance must not kill the voice)
-                rec.error = "%s: %s" % (type(e).__name__, e)
+                rec.error = error_words(e)
                 self.log("voice: cannot speak utterance %s: %s" % (job_id, rec.error))
             rec.ended = time.time()
             rec.completed = completed
