@@ -1,7 +1,7 @@
 """The one log dialect of every GPU Sentinel daemon (gateway, probe, emulator, remedy): structured records on stderr,
 one JSON object per line with an ISO-8601 UTC time (or a text line for humans), and errors put in words.
 
-The whole API a daemon needs (docs/OPERATIONS.md, "Logs"):
+The whole API a daemon needs (the dialect: docs/GATEWAY.md, "Logs"; a new daemon adopts it with these three):
 
     log = setup("sentinel.remedy", fmt="json", level="info")      # once, in the CLI (--log-format json|text)
     log_event(log, "node_drained", logging.WARNING, node="gpu-worker-08", reason="XID 79")
