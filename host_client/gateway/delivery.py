@@ -14,6 +14,7 @@ import time
 
 from host_client.backoff import backoff_delay
 from host_client.errors import RefusedError, SentinelError
+from host_client.logs import error_words
 from sentinel_core.alarm import LEVEL_NAMES
 
 from .lane_thread import LaneThread
@@ -137,7 +138,7 @@ class Worker(LaneThread):
             try:
                 self.store.dead_letter(rec)
             except Exception as e:  # noqa: BLE001 - the record is in the log already
-                self.log("dead_letter_unsaved", terminal=lane.name, id=item.id, error=str(e))
+                self.log("dead_letter_unsaved", terminal=lane.name, id=item.id, error=error_words(e))
 
     def _send(self, item):
         lane = self.lane
