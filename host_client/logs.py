@@ -103,27 +103,21 @@ def setup(name: str, *, fmt: str = "json", level: str | int = "info", stream=Non
     return log
 
 
+# the network's errors in the words transport.describe uses; any other OSError keeps the system's own words
 _ERRNO_WORDS = {
     errno.ECONNREFUSED: "connection refused",
-    errno.ECONNRESET: "connection reset by the other end",
-    errno.EHOSTUNREACH: "host unreachable",
-    errno.ENETUNREACH: "network unreachable",
+    errno.ECONNRESET: "connection reset",
+    errno.ECONNABORTED: "connection aborted",
+    errno.EHOSTUNREACH: "no route to host",
+    errno.ENETUNREACH: "network is unreachable",
     errno.ETIMEDOUT: "timed out",
-    errno.EADDRINUSE: "address already in use",
-    errno.EADDRNOTAVAIL: "address not available on this host",
-    errno.ENOENT: "no such file or directory",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.ENOSPC: "no space left on the device",
-    errno.EISDIR: "is a directory",
-    errno.ENOTDIR: "not a directory",
     errno.EPIPE: "the other end closed the connection",
 }
 
 
 def error_words(e: BaseException) -> str:
     """An error as an operator reads it: "connection refused", "timed out", "HTTP 503 Service Unavailable",
-    "no such file or directory: /dev/kmsg"; never a class name and a repr such as
+    "No such file or directory: /dev/kmsg" (the system's words); never a class name and a repr such as
     `URLError: <urlopen error [Errno 111] Connection refused>`."""
     if isinstance(e, urllib.error.HTTPError):
         return ("HTTP %d %s" % (e.code, e.reason or "")).strip()
@@ -141,7 +135,7 @@ def error_words(e: BaseException) -> str:
     if isinstance(e, http.client.HTTPException):
         return "bad HTTP answer" + (": %s" % e if str(e) else "")
     if isinstance(e, OSError):
-        words = _ERRNO_WORDS.get(e.errno or -1) or (e.strerror or "").lower() or str(e) or "system error"
+        words = _ERRNO_WORDS.get(e.errno or -1) or e.strerror or str(e) or "system error"
         name = e.filename
         return "%s: %s" % (words, name) if name else words
     text = str(e)

@@ -42,7 +42,7 @@ def test_network_errors_in_words_never_a_repr():
 
 def test_file_errors_name_the_file(tmp_path):
     gone = caught(lambda: open(tmp_path / "kmsg"))
-    assert error_words(gone) == "no such file or directory: %s" % (tmp_path / "kmsg")
+    assert error_words(gone) == "No such file or directory: %s" % (tmp_path / "kmsg")
     assert error_words(ValueError("gpu_util must be a number")) == "gpu_util must be a number"
     assert error_words(RuntimeError()) == "RuntimeError"  # nothing to say but what it is
 
