@@ -256,6 +256,6 @@ def test_a_p0_after_a_p1_burst_does_not_wait_for_the_p1s_tokens():
             assert [lvl for lvl, _k in got[:3]] == ["P1", "P1", "P1"]
             assert got[3:] == [("P0", "C01:hot:XID_FATAL:gpu3")]  # the P0, and no P1 with it
             assert len(term.accepted) == 4
-            assert g.gw.lanes["t"].depth() >= 3  # the P1s and the summary still wait for their own tokens
+            assert g.gw.lanes["t"].depth() >= 1  # the rest of the P1s (folded as the grouping sees fit) still wait
         finally:
             g.close()
