@@ -10,6 +10,7 @@ Exit status: 0 stopped, 1 cannot run (the port is in use or the address is not t
 """
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -18,8 +19,27 @@ import time
 
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_CONFIG = 0, 1, 2
 
+_logger = logging.getLogger("sentinel.emulator")
+
 
 def _log(msg):
+    """The running emulator's log, in every daemon's dialect (host_client/logs.py: JSON lines, or --log-format
+    text): a sentence for a person; "warning: ..." is logged at WARNING, a stopped engine at ERROR."""
+    if msg.startswith("warning: "):
+        _logger.warning(msg[len("warning: ") :])
+    elif msg.startswith("engine stopped"):
+        _logger.error(msg)
+    else:
+        _logger.info(msg)
+
+
+def _fail(msg):
+    """Why the emulator cannot start: one plain line on stderr, as the gateway and the probe say it."""
+    print("sentinel-emulator: " + msg, file=sys.stderr, flush=True)
+
+
+def _say(msg):
+    """The demo's words for the person running it (a client, not a daemon: no log dialect)."""
     print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
 
 
@@ -60,6 +80,13 @@ def build_parser():
     p.add_argument("--screenshot", help="save a PNG of the window after --screenshot-after frames, then quit")
     p.add_argument("--screenshot-after", type=int, default=45, help="frames before --screenshot (default 45)")
     p.add_argument("--run-for", type=float, help="quit after this many seconds (scripts, smoke tests)")
+    p.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default="json",
+        help="the log on stderr: json, one JSON object per line with an ISO-8601 UTC time (default, as the gateway "
+        "and the probe write it); text: for humans",
+    )
     sub = p.add_subparsers(dest="command")
     d = sub.add_parser("demo", help="play the RFC's story against a running emulator")
     d.add_argument("--config", dest="demo_config", help="config file to read url, key_id and secret from")
@@ -100,13 +127,15 @@ def serve(args):
     from emulator.engine import Engine
     from emulator.voice import Voice
     from emulator.web import Server, create_app
+    from host_client.logs import setup as setup_log
     from host_client.transport import listen_error
 
     try:
         cfg, path, created, warnings = config_mod.load(args.config, _overrides(args))
     except config_mod.ConfigError as e:
-        _log("config error: %s" % e)
+        _fail("config error: %s" % e)
         return EXIT_CONFIG
+    setup_log("sentinel.emulator", fmt=args.log_format)
     for w in warnings:
         _log("warning: " + w)
     if created:
@@ -115,7 +144,7 @@ def serve(args):
     try:
         server = Server(None, cfg["host"], cfg["port"])
     except OSError as e:
-        _log(listen_error(cfg["host"], cfg["port"], e, "--host/--port, or host/port in %s" % path))
+        _fail(listen_error(cfg["host"], cfg["port"], e, "--host/--port, or host/port in %s" % path))
         return EXIT_CANNOT_RUN
     if args.no_voice:
         voice = Voice(mode="off")
@@ -130,7 +159,7 @@ def serve(args):
     try:
         engine = Engine(cfg, voice=voice, state_path=state_path, log=_log).start()
     except ValueError as e:
-        _log("config error: %s" % e)
+        _fail("config error: %s" % e)
         voice.stop()
         server.stop()
         return EXIT_CONFIG
@@ -252,7 +281,7 @@ def main(argv=None):
     if args.command == "demo":
         from emulator.demo import run_demo
 
-        return run_demo(config_path=args.demo_config or args.config, url=args.url, pause=args.pause, log=_log)
+        return run_demo(config_path=args.demo_config or args.config, url=args.url, pause=args.pause, log=_say)
     return serve(args)
 
 

@@ -5,6 +5,7 @@ terminal without any flags: those three key names are a contract and must not ch
 """
 
 import copy
+import difflib
 import ipaddress
 import json
 import os
@@ -145,7 +146,8 @@ def validate(cfg):
         for k in cfg[section]:
             if k not in known and not str(k).startswith("_"):
                 raise ConfigError(
-                    "config key '%s.%s' is not a setting (a typo?); known: %s" % (section, k, ", ".join(sorted(known)))
+                    "config key '%s.%s' is not a setting%s; known: %s"
+                    % (section, k, _did_you_mean(k, known, section + "."), ", ".join(sorted(known)))
                 )
     if not cfg["secret"]:
         raise ConfigError("config key 'secret' is empty")
@@ -198,6 +200,11 @@ def _write_private(path, data):
         f.write("\n")
 
 
+def _did_you_mean(key, known, prefix=""):
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+    return " (did you mean '%s%s'?)" % (prefix, close[0]) if close else " (a typo?)"
+
+
 def load(path=None, overrides=None, environ=None):
     """Load (creating on first start) the config file. Returns (config, path, created, warnings).
 
@@ -231,9 +238,13 @@ def load(path=None, overrides=None, environ=None):
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode & 0o077:
         warnings.append("config %s is readable by others (mode %o): run chmod 600 on it" % (path, mode))
-    unknown = sorted(set(stored) - set(_TYPES) - set(DEFAULTS))
+    # refused as the gateway and the probe refuse theirs: a typo must not leave the default silently in force
+    unknown = sorted(k for k in set(stored) - set(_TYPES) - set(DEFAULTS) if not str(k).startswith("_"))
     if unknown:
-        warnings.append("config %s: ignoring unknown keys %s" % (path, ", ".join(unknown)))
+        k = unknown[0]
+        raise ConfigError(
+            "config %s: key %r is not a setting%s" % (path, k, _did_you_mean(k, set(_TYPES) | set(DEFAULTS)))
+        )
     cfg = merge(DEFAULTS, stored)
     cfg = merge(cfg, overrides or {})
     if "url" not in cfg:

@@ -17,6 +17,7 @@ import threading
 import time
 
 from emulator import png
+from host_client.logs import error_words
 from sentinel_core import silence
 from sentinel_core.alarm import LEVEL_NAMES
 from sentinel_core.button import Button
@@ -368,7 +369,7 @@ class Engine:
                             self.metrics.frame_overruns += 1
                         next_frame = t + self.period
         except Exception as e:  # logged and exposed: HTTP answers 503 from here on
-            self.error = "%s: %s" % (type(e).__name__, e)
+            self.error = error_words(e)
             self.log("engine stopped: %s" % self.error)
             raise
 
@@ -499,7 +500,7 @@ class Engine:
             self.glue.restore(d, now)
             self.log("state: restored active alarms and mute from %s" % self.state_path)
         except (OSError, ValueError) as e:
-            self.log("state: ignoring %s: %s" % (self.state_path, e))
+            self.log("state: ignoring %s: %s" % (self.state_path, error_words(e)))
 
     def _save(self, force=False):
         if not self.state_path or not self.glue.dirty:
@@ -518,4 +519,4 @@ class Engine:
             with self.metrics.lock:
                 self.metrics.state_writes += 1
         except OSError as e:
-            self.log("state: cannot save %s: %s" % (self.state_path, e))
+            self.log("state: cannot save %s: %s" % (self.state_path, error_words(e)))

@@ -9,6 +9,7 @@ long as it would on the box even when no sound card is present.
 
 import array
 import atexit
+import glob
 import os
 import queue
 import shutil
@@ -21,6 +22,7 @@ import wave
 
 from emulator import reading
 from emulator.reading import is_chinese
+from host_client.logs import error_words
 
 NO_ENGINE_HINT = (
     "no speech engine works (%s): alarms still light the matrix but are not spoken. "
@@ -265,20 +267,18 @@ class _Pyttsx3Synth:
                 self._synth_locked(runs[0].text, spoken[0][1], path, rate)
             return spoken
         parts = []
-        with self.lock:
-            for i, r in enumerate(runs):
-                part = "%s.part%d.wav" % (path, i)
-                try:
+        tried = []
+        try:
+            with self.lock:
+                for i, r in enumerate(runs):
+                    part = part_path(path, i)
+                    tried.append(part)
                     self._synth_locked(r.text, spoken[i][1], part, rate)
                     parts.append((part, r.pause_s))
-                except RuntimeError:
-                    if os.path.exists(part):
-                        os.remove(part)
-                    raise
-        try:
             join_wavs(parts, path)
         finally:
-            for part, _ in parts:
+            # whatever failed (a run, the join): no part outlives its utterance
+            for part in tried:
                 if os.path.exists(part):
                     os.remove(part)
         return spoken
@@ -289,6 +289,20 @@ class _Pyttsx3Synth:
         deadline = time.monotonic() + timeout
         while self._espeak_busy() and time.monotonic() < deadline:
             time.sleep(0.005)
+
+
+def part_path(path, i):
+    """Where run i of the utterance for path is written before the runs are joined."""
+    return "%s.part%d.wav" % (path, i)
+
+
+def remove_parts(wav_dir):
+    """Delete run files (`NNNN-xx.wav.partN.wav`) left in wav_dir by an utterance that never finished."""
+    for p in glob.glob(os.path.join(glob.escape(wav_dir), "*.wav.part*.wav")):
+        try:
+            os.remove(p)
+        except OSError:
+            pass  # gone already, or not ours to remove: the next start tries again
 
 
 SILENCE_LEVEL = 300  # of 32767: below this a 16-bit sample counts as silence when trimming a run's edges
@@ -476,6 +490,7 @@ class Voice:
     def start(self, wait=5.0):
         if self.mode == "wav":
             os.makedirs(self.wav_dir, exist_ok=True)
+            remove_parts(self.wav_dir)  # a run killed while it spoke left them
         self._thread = threading.Thread(target=self._run, name="voice", daemon=True)
         self._thread.start()
         self._ready.wait(wait)
@@ -503,6 +518,8 @@ class Voice:
         self._jobs.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.mode == "wav" and not (self._thread is not None and self._thread.is_alive()):
+            remove_parts(self.wav_dir)  # none is left; a voice still speaking removes its own when it ends
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -531,7 +548,7 @@ class Voice:
                     self.log("voice: " + n)
             except Exception as e:  # noqa: BLE001  (ImportError, RuntimeError from espeak, OSError from drivers)
                 self.available = False
-                self.error = NO_ENGINE_HINT % ("%s: %s" % (type(e).__name__, e))
+                self.error = NO_ENGINE_HINT % error_words(e)
                 self.log("voice: " + self.error)
             if synth is not None and self.mode == "device":
                 player = _Player(self.log)
@@ -552,7 +569,7 @@ class Voice:
                 if synth is not None and not self._cancel.is_set():
                     completed = self._speak(synth, player, rec)
             except Exception as e:  # noqa: BLE001  (a broken utterance must not kill the voice)
-                rec.error = "%s: %s" % (type(e).__name__, e)
+                rec.error = error_words(e)
                 self.log("voice: cannot speak utterance %s: %s" % (job_id, rec.error))
             rec.ended = time.time()
             rec.completed = completed

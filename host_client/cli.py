@@ -1,8 +1,10 @@
 """sentinel-send: send one alarm (a preset or your own), an ACK, an unmute or a heartbeat to a terminal."""
 
 import argparse
+import json
 import shlex
 import sys
+import time
 
 from host_client.client import AlarmClient, copy_alarm, send_many
 from host_client.config import check_url, resolve
@@ -17,7 +19,7 @@ EPILOG = """examples:
   sentinel-send --preset p0 --text "训练集群紧急预警，机架 A03 节点 gpu-worker-08 触发通信死锁" --key A03:gpu-worker-08
   sentinel-send --preset normal --key A03:gpu-worker-08          # recovered: green for 10 s, clears the incident
   sentinel-send --text "disk 91% on ctl-01" --level P1 --color "#FFA500"
-  sentinel-send --ack                                             # mute for 15 minutes, as the button does
+  sentinel-send --ack                                             # mute (15 min by default), as the button does
   sentinel-send --unmute                                          # end the mute and the acknowledgements
   sentinel-send --heartbeat 60                                    # arm the dead-man's switch; --heartbeat 0 disarms
   sentinel-send --preset p1 --text test --dry-run                 # print the signed request as curl
@@ -133,6 +135,31 @@ def say_retry(url, fan_out):
     return on_retry
 
 
+def mute_words(client, ack, key):
+    """How long an ACK's mute lasts, as the terminal says it: its answer's `mute_remaining_s` when it gives one,
+    else its status page's `mute.remaining_s` (a keyed ACK is the incident's alone: the status page has no time
+    for it); the default is named when the terminal says nothing."""
+    left = ack.answer.get("mute_remaining_s")
+    if left is None and key is None:
+        try:
+            st = json.loads(client.status_page())
+            m = st.get("mute") if isinstance(st, dict) else None
+            if isinstance(m, dict) and m.get("active") and isinstance(m.get("remaining_s"), (int, float)):
+                left = m["remaining_s"]
+        except (SentinelError, ValueError):
+            left = None  # a terminal without a readable status page: say the default below
+    what = "muted" if key is None else "incident %s silenced" % key
+    if not isinstance(left, (int, float)) or isinstance(left, bool) or left <= 0:
+        return "%s for the terminal's mute_s (15 min unless configured otherwise); --unmute ends it" % what
+    until = time.strftime("%H:%M", time.localtime(time.time() + left))
+    return "%s for %s (until %s); --unmute ends it" % (what, _duration(left), until)
+
+
+def _duration(s):
+    s = int(round(s))
+    return "%d s" % s if s < 60 else "%d min" % ((s + 30) // 60)
+
+
 def unreachable(e, timeout):
     """For a terminal that never answered: what happened, how often, and what to check."""
     tries = "%d tr%s" % (e.attempts, "y" if e.attempts == 1 else "ies")
@@ -199,7 +226,10 @@ def main(argv=None):
                 ack = c.unmute(args.key)
             else:
                 ack = c.heartbeat(args.heartbeat)
-            print("%s: %s" % (ack.url, "duplicate" if ack.duplicate else "ok"))
+            said = "duplicate" if ack.duplicate else "ok"
+            if args.ack and not args.clear:
+                said += ", " + mute_words(c, ack, args.key)
+            print("%s: %s" % (ack.url, said))
             return EXIT_OK
         alarm = build_alarm(args)
         if args.dry_run:

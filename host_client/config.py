@@ -125,6 +125,19 @@ def resolve(
             path = default
     if path:
         data = read_file(path)
+        if (
+            not config
+            and not env.get("SENTINEL_CONFIG")
+            and key_id
+            and not (secret or secret_file)
+            and key_id != data.get("key_id")
+        ):
+            # the local emulator's secret belongs to its own key id: signing another's with it is a sure 401
+            raise ConfigError(
+                "key id %r (--key-id or SENTINEL_KEY_ID) has no secret: set SENTINEL_SECRET or SENTINEL_SECRET_FILE "
+                "(or --secret-file); the local emulator's %s holds the secret of key id %r only"
+                % (key_id, path, data.get("key_id"))
+            )
         url = url or data.get("url")
         key_id = key_id or data.get("key_id")
         if not secret and not secret_file:

@@ -107,7 +107,10 @@ def test_each_accepted_alarm_ack_and_unmute_is_one_line_in_the_log(tmp_path):
         assert run(base + ["--preset", "normal", "--key", "A03:w8"], env=env).returncode == 0
     finally:
         _, err = finish(proc)
-    lines = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in err.splitlines() if " accepted " in ln]
+    recs = [json.loads(ln) for ln in err.splitlines() if ln.strip()]  # the log: one JSON object per line
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r["ts"]) for r in recs), err
+    assert {r["logger"] for r in recs} == {"sentinel.emulator"}
+    lines = [r["message"] for r in recs if r.get("message", "").startswith("accepted ")]
     assert lines[:3] == [
         "accepted P0 alarm key A03:w8 id m-1: XID 79 on gpu-worker-08",
         "accepted ACK: mute",

@@ -154,3 +154,41 @@ def test_a_terminal_url_whose_port_does_not_parse_is_refused_by_check_config_and
         line = one_line(gateway(cfg, *args), 2)
         assert "terminals.emu.url 'http://127.0.0.1:87x5': the port is not a number" in line
     assert not (tmp_path / "state").exists()
+
+
+def test_log_lines_are_json_with_an_iso_utc_time_and_a_rejection_names_its_client(tmp_path):
+    """--log-format json over the config's text: each stderr line one JSON object, ts ISO-8601 UTC; the
+    event_rejected line names the address the bad body came from."""
+    import http.client
+    import re
+    import subprocess
+    import sys
+
+    port = free_port()
+    cfg = config(str(tmp_path), port=port, state_dir=str(tmp_path / "state"))
+    env = dict(os.environ, SENTINEL_SECRET_EMU=SECRET)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "host_client.gateway.cli", "-c", cfg, "--log-format", "json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_http("http://127.0.0.1:%d/healthz" % port, proc)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("POST", "/api/v1/gpu_event", b'{"event_type": "NO_SUCH_TYPE"}', {"Content-Type": "application/json"})
+        assert c.getresponse().status == 422
+        me = "%s:%d" % c.sock.getsockname()[:2]
+        c.close()
+    finally:
+        stop(proc)
+    lines = [ln for ln in proc.stderr.read().splitlines() if ln.strip()]
+    recs = [json.loads(ln) for ln in lines]  # every line is JSON
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r["ts"]) for r in recs), lines
+    assert [r["event"] for r in recs if r.get("event") in ("gateway_started", "gateway_stopped")] == [
+        "gateway_started",
+        "gateway_stopped",
+    ]
+    (rej,) = [r for r in recs if r.get("event") == "event_rejected"]
+    assert rej["client"] == me and rej["source"] == "gpu_event" and rej["severity"] == "info"

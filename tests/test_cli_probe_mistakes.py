@@ -107,3 +107,50 @@ def test_check_config_refuses_a_zero_sender_timeout(tmp_path):
     cfg = probe_toml(str(tmp_path), extra="\n[sender]\ntimeout_s = 0\n")
     line = one_line(run(PROBE + ["--check-config", "-c", cfg]), 2)
     assert "[sender] timeout_s must be >= 0.05 s, got 0" in line
+
+
+def test_the_daemon_logs_json_lines_and_an_unreachable_gateway_in_words(tmp_path):
+    """The probe's log is the gateway's dialect: JSON lines, ISO-8601 UTC time, an event name; a gateway that is
+    down reads "connection refused", never Python's `URLError: <urlopen error [Errno 111] ...>`."""
+    import json
+    import re
+    import signal
+    import subprocess
+    import time
+
+    gw = "http://127.0.0.1:%d/api/v1/gpu_event" % free_port()  # nobody listens there
+    cfg = probe_toml(str(tmp_path), gateway=gw)
+    err_path = tmp_path / "stderr"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen(PROBE + ["-c", cfg], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end and '"gateway_unreachable"' not in err_path.read_text():
+            time.sleep(0.1)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(15)
+    lines = [ln for ln in err_path.read_text().splitlines() if ln.strip()]
+    recs = [json.loads(ln) for ln in lines]  # every line is one JSON object
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r["ts"]) for r in recs), lines
+    assert recs[0]["event"] == "probe_started" and recs[0]["host"] == "gpu-worker-08"
+    (down,) = [r for r in recs if r.get("event") == "gateway_unreachable"]
+    assert down["error"] == "connection refused" and down["severity"] == "warning" and down["url"] == gw
+    assert "Errno" not in err_path.read_text() and "URLError" not in err_path.read_text()
+    assert any(r.get("event") == "event_raised" for r in recs)
+
+
+def test_the_daemon_logs_text_for_humans_when_asked(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    cfg = probe_toml(str(tmp_path), gateway="http://127.0.0.1:%d" % free_port())
+    p = subprocess.Popen(
+        PROBE + ["-c", cfg, "--log-format", "text"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    _out, err = p.communicate(timeout=15)
+    first = err.splitlines()[0]
+    assert " INFO probe_started " in first and 'host="gpu-worker-08"' in first and not first.startswith("{")

@@ -6,6 +6,7 @@ secret file the user cannot read. Each ends with one line naming the thing and t
 import os
 import re
 import socket
+import urllib.request
 
 import pytest
 from opcheck import one_line, remove, run, script, shared_tmp, unprivileged
@@ -106,3 +107,40 @@ def test_a_secret_file_the_user_cannot_read_is_a_usage_error():
         assert "chown or chmod it, or run as its owner" in line
     finally:
         remove(d)
+
+
+def test_a_key_id_without_its_secret_is_a_usage_error_not_the_emulators_secret(tmp_path):
+    """SENTINEL_URL and SENTINEL_KEY_ID set, SENTINEL_SECRET forgotten: the local emulator's secret (another key
+    id's) is not taken quietly to earn a 401 bad_signature; one line says what is missing."""
+    from emulator import config as emu_config
+
+    emu_config.load(str(tmp_path / "gpu-sentinel" / "emulator.json"))  # a local emulator's file, as a laptop has
+    with LoopbackTerminal({"box-7": SECRET.encode()}) as term:
+        env = {"XDG_CONFIG_HOME": str(tmp_path), "SENTINEL_URL": term.url, "SENTINEL_KEY_ID": "box-7"}
+        p = run(SEND + ["--preset", "p1", "--text", "t"], env=env)
+        assert term.alarms() == []  # nothing signed with the wrong secret went out
+    line = one_line(p, 2)
+    assert line.startswith("sentinel-send: key id 'box-7' (--key-id or SENTINEL_KEY_ID) has no secret")
+    assert "set SENTINEL_SECRET or SENTINEL_SECRET_FILE" in line
+
+
+def test_ack_says_how_long_the_mute_lasts_from_the_terminal(tmp_path, secret_file):
+    """Against the emulator (its signed HTTP front and status page): the ACK's line says the mute's length."""
+    import json
+
+    pytest.importorskip("emulator.harness")
+    from emulator.harness import Harness
+
+    with Harness(str(tmp_path / "emu"), terminal={"mute_s": 600}) as h:
+        sf = tmp_path / "emu.secret"
+        sf.write_text(h.cfg["secret"])
+        base = SEND + ["--url", h.url, "--key-id", h.cfg["key_id"], "--secret-file", str(sf)]
+        p = run(base + ["--ack"])
+        assert p.returncode == 0, p.stderr
+        assert re.fullmatch(
+            r"%s/api/v1/ack: ok, muted for 10 min \(until \d\d:\d\d\); --unmute ends it\n" % re.escape(h.url), p.stdout
+        )
+        assert json.loads(urllib.request.urlopen(h.url + "/api/v1/status", timeout=5).read())["mute"]["active"]
+        p = run(base + ["--ack", "--key", "A03:w8"])
+        assert p.returncode == 0, p.stderr
+        assert "ok, incident A03:w8 silenced for the terminal's mute_s (15 min unless configured" in p.stdout

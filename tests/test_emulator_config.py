@@ -138,14 +138,42 @@ def test_malformed_file_is_a_precise_error(tmp_path):
     assert str(p) in str(e.value)
 
 
-def test_loose_permissions_and_unknown_keys_warn(tmp_path):
+def test_loose_permissions_warn(tmp_path):
     p = str(tmp_path / "c.json")
     cfg, _, _, _ = cfgmod.load(p)
-    stored = {"url": cfg["url"], "key_id": cfg["key_id"], "secret": cfg["secret"], "colour": "blue"}
+    stored = {"url": cfg["url"], "key_id": cfg["key_id"], "secret": cfg["secret"], "_note": "a comment"}
     _write(p, stored, mode=0o644)
     _, _, _, warnings = cfgmod.load(p)
     assert any("chmod 600" in w for w in warnings)
-    assert any("colour" in w for w in warnings)
+
+
+def test_an_unknown_top_level_key_is_refused_naming_it_and_the_likely_one(tmp_path):
+    """As the gateway and the probe refuse theirs: a typo must not leave the default silently in force."""
+    p = str(tmp_path / "c.json")
+    cfg, _, _, _ = cfgmod.load(p)
+    stored = {"url": cfg["url"], "key_id": cfg["key_id"], "secret": cfg["secret"], "prot": 8766}
+    _write(p, stored, mode=0o600)
+    with pytest.raises(cfgmod.ConfigError) as e:
+        cfgmod.load(p)
+    assert str(e.value) == "config %s: key 'prot' is not a setting (did you mean 'port'?)" % p
+
+
+def test_the_emulator_refuses_to_start_on_an_unknown_key_in_one_line_exit_2(tmp_path):
+    p = str(tmp_path / "c.json")
+    cfg, _, _, _ = cfgmod.load(p)
+    stored = {"url": cfg["url"], "key_id": cfg["key_id"], "secret": cfg["secret"], "terminal": {"mute_ss": 60}}
+    _write(p, stored, mode=0o600)
+    r = subprocess.run(
+        [sys.executable, "-m", "emulator", "--headless", "--no-voice", "--config", p, "--run-for", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, SDL_VIDEODRIVER="dummy", SDL_AUDIODRIVER="dummy"),
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("sentinel-emulator: config error: config key 'terminal.mute_ss' is not a setting")
+    assert "(did you mean 'terminal.mute_s'?)" in line
 
 
 @pytest.mark.parametrize("section,key", [("terminal", "mute"), ("terminal", "quiet_star"), ("voice", "speed")])

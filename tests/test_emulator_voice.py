@@ -310,3 +310,38 @@ def test_units_and_plurals_are_spoken_right_in_both_languages(synth, text, heard
         assert ph in spoken, (text, [r.text for r in reading.runs(text)], spoken)
     for ph in not_heard:
         assert ph not in spoken, (text, [r.text for r in reading.runs(text)], spoken)
+
+
+def test_no_part_wav_is_left_in_the_wav_dir(tmp_path, monkeypatch):
+    """A mixed-language alarm is spoken as runs written to `.partN.wav` files and joined: none stays in --wav-dir,
+    neither after a good utterance, nor when a later run fails, nor from a run killed mid-speech (removed at start)."""
+    stale = tmp_path / "0007-zh.wav.part1.wav"
+    stale.write_bytes(b"RIFF")  # what a killed emulator leaves
+    (tmp_path / "keep.wav").write_bytes(b"RIFF")
+    done = Done()
+    logs = []
+    v = Voice(mode="wav", wav_dir=str(tmp_path), rate=240, on_done=done, log=logs.append).start()
+    try:
+        assert not stale.exists() and (tmp_path / "keep.wav").exists()
+        v.say(1, "机架 A03 节点 gpu-worker-08 已恢复正常")
+        assert done.wait(1)[:2] == (1, True)
+        assert len(v.spoken[-1].runs) > 1  # it was spoken in runs
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["0001-zh.wav", "keep.wav"]
+
+        synth = voice_mod.shared_synth(240, v.voice_ids)
+        real = synth._synth_locked
+        calls = []
+
+        def second_run_fails(text, voice, path, rate):
+            calls.append(path)
+            real(text, voice, path, rate)  # the engine writes the part, then the run is found bad
+            if len(calls) == 2:
+                raise RuntimeError("the speech engine wrote no audio")
+
+        monkeypatch.setattr(synth, "_synth_locked", second_run_fails)
+        v.say(2, "机架 A03 节点 gpu-worker-08 已恢复正常")
+        assert done.wait(2)[0] == 2
+    finally:
+        v.stop()
+    assert len(calls) >= 2 and all(".part" in c for c in calls[:2])
+    assert not [p.name for p in tmp_path.iterdir() if ".part" in p.name]

@@ -221,3 +221,41 @@ def test_two_gpus_degrade_one_recovers_the_terminal_keeps_the_p1(tmp_path):
             assert st["shown"]["level"] == "NORMAL"
         finally:
             g.close()
+
+
+def test_a_p0_after_a_p1_burst_does_not_wait_for_the_p1s_tokens():
+    """The terminal's rate limit (3 at once, then one per 30 s here) is spent on P1s and a summary; a P0 that comes
+    next reaches the terminal at once, ahead of the P1s still held, and a P1 never jumps the queue."""
+    from gateway_front import ServedGateway
+
+    from testkit.terminal import LoopbackTerminal
+
+    secret = "p0-reserve-" + "s" * 24
+    with LoopbackTerminal({"k1": secret.encode()}) as term:
+        cfg = Config.from_dict(
+            {
+                "terminals": {"t": {"url": term.url, "key_id": "k1", "secret_env": "T_SECRET"}},
+                "delivery": {"rate_burst": 3, "rate_interval_s": 30},
+            },
+            env={"T_SECRET": secret},
+        )
+        g = ServedGateway(cfg)
+        try:
+            c = g.test_client()
+            burst = [ev("A%02d" % i, "n%d" % i, "THERMAL", gpu=1) for i in range(1, 6)]
+            burst += [ev("B01", "u%d" % i, "GPU_UTIL_DROP", util=37.0) for i in range(4)]  # folds into a summary
+            for body in burst:
+                assert c.post("/api/v1/gpu_event", json=body).status_code == 200
+            wait(lambda: len(term.alarms()) >= 3)
+            time.sleep(0.2)  # the P1 tokens are spent: nothing more goes for 30 s
+            assert len(term.alarms()) == 3
+            assert c.post("/api/v1/gpu_event", json=ev("C01", "hot", "XID_FATAL", gpu=3, xid=79)).status_code == 200
+            wait(lambda: len(term.alarms()) >= 4)
+            time.sleep(0.2)
+            got = [(o.get("level"), o.get("key")) for _t, o in term.alarms()]
+            assert [lvl for lvl, _k in got[:3]] == ["P1", "P1", "P1"]
+            assert got[3:] == [("P0", "C01:hot:XID_FATAL:gpu3")]  # the P0, and no P1 with it
+            assert len(term.accepted) == 4
+            assert g.gw.lanes["t"].depth() >= 1  # the rest of the P1s (folded as the grouping sees fit) still wait
+        finally:
+            g.close()

@@ -42,7 +42,7 @@ def test_wait_is_false_when_the_save_fails_and_the_waiters_hear_it_too(tmp_path)
     p.start()
     try:
         assert p.wait(lane.gen, timeout=5.0) is False
-        assert heard == [False] and p.broken and "No space left" in p.last_error
+        assert heard == [False] and p.broken and p.last_error == "No space left on device"
     finally:
         p.stop(timeout=1.0)
 

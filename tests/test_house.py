@@ -176,6 +176,7 @@ SHARED_NAMES = {
     "events.py": "the GPU event body the probe sends and the gateway takes",
     "errors.py": "the part's exceptions",
     "persist.py": "what of the part's state survives a restart, and how it is written",
+    "logs.py": "the structured log, in the one dialect of host_client/logs.py",
 }
 
 

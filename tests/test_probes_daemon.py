@@ -499,9 +499,10 @@ def test_refused_event_is_logged_loudly_with_the_gateways_reason_and_counted(cap
         assert wait_for(lambda: s.rejected == 1)
     s.close()
     assert s.rejected_by_type == {"XID_FATAL": 1}
-    (rec,) = [r for r in caplog.records if "REFUSED" in r.getMessage()]
+    (rec,) = [r for r in caplog.records if r.getMessage() == "event_refused"]
     assert rec.levelno == logging.ERROR
-    assert "XID_FATAL" in rec.getMessage() and "gpu_index is required" in rec.getMessage()
+    assert rec.fields["type"] == "XID_FATAL" and "gpu_index is required" in rec.fields["reason"]
+    assert "this alarm is lost" in rec.fields["effect"]
     d = Daemon(config.build({"node": {"rack": "A03", "host": "h", "gateway": "http://gw"}}), sender=s)
     assert 'sentinel_probe_sender_rejected_total{type="XID_FATAL"} 1' in d.metrics()
     assert d.snapshot()["sender"]["rejected"] == {"XID_FATAL": 1}
@@ -566,7 +567,9 @@ def test_batch_answer_read_per_event_a_refused_one_is_loud_the_rest_delivered(ca
     s.close()
     assert delivered == [0, 2] and s.rejected_by_type == {"THERMAL": 1}
     assert any(
-        "REFUSED" in r.getMessage() and "gpu_util must be a number" in r.getMessage() and "k1" in r.getMessage()
+        r.getMessage() == "event_refused"
+        and r.fields["key"] == "k1"
+        and "gpu_util must be a number" in r.fields["reason"]
         for r in caplog.records
     )
 

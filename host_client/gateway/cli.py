@@ -12,10 +12,11 @@ import signal
 import sys
 
 from host_client.errors import SentinelError
+from host_client.logs import FORMATS
+from host_client.logs import setup as setup_log
 from host_client.transport import listen_error
 
 from .config import ConfigError, load_config
-from .logs import JsonFormatter, TextFormatter
 
 DEFAULT_CONFIG = "/etc/sentinel/gateway.toml"
 EXIT_OK, EXIT_CONFIG, EXIT_CANNOT_START = 0, 2, 3
@@ -92,12 +93,7 @@ def check_state_dir(state_dir):
 
 
 def setup_logging(fmt: str, level: str) -> None:
-    h = logging.StreamHandler(sys.stderr)
-    h.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    log = logging.getLogger("sentinel.gateway")
-    log.handlers[:] = [h]
-    log.setLevel(getattr(logging, level.upper()))
-    log.propagate = False
+    setup_log("sentinel.gateway", fmt=fmt, level=level)
 
 
 def main(argv=None) -> int:
@@ -120,6 +116,12 @@ def main(argv=None) -> int:
     p.add_argument("--host", help="listen address (overrides gateway.host)")
     p.add_argument("--port", type=_port, help="listen port (overrides gateway.port)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        help="json: one JSON object per line, ISO-8601 UTC time (the default, for journald and log shippers); "
+        "text: for humans (overrides gateway.log_format)",
+    )
     a = p.parse_args(argv)
     try:
         cfg = load_config(a.config)
@@ -152,7 +154,7 @@ def main(argv=None) -> int:
     except CannotStart as e:
         print("sentinel-gateway: %s" % e, file=sys.stderr)
         return EXIT_CANNOT_START
-    setup_logging(cfg.log_format, a.log_level)
+    setup_logging(a.log_format or cfg.log_format, a.log_level)
     try:
         return _serve(cfg, socks)
     finally:

@@ -14,6 +14,7 @@ import time
 
 from host_client.backoff import backoff_delay
 from host_client.errors import RefusedError, SentinelError
+from host_client.logs import error_words
 from sentinel_core.alarm import LEVEL_NAMES
 
 from .lane_thread import LaneThread
@@ -84,10 +85,11 @@ class Worker(LaneThread):
                     item = lane.next_item(self.clock())
                     timeout = 1.0
                     if item is not None:
-                        rw = lane.rate.wait(m)
+                        # a P0 draws on its own tokens: a P1 storm before it never holds it back
+                        rw = lane.rate.wait(m, item.level)
                         if rw <= 0:
                             item.inflight = True
-                            lane.rate.take(m)
+                            lane.rate.take(m, item.level)
                             break
                         item = None
                         timeout = rw
@@ -136,7 +138,7 @@ class Worker(LaneThread):
             try:
                 self.store.dead_letter(rec)
             except Exception as e:  # noqa: BLE001 - the record is in the log already
-                self.log("dead_letter_unsaved", terminal=lane.name, id=item.id, error=str(e))
+                self.log("dead_letter_unsaved", terminal=lane.name, id=item.id, error=error_words(e))
 
     def _send(self, item):
         lane = self.lane

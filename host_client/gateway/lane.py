@@ -4,7 +4,7 @@ The lane ties together, under one lock (`lane.cond`):
 - grouping.py: which incidents fold into one summary (Grouping, Group, the summary wording);
 - delivery_queue.py: the bounded priority queue of alarms waiting for the terminal (AlarmQueue, Item, ItemKind);
 - recovery.py: which alarm stands for each open incident, so a recovery clears the right one (RecoveryTracker);
-- ratelimit.py: the terminal's token bucket (RateLimit);
+- ratelimit.py: the terminal's token buckets, P0 apart from the rest (TerminalRate);
 - stats.py: the counters /metrics publishes (LaneStats).
 
 Pure state: no threads, no I/O, every time passed in (`now`: wall-clock seconds, persisted; `mono`: monotonic
@@ -23,11 +23,21 @@ from sentinel_core.alarm import LEVEL_NAMES, NORMAL
 
 from .delivery_queue import DEFAULT_DEADLINES, AlarmQueue, Item, ItemKind, alarm_id
 from .grouping import Grouping, Placement, summary_text, texts
-from .ratelimit import RateLimit
+from .ratelimit import RateLimit, TerminalRate
 from .recovery import RecoveryTracker
 from .stats import LATENCY_BUCKETS, LaneStats
 
-__all__ = ["DEFAULT_DEADLINES", "LATENCY_BUCKETS", "Item", "ItemKind", "Lane", "Outcome", "RateLimit", "alarm_id"]
+__all__ = [
+    "DEFAULT_DEADLINES",
+    "LATENCY_BUCKETS",
+    "Item",
+    "ItemKind",
+    "Lane",
+    "Outcome",
+    "RateLimit",
+    "TerminalRate",
+    "alarm_id",
+]
 
 
 class Outcome(str, Enum):
@@ -74,7 +84,7 @@ class Lane:
         self.grouping = Grouping(group_by=group_by, window=window, cluster_threshold=cluster_threshold)
         self.queue = AlarmQueue(queue_size, deadlines)
         self.tracker = RecoveryTracker(max_tracked=max_tracked, track_s=track_s)
-        self.rate = RateLimit(rate_burst, rate_interval)
+        self.rate = TerminalRate(rate_burst, rate_interval)
         self.stats = LaneStats()
         self.id_window = max(1.0, float(id_window))  # an incident without an ident: its key and this window
         self.log = log or (lambda event, **kw: None)

@@ -1,34 +1,21 @@
-"""The gateway's structured log: one record per event name with its fields, rendered as JSON or text lines, and
-the level each lane and worker event is logged at."""
+"""The gateway's structured log: its logger, one record per event name with its fields (the dialect and formatters
+are host_client/logs.py's, shared by every daemon), and the level each lane and worker event is logged at."""
 
 from __future__ import annotations
 
-import json
 import logging
+
+from host_client.logs import JsonFormatter, TextFormatter
+from host_client.logs import log_event as _log_event
+
+__all__ = ["JsonFormatter", "TextFormatter", "lane_log", "log_event", "logger", "worker_log"]
 
 logger = logging.getLogger("sentinel.gateway")
 
 
 def log_event(event: str, severity: int = logging.INFO, /, **fields) -> None:
-    """One structured record: the event name plus fields; the formatter renders JSON or text."""
-    if logger.isEnabledFor(severity):
-        logger.log(severity, event, extra={"fields": fields})
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record):
-        d = {"ts": round(record.created, 3), "severity": record.levelname.lower(), "event": record.getMessage()}
-        d.update(getattr(record, "fields", {}) or {})
-        if record.exc_info:
-            d["exc"] = self.formatException(record.exc_info)
-        return json.dumps(d, ensure_ascii=False, default=str)
-
-
-class TextFormatter(logging.Formatter):
-    def format(self, record):
-        f = getattr(record, "fields", {}) or {}
-        tail = " ".join("%s=%s" % (k, json.dumps(v, ensure_ascii=False, default=str)) for k, v in f.items())
-        return "%s %s %s %s" % (self.formatTime(record), record.levelname, record.getMessage(), tail)
+    """One structured record of the gateway: the event name plus fields."""
+    _log_event(logger, event, severity, **fields)
 
 
 def lane_log(event, **fields):

@@ -12,6 +12,8 @@ import os
 import threading
 import time
 
+from host_client.logs import error_words
+
 from .lane_thread import LaneThread
 
 
@@ -133,7 +135,7 @@ class Persister(LaneThread):
                 self.synced = snap["sync_gen"]
         except Exception as e:  # noqa: BLE001 - the persister must outlive any one failure
             self.failed += 1
-            err = "%s: %s" % (type(e).__name__, e)
+            err = error_words(e)
             if not self.broken or err != self.last_error:
                 self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=err)
             with self.lane.cond:
@@ -173,7 +175,7 @@ class Persister(LaneThread):
             except Exception as e:  # noqa: BLE001 - never die; a failing save is retried
                 self.failed += 1
                 self.broken = True
-                self.last_error = "%s: %s" % (type(e).__name__, e)
+                self.last_error = error_words(e)
                 self.log("persist_failed", terminal=self.lane.name, path=self.store.path, error=self.last_error)
                 time.sleep(0.5)
 

@@ -494,6 +494,7 @@ class _Conn:
 
     def _too_large(self):
         front = self.front
+        front.gw.request.sock = self.sock  # a refusal's log line names this client
         src = front.source_of(self.path)
         if src is not None and front.auth:
             denied = front.gw.check_auth(src, self.auth)
@@ -671,6 +672,7 @@ class _Conn:
             self.answer(r.status, r.answer, close=True, extra=r.extra)
             return
         if r.source is not None:
+            self.front.gw.request.sock = self.sock  # a refusal's log line names this client
             status, answer = self.front.gw.refuse(r.source, r.status, r.code, str(r))
         else:
             status, answer = r.status, {"ok": False, "error": r.code, "message": str(r)}
@@ -1157,6 +1159,7 @@ class IngestFront:
                 )
                 return
             source, fn = h
+            self.gw.request.sock = conn.sock  # a rejection's log line names this client
             if self.auth:
                 denied = self.gw.check_auth(source, auth)
                 if denied is not None:

@@ -46,6 +46,8 @@ class Gateway:
         self.boot = os.urandom(3).hex()  # not secrets.token_hex: the same bytes, without 0.8 MB of imports
         self.debouncer = Debouncer(config.debounce_window, config.debounce_max_keys)
         self.lock = threading.Lock()
+        # the socket of the request being served on this thread (set by the HTTP front): who sent a rejected body
+        self.request = threading.local()
         self.started_at = clock()
         self.events_in = {}  # (source, type) -> n
         self.rejected = {}  # (source, code) -> n
@@ -168,8 +170,22 @@ class Gateway:
     def reject(self, source, err: EventError):
         with self.lock:
             self._count(self.rejected, (source, err.code))
-        log_event("event_rejected", logging.INFO, source=source, code=err.code, message=str(err))
+        log_event("event_rejected", logging.INFO, source=source, client=self.client(), code=err.code, message=str(err))
         return err.status, {"ok": False, "error": err.code, "message": str(err)}
+
+    def client(self):
+        """The address of the client whose request this thread is serving ("127.0.0.1:50412"), or None."""
+        sock = getattr(self.request, "sock", None)
+        if sock is None:
+            return None
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            return None  # it hung up meanwhile
+        if isinstance(peer, tuple):
+            host, port = peer[0], peer[1]
+            return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+        return str(peer) or None
 
     def check_auth(self, source, header):
         """None when the request may ingest: no token is configured, or its Authorization header is

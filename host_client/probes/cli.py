@@ -21,6 +21,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from host_client.logs import FORMATS, error_words, log_event
+from host_client.logs import setup as setup_log
 from host_client.transport import describe, listen_error
 
 from . import config as config_mod
@@ -66,6 +68,12 @@ def _parser():
     p.add_argument("--host", help="node host name (overrides [node] host)")
     p.add_argument("--replay", help="replay recorded NVML readings from this JSON file instead of a GPU")
     p.add_argument("--json", action="store_true", help="--once: print findings as JSON lines")
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="json",
+        help="json: one JSON object per line on stderr, ISO-8601 UTC time (default); text: for humans",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -83,9 +91,7 @@ def main(argv=None):
     if argv and argv[0] == "status":
         return status_main(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_log("sentinel.probe", fmt=args.log_format, level="debug" if args.verbose else "info")
     try:
         cfg = _load_config(args)
         if not args.once:
@@ -141,7 +147,7 @@ def run_daemon(cfg):
         print("sentinel-probe: %s" % e, file=sys.stderr)
         return 2
     if gpu is None:
-        log.warning("no GPU source (%s): running the log and progress checks only", why)
+        log_event(log, "no_gpu_source", logging.WARNING, reason=why, effect="running the log and progress checks only")
     d = Daemon(cfg, gpu=gpu)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -154,28 +160,32 @@ def run_daemon(cfg):
             host, port = listen.rsplit(":", 1)
             why = listen_error(host, int(port), e, "[status] listen")
         else:
-            why = "cannot start: %s" % e
+            why = "cannot start: %s" % error_words(e)
         print("sentinel-probe: %s" % why, file=sys.stderr)
         d.close()
         return 2
     sender = d.sender
     assert sender is not None  # start() made one
-    log.info(
-        "running: rack %s host %s, %d GPU(s) via %s, gateway %s",
-        d.identity.rack,
-        d.identity.host,
-        len(d.devices),
-        getattr(gpu, "name", "none"),
-        sender.url,
+    log_event(
+        log,
+        "probe_started",
+        rack=d.identity.rack,
+        host=d.identity.host,
+        gpus=len(d.devices),
+        gpu_source=getattr(gpu, "name", "none"),
+        gateway=sender.url,
     )
     stop.wait()
     d.stop.set()  # no new findings while the last ones go out
     if sender.pending():
-        log.info("stopping; %d event(s) still queued, 2 s to deliver them", sender.pending())
+        log_event(log, "probe_stopping", queued=sender.pending(), effect="2 s to deliver them")
         if not sender.flush(2.0):
-            log.warning(
-                "stopping with %d undelivered event(s); standing conditions are re-detected at the next start",
-                sender.pending(),
+            log_event(
+                log,
+                "probe_stopped_undelivered",
+                logging.WARNING,
+                undelivered=sender.pending(),
+                effect="standing conditions are re-detected at the next start",
             )
     d.close()
     return 0

@@ -15,6 +15,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from host_client.logs import error_words, log_event
+
 from . import config as config_mod
 from . import events, follow, nccl, progress, xid
 from .gpu_checks import GpuChecker
@@ -189,7 +191,7 @@ class Daemon:
                 next_sample = self._iteration(next_sample, interval)
             except Exception:  # a bug in one check must not silence all the others
                 self.loop_errors += 1
-                log.exception("probe loop iteration failed")
+                log.exception("loop_error")  # a bug: its traceback goes with it
                 self.stop.wait(0.5)
 
     def _iteration(self, next_sample, interval):
@@ -272,7 +274,7 @@ class Daemon:
             readings = gpu.sample()
         except Exception as e:  # noqa: BLE001 - NVML's own classes: counted, the next sample runs
             self.sample_errors += 1
-            log.warning("GPU sample failed: %s", e)
+            log_event(log, "gpu_sample_failed", logging.WARNING, error=error_words(e))
             return
         self.samples += 1
         gen = getattr(self.gpu, "generation", 0)
@@ -304,12 +306,14 @@ class Daemon:
         self.counts[ev["event_type"]] += 1
         self.recent.append(ev)
         del self.recent[:-50]
-        log.info(
-            "event %s%s gpu=%s: %s",
-            ev["event_type"],
-            " " + ev["recovers"] if recovered else "",
-            ev["gpu_index"],
-            ev.get("detail", ""),
+        log_event(
+            log,
+            "event_raised",
+            logging.INFO,
+            type=ev["event_type"],
+            recovers=ev.get("recovers") if recovered else None,
+            gpu=ev["gpu_index"],
+            detail=ev.get("detail", ""),
         )
         if self.sender is not None:
             self.sender.submit(ev)

@@ -23,6 +23,7 @@ import urllib.request
 from collections import deque
 
 from host_client.backoff import backoff_delay
+from host_client.logs import error_words, log_event
 
 from . import events
 
@@ -126,19 +127,28 @@ class Sender:
         else:
             ev = self._q.popleft()[1]
         self.dropped += 1
-        log.warning("event queue full (%d): dropped %s %s", self.capacity, ev.get("event_type"), ev.get("key"))
+        log_event(
+            log,
+            "event_dropped",
+            logging.WARNING,
+            reason="the send queue is full (%d events)" % self.capacity,
+            type=ev.get("event_type"),
+            key=ev.get("key"),
+        )
 
     def _refused(self, ev, status, reason):
         t = str(ev.get("event_type"))
         self.rejected += 1
         self.rejected_by_type[t] = self.rejected_by_type.get(t, 0) + 1
-        log.error(
-            "gateway REFUSED %s %s (HTTP %s, %s): this alarm is lost; the probe and gateway disagree on the "
-            "event format",
-            t,
-            ev.get("key"),
-            status,
-            reason,
+        log_event(
+            log,
+            "event_refused",
+            logging.ERROR,
+            type=t,
+            key=ev.get("key"),
+            status=status,
+            reason=reason,
+            effect="this alarm is lost: the probe and the gateway disagree on the event format",
         )
 
     def pending(self):
@@ -187,17 +197,20 @@ class Sender:
                     # configuration to fix, not an event to drop; kept queued and retried like an outage
                     err = "HTTP %d (%s)" % (status, _reason(body))
             except Exception as e:  # noqa: BLE001 - URLError, timeout, connection reset: the gateway is unreachable
-                status, err = None, "%s: %s" % (type(e).__name__, e)
+                status, err = None, error_words(e)
             self.requests += 1
             if err is None or (status is not None and 400 <= status < 500 and status not in (401, 403, 429)):
                 if err is not None and len(batch) > 1:
                     # The gateway refused the array as a whole (too large for it, or it takes single events
                     # only): say so once, then send these one per request so each is judged on its own.
-                    log.warning(
-                        "gateway refused a batch of %d events (%s, %s); sending them one by one",
-                        len(batch),
-                        err,
-                        _reason(body),
+                    log_event(
+                        log,
+                        "batch_refused",
+                        logging.WARNING,
+                        events=len(batch),
+                        status=status,
+                        reason=_reason(body),
+                        effect="sending them one by one",
                     )
                     self._solo = len(batch)
                     continue
@@ -207,7 +220,7 @@ class Sender:
             self.failures += 1
             failures += 1
             if self.last_error != err:
-                log.warning("gateway unreachable (%s); %d event(s) queued, retrying", err, self.pending())
+                log_event(log, "gateway_unreachable", logging.WARNING, url=self.url, error=err, queued=self.pending())
             self.last_error = err
             with self._cv:
                 if self._stop:
