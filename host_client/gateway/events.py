@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from typing import overload
 
 from host_client import vocabulary
@@ -92,6 +93,7 @@ class Event:
         "recovers",
         "detail",
         "xid",
+        "action",
         "known",
         "pci",
         "ts",
@@ -113,6 +115,7 @@ class Event:
         pci=None,
         ts=None,
         host=None,
+        action=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -124,6 +127,7 @@ class Event:
         self.recovers = recovers
         self.detail = detail
         self.xid = xid
+        self.action = action  # the XID catalogue's immediate action (a vocabulary.ACTIONS name), or None
         self.pci = pci  # bus id without the "PCI:" prefix, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
@@ -181,31 +185,55 @@ def severity(ev: Event) -> int:
 
 
 def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> str:
-    """The words the terminal speaks. templates: optional per-language overrides {lang: {TYPE: template}}."""
+    """The words the terminal speaks. templates: optional per-language overrides {lang: {TYPE: template}}.
+
+    The type's template filled with the event's named fields, then each fact the event carries (XID, meaning, PCI,
+    action) that the template does not name itself (vocabulary.FACT_TEXT): the RFC's five fields alone give the
+    RFC's text. A recovery says the node is well again, not what it had."""
     t = ev.event_type if ev.recovers is None else "RECOVERED"
     spec = EVENT_TYPES.get(t) or EVENT_TYPES[DEFAULT_TYPE]
     tpl = None
     if templates:
         tpl = templates.get(language, {}).get(t)
-    fields = spec["fields"]
-    if tpl is None:
+    if "g" in spec["fields"] and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
+        # no GPU number: node-level wording, the built-in one (an override speaks of GPU {gpu})
+        tpl = (ev.pci and spec.get(language + "_pci")) or spec[language + "_node"]
+    elif tpl is None:
         tpl = spec[language]
-    if "g" in fields and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
-        # no GPU number: node-level wording, the built-in one (an override speaks of GPU %d)
-        if ev.pci and language + "_pci" in spec:
-            return spec[language + "_pci"] % (ev.rack, ev.host, ev.pci)
-        return spec[language + "_node"] % (ev.rack, ev.host)
-    values = []
-    for f in fields:
-        if f == "r":
-            values.append(ev.rack)
-        elif f == "h":
-            values.append(ev.host)
-        elif f == "g":
-            values.append(ev.gpu_index)
-        else:
-            values.append(ev.gpu_util)
-    return tpl % tuple(values)
+    if ev.recovers is not None or (ev.xid is None and ev.action is None and ev.pci is None):
+        return tpl.format(rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, **_NO_FACTS)
+    values = vocabulary.facts(ev.xid, ev.action, language)
+    values["pci"] = ev.pci
+    text = tpl.format(
+        rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, **{k: _said(v) for k, v in values.items()}
+    )
+    named = template_fields(tpl)
+    for name, piece in vocabulary.FACT_TEXT[language]:
+        if values[name] is not None and name not in named:
+            text += piece.format_map(values)
+    return text
+
+
+_NO_FACTS = {"xid": "", "meaning": "", "action": "", "pci": ""}
+_FIELDS_OF: dict = {}  # template -> the names it uses (a few dozen templates: unbounded is fine)
+
+
+def _said(v):
+    return "" if v is None else v
+
+
+def template_fields(tpl: str) -> frozenset:
+    """The named fields a template uses; ValueError for a malformed one ("{" unclosed, a positional "{}")."""
+    names = _FIELDS_OF.get(tpl)
+    if names is None:
+        found = set()
+        for _, name, _, _ in string.Formatter().parse(tpl):
+            if name is not None:
+                if not name.isidentifier():
+                    raise ValueError("a field must be named, e.g. {rack}")
+                found.add(name)
+        names = _FIELDS_OF[tpl] = frozenset(found)
+    return names
 
 
 def phrase(event_type: str, language: str = "zh") -> str:
@@ -321,7 +349,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.event_type = ev.fault_type = etype
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
-                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.ts = None
+                    ev.recovers = ev.detail = ev.xid = ev.action = ev.pci = ev.ts = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -394,6 +422,11 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
         pci = m.group(1) if m else None
 
+    # action only words the alarm (the catalogue's bucket the probe found): one we have no words for is ignored
+    action = body.get("action")
+    if action is not None and (not isinstance(action, str) or action not in vocabulary.ACTIONS):
+        action = None
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -410,6 +443,7 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         pci=pci,
         ts=ts,
         host=clean,
+        action=action,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]
