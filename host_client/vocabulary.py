@@ -181,6 +181,17 @@ TYPES = {
         "zh_phrase": "CUDA 致命错误",
         "en_phrase": "fatal CUDA error",
     },
+    # --- the probe's own health (issue 37): a source it reads is gone, so the room is blind to what it would show ---
+    "PROBE_SOURCE_DOWN": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rh",
+        "zh": "探针预警，机架 {rack} 节点 {host} 的探针无法读取{source}",
+        "en": "Rack {rack} node {host}: probe blind, {source} unreadable",
+        "zh_phrase": "探针数据源失效",
+        "en_phrase": "probe source down",
+    },
     "RECOVERED": {
         "level": NORMAL,
         "hang": False,
@@ -208,6 +219,7 @@ NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign o
 # job-killing failures that are not timeouts (issue 24): the process group aborts, usually minutes before a timeout
 NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
 NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
+PROBE_SOURCE_DOWN = "PROBE_SOURCE_DOWN"  # one of the probe's own sources cannot be read (host_client/probes/health.py)
 CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
 
 # Read off TYPES, never written by hand:
@@ -224,7 +236,7 @@ MAX_DETAIL = 200
 
 # The named fields a template may use (gateway [templates], checked at load): the RFC's values, then the facts an
 # event may carry (docs/GATEWAY.md, "Spoken facts").
-FIELDS = ("rack", "host", "gpu", "util", "xid", "meaning", "action", "pci")
+FIELDS = ("rack", "host", "gpu", "util", "xid", "meaning", "action", "pci", "source")
 
 # The facts a template does not name itself, appended in this order when the event carries them: the XID and what
 # it means, the GPU's PCI address, the action. Absent facts add nothing, so an RFC body speaks the RFC's text.
@@ -290,3 +302,24 @@ def facts(xid, action, language):
         "meaning": meaning[i] if meaning else None,
         "action": words[i] if words else None,
     }
+
+
+# The kinds of source a probe reads (host_client/probes/health.py registers each), in the words the room hears when
+# one is down. A new source kind adds its line here.
+SOURCE_KINDS = {
+    "kernel_log": ("内核日志", "kernel log"),
+    "nccl_log": ("NCCL 日志", "NCCL log"),
+    "gpu": ("GPU 读数", "GPU readings"),
+    "progress": ("训练进度套接字", "progress socket"),
+}
+SOURCE_UNNAMED = ("数据源", "a source")
+
+
+def source_words(kinds, language):
+    """The words for a source kind, or a comma-separated list of them ("kernel_log,nccl_log"); unknown kinds and
+    an empty list are said as "a source"."""
+    i = 0 if language == "zh" else 1
+    words = [SOURCE_KINDS[k][i] for k in (kinds or "").split(",") if k in SOURCE_KINDS]
+    if not words:
+        return SOURCE_UNNAMED[i]
+    return ("、" if i == 0 else " and ").join(words)

@@ -682,11 +682,9 @@ def _check_template(lang: str, etype: str, tpl: str) -> None:
             "%s names an unknown field {%s}; known: %s" % (where, unknown[0], ", ".join("{%s}" % f for f in FIELDS))
         )
     if not names and "%" in tpl:
-        raise ConfigError(
-            "%s uses %% fields; name them instead: %s" % (where, ", ".join("{%s}" % f for f in FIELDS))
-        )
+        raise ConfigError("%s uses %% fields; name them instead: %s" % (where, ", ".join("{%s}" % f for f in FIELDS)))
     sample = {"rack": "A03", "host": "gpu-1", "gpu": 1, "util": 1.0, "xid": 79}
-    sample.update(meaning="GPU fell off the bus", action="restart the node", pci="0000:3b:00.0")
+    sample.update(meaning="GPU fell off the bus", action="restart the node", pci="0000:3b:00.0", source="kernel log")
     try:
         tpl.format(**sample)  # formatting a sample is the check of each field's format spec
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:

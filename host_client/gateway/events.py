@@ -27,6 +27,7 @@ _TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,47}\Z")
 # The kernel's bus id as XID lines print it ("PCI:0000:3b:00" or "0000:3b:00.0"); only used for wording.
 _PCI_RE = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,3}(?:\.[0-7])?)\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SOURCE_RE = re.compile(r"[a-z][a-z0-9_]{0,31}(?:,[a-z][a-z0-9_]{0,31})*\Z")
 
 
 def clean_host(raw: str) -> str:
@@ -94,6 +95,7 @@ class Event:
         "detail",
         "xid",
         "action",
+        "source",
         "known",
         "pci",
         "ts",
@@ -116,6 +118,7 @@ class Event:
         ts=None,
         host=None,
         action=None,
+        source=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -128,6 +131,7 @@ class Event:
         self.detail = detail
         self.xid = xid
         self.action = action  # the XID catalogue's immediate action (a vocabulary.ACTIONS name), or None
+        self.source = source  # PROBE_SOURCE_DOWN: the vocabulary.SOURCE_KINDS down, comma-separated, or None
         self.pci = pci  # bus id without the "PCI:" prefix, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
@@ -200,12 +204,18 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
         tpl = (ev.pci and spec.get(language + "_pci")) or spec[language + "_node"]
     elif tpl is None:
         tpl = spec[language]
+    source = vocabulary.source_words(ev.source, language)
     if ev.recovers is not None or (ev.xid is None and ev.action is None and ev.pci is None):
-        return tpl.format(rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, **_NO_FACTS)
+        return tpl.format(rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, source=source, **_NO_FACTS)
     values = vocabulary.facts(ev.xid, ev.action, language)
     values["pci"] = ev.pci
     text = tpl.format(
-        rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, **{k: _said(v) for k, v in values.items()}
+        rack=ev.rack,
+        host=ev.host,
+        gpu=ev.gpu_index,
+        util=ev.gpu_util,
+        source=source,
+        **{k: _said(v) for k, v in values.items()},
     )
     named = template_fields(tpl)
     for name, piece in vocabulary.FACT_TEXT[language]:
@@ -349,7 +359,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.event_type = ev.fault_type = etype
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
-                    ev.recovers = ev.detail = ev.xid = ev.action = ev.pci = ev.ts = None
+                    ev.recovers = ev.detail = ev.xid = ev.action = ev.source = ev.pci = ev.ts = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -427,6 +437,11 @@ def _parse_full(body, accept_unknown: bool) -> Event:
     if action is not None and (not isinstance(action, str) or action not in vocabulary.ACTIONS):
         action = None
 
+    # source only words a probe's own alarm: kinds we have no words for are said as "a source"
+    source = body.get("source")
+    if source is not None and not (isinstance(source, str) and len(source) <= 200 and _SOURCE_RE.match(source)):
+        source = None
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -444,6 +459,7 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         ts=ts,
         host=clean,
         action=action,
+        source=source,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]

@@ -26,6 +26,7 @@ from host_client.vocabulary import (  # noqa: F401 (re-exported: the probes read
     NCCL_TIMEOUT,
     NVLINK_ERROR,
     PCIE_DOWNGRADE,
+    PROBE_SOURCE_DOWN,
     PROGRESS_STALL,
     RECOVERED,
     THERMAL,
