@@ -219,7 +219,7 @@ NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign o
 # job-killing failures that are not timeouts (issue 24): the process group aborts, usually minutes before a timeout
 NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
 NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
-PROBE_SOURCE_DOWN = "PROBE_SOURCE_DOWN"  # one of the probe's own sources cannot be read (host_client/probes/health.py)
+PROBE_SOURCE_DOWN = "PROBE_SOURCE_DOWN"  # a source of the probe cannot be read (probes/source_health.py)
 CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
 
 # Read off TYPES, never written by hand:
@@ -304,7 +304,7 @@ def facts(xid, action, language):
     }
 
 
-# The kinds of source a probe reads (host_client/probes/health.py registers each), in the words the room hears when
+# The kinds of source a probe reads (probes/source_health.py registers each), in the words the room hears when
 # one is down. A new source kind adds its line here.
 SOURCE_KINDS = {
     "kernel_log": ("内核日志", "kernel log"),

@@ -188,7 +188,7 @@ def check_files(cfg):
 def source_problems(cfg):
     """What --check-config can tell about the sources before the daemon runs: one line each, naming the key, for a
     kernel log, NCCL log or progress socket directory that cannot be read. The daemon does not refuse to start
-    over these (a log may appear later); it raises its own alarm while they stay unreadable (health.py)."""
+    over these (a log may appear later); it raises its own alarm while they stay unreadable (source_health.py)."""
     import glob
     import os
     import shutil

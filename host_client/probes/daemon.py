@@ -16,7 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import config as config_mod
-from . import events, follow, health, nccl, progress, xid
+from . import events, follow, nccl, progress, source_health, xid
 from .gpu_checks import GpuChecker
 from .sender import Sender
 
@@ -86,8 +86,8 @@ class Daemon:
         self.lines = 0
         self.started = wall()
         self.loop_errors = 0
-        # the probe's own sources (health.py): a source down is the probe's own P1 until it works again
-        self.health = health.Registry(wall)
+        # the probe's own sources (source_health.py): a source down is the probe's own P1 until it works again
+        self.health = source_health.Registry(wall)
         self._health_seen = -1
         self._gpu_health = self.health.register("gpu", "gpu") if gpu is not None else None
         self._gpu_failing = 0  # samples failed in a row
