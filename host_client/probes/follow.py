@@ -18,6 +18,7 @@ import select
 import stat
 import subprocess
 import threading
+from typing import Protocol
 
 _IN_MODIFY = 0x002
 _IN_ATTRIB = 0x004
@@ -50,6 +51,14 @@ def _why(e):
     return str(e) or type(e).__name__
 
 
+class Health(Protocol):
+    """What a follower reports to (source_health.SourceHealth)."""
+
+    def ok(self) -> None: ...
+
+    def down(self, why: str) -> None: ...
+
+
 class _NoHealth:
     """A follower nobody watches (tests, --once): reports go nowhere."""
 
@@ -70,7 +79,7 @@ class Follower:
         self.lines = 0
         self.error = None
         self.thread = None
-        self.health = _NoHealth()  # a health.SourceHealth once the daemon registers the source
+        self.health: Health = _NoHealth()  # a source_health.SourceHealth once the daemon registers the source
 
     def start(self):
         self.thread = threading.Thread(target=self._guarded, name="follow:" + self.name, daemon=True)
@@ -315,7 +324,7 @@ class GlobWatcher:
         self.active = {}
         self.error = None
         self.overflow = False
-        self.health = _NoHealth()
+        self.health: Health = _NoHealth()
 
     @property
     def lines(self):
