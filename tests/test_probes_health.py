@@ -91,6 +91,10 @@ def test_a_missing_nccl_log_is_the_probes_own_p1_in_every_place_and_clears_when_
         "sentinel-probe: source error: [nccl] logs: %s does not exist (a log that comes with each job: use a glob "
         "pattern)" % log_path
     ]
+    # the unit's pre-start check warns and lets the daemon start, which then tells the room
+    p = run(PROBE + ["--check-config", "--warn-sources", "-c", str(cfgfile)])
+    assert p.returncode == 0 and "configuration OK" in p.stdout
+    assert p.stderr.startswith("sentinel-probe: source warning: [nccl] logs: %s does not exist" % log_path)
 
     caplog.set_level(logging.INFO, logger="sentinel.probe")
     d = Daemon(config.build(raw), gpu=FakeSource(count=2)).start()

@@ -73,7 +73,17 @@ def _parser():
         "-c", "--config", help="TOML file (default %s if present, or $SENTINEL_PROBE_CONFIG)" % DEFAULT_CONFIG
     )
     p.add_argument("--once", action="store_true", help="run every check once, print a table, exit 1 on findings")
-    p.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate the configuration and its sources, and exit (2 on an error or a source it cannot read)",
+    )
+    p.add_argument(
+        "--warn-sources",
+        action="store_true",
+        help="--check-config: a source it cannot read is a warning, exit 0 (a unit's pre-start check: the daemon "
+        "then starts and raises PROBE_SOURCE_DOWN until the source works)",
+    )
     p.add_argument("--gateway", help="gateway URL (overrides [node] gateway)")
     p.add_argument("--rack", help="cluster rack (overrides [node] rack)")
     p.add_argument("--host", help="node host name (overrides [node] host)")
@@ -110,9 +120,11 @@ def main(argv=None):
             else "none"
         )
         problems = config_mod.source_problems(cfg)
-        if problems:
-            for line in problems:
-                print("sentinel-probe: source error: %s" % line, file=sys.stderr)
+        for line in problems:
+            print(
+                "sentinel-probe: source %s: %s" % ("warning" if args.warn_sources else "error", line), file=sys.stderr
+            )
+        if problems and not args.warn_sources:
             return 2
         print(
             "configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s), "
