@@ -34,6 +34,7 @@ DEFAULTS = {
     # The box's defaults (see sentinel_core.render / power): the window shows what the LEDs would show.
     "brightness": 128,
     "night_brightness": 16,
+    "night_p0_full": True,  # a P0 keeps full brightness in quiet hours (night dimming applies below P0)
     "budget_ma": 730,
     "utc_offset_min": None,
     # Signed requests remembered against replay. The board keeps 64 (its heap); a laptop can afford more, so a
@@ -80,6 +81,7 @@ _TYPES = {
     "fps": int,
     "brightness": int,
     "night_brightness": int,
+    "night_p0_full": bool,
     "budget_ma": int,
     "replay_capacity": int,
     "voice": dict,

@@ -124,6 +124,7 @@ RESTART_KEYS = (
     "fps",
     "brightness",
     "night_brightness",
+    "night_p0_full",
     "budget_ma",
     "replay_capacity",
     "voice",
@@ -191,6 +192,7 @@ class Engine:
             self.layout,
             brightness=cfg["brightness"],
             night_brightness=cfg["night_brightness"],
+            night_p0_full=cfg.get("night_p0_full", True),
             budget_ma=cfg["budget_ma"],
         )
         button = Button(int(term_cfg.get("debounce_ms", 30)), int(term_cfg.get("long_ms", 3000)))
@@ -291,19 +293,19 @@ class Engine:
         """The raw button level (window click, keyboard, tests). The core's Button debounces it."""
         self._inbox.put(("button", bool(pressed)))
 
-    def press_event(self, kind, timeout=ANSWER_TIMEOUT_S):
+    def press_event(self, kind, timeout=ANSWER_TIMEOUT_S, *, by="window"):
         """A whole press from the window or the browser page, applied in the engine thread before this returns:
         "short" (mute) or "long" (clear), as the debounced button gives them, or "unmute". A click needs no
         debounce: that is the mechanical button's (set_button feeds the core's Button)."""
         if kind not in ("short", "long", "unmute"):
             raise ValueError("press must be short, long or unmute, got %r" % (kind,))
-        return self.call(lambda _t, now: self._press_now(kind, now), timeout)
+        return self.call(lambda _t, now: self._press_now(kind, now, by), timeout)
 
-    def _press_now(self, kind, now):
+    def _press_now(self, kind, now, by):
         if kind == "unmute":
             self.glue.unmute(None, now)
         else:
-            self.glue.press(kind, now)
+            self.glue.press(kind, now, by)
         self.log("button: %s" % ("unmute" if kind == "unmute" else "%s press" % kind))
 
     def press(self, hold_s=0.2):

@@ -49,6 +49,37 @@ def fmt_mmss(seconds):
     return "%d:%02d" % (s // 60, s % 60)
 
 
+def fmt_age(seconds):
+    """How long an alarm has stood: "45s", "12m05s", "3h07m"."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return "%ds" % s
+    if s < 3600:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%dh%02dm" % (s // 3600, s % 3600 // 60)
+
+
+# Who acknowledged, in the page's words: the core records "button" (the box's, or the window's), "page" (the
+# browser page), "restored" (an ACK that survived a restart), or what an ACK request named ("api" by default).
+ACK_BY_WORDS = {
+    "button": "the button",
+    "window": "the window",
+    "page": "the page",
+    "restored": "before a restart",
+    "api": "an ACK request",
+}
+
+
+def alarm_line(a):
+    """One active alarm in a line: level, age, ACK state and by whom, text."""
+    if a.get("acknowledged"):
+        by = a.get("acknowledged_by")
+        ack = "ACK by %s, muted %s more" % (ACK_BY_WORDS.get(by, by or "?"), fmt_mmss(a.get("ack_remaining_s", 0)))
+    else:
+        ack = "not acknowledged" if a.get("level") != "NORMAL" else "recovered"
+    return "%s  %s  %s  %s" % (a.get("level"), fmt_age(a.get("age_s", 0)), ack, a.get("text") or "")
+
+
 def silence(reason, snap, voice=None):
     """Why the shown alarm is not being spoken, in words, from the core's reason (sentinel_core.silence.reason);
     None when it is speaking and heard, will speak, or nothing is shown."""
@@ -101,6 +132,8 @@ def panel(view):
     lines = {
         "badge": "%s  %s" % (level, pattern) if level else pattern.replace("_", " ").upper(),
         "counts": ("active: " + summary) if summary else "no active alarm",
+        # every active alarm, in the terminal's display order (P0 first, then P1, NORMAL; oldest first in a level)
+        "alarms": [alarm_line(a) for a in active],
         # Not "speaking" when nobody can hear it: the utterance only takes its time.
         "speech": (
             "%s %s/%s: %s"
@@ -131,6 +164,17 @@ def panel(view):
         "label": shown.get("text"),
         "counts": counts,
         "text": active[0].get("text") if active else None,
+        "alarms": [
+            {
+                "key": a.get("key"),
+                "level": a.get("level"),
+                "text": a.get("text"),
+                "age_s": a.get("age_s"),
+                "acknowledged": bool(a.get("acknowledged")),
+                "acknowledged_by": a.get("acknowledged_by"),
+            }
+            for a in active
+        ],
         "speaking": None
         if not speaking
         else {"n": speaking.get("n"), "of": speaking.get("of"), "text": speaking.get("text")},

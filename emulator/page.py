@@ -152,6 +152,8 @@ button{font:600 24px system-ui;color:#e1e4eb;background:#c8372d;border:0;border-
 button:active,button.held{background:#82231e;transform:translateY(3px);box-shadow:0 1px #0a0a0c}
 button:disabled{background:#464b5a;cursor:not-allowed}
 #unmute{font-size:15px;height:34px;background:#2d3140;margin-top:8px}
+#alarms{list-style:none;padding:0;margin:8px 0;max-height:220px;overflow-y:auto;font-size:14px}
+#alarms li{padding:4px 6px;border-left:6px solid #464b5a;margin-bottom:3px;background:#15161b}
 #bar{height:5px;background:#f0be28;width:0;border-radius:2px;margin-top:4px}
 </style></head>
 <body>
@@ -160,6 +162,7 @@ button:disabled{background:#464b5a;cursor:not-allowed}
 <h1>GPU SENTINEL</h1>
 <div><span id="badge">...</span> <span id="counts" class="dim"></span></div>
 <div id="text"></div>
+<ol id="alarms"></ol>
 <div id="speech" class="dim"></div>
 <div id="silence" class="warn"></div>
 <div id="voice"></div>
@@ -201,6 +204,16 @@ function facts(f) {
   b.style.color = (f.level || b.style.background === "rgb(240, 190, 40)") ? "#000" : "#e1e4eb";
   $("counts").textContent = l.counts;
   $("text").textContent = f.text || "";
+  const ol = $("alarms");
+  ol.innerHTML = "";
+  f.alarms.forEach((a, i) => {
+    const li = document.createElement("li");
+    li.textContent = l.alarms[i];
+    li.style.borderLeftColor = LEVEL[a.level] || "#464b5a";
+    li.dataset.key = a.key || ""; li.dataset.level = a.level || "";
+    li.className = a.acknowledged ? "dim" : "";
+    ol.appendChild(li);
+  });
   $("speech").textContent = l.speech;
   $("silence").textContent = l.silence;
   $("voice").textContent = l.voice;

@@ -172,7 +172,7 @@ def _raw_answer(start_response, status, code, message):
 
 def ui_act(engine, kind):
     """A press from the browser page, applied in the engine thread as the window's button applies it."""
-    engine.press_event(kind)
+    engine.press_event(kind, by="page")
 
 
 class Server:

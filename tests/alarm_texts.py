@@ -17,8 +17,22 @@ PCI = "0000:3b:00.0"
 ALERTNAME = "GpuXidFatal"
 
 
-def _event(place, etype, gpu_index, util=None, pci=None, recovers=None):
-    return events.Event(place[0], place[1], etype, gpu_index=gpu_index, gpu_util=util, recovers=recovers, pci=pci)
+def _event(place, etype, gpu_index, util=None, pci=None, recovers=None, xid=None, action=None):
+    return events.Event(
+        place[0],
+        place[1],
+        etype,
+        gpu_index=gpu_index,
+        gpu_util=util,
+        recovers=recovers,
+        pci=pci,
+        xid=xid,
+        action=action,
+    )
+
+
+# The XIDs a room hears most, with the catalogue's action the probe sends: the facts the texts carry (issue 37).
+XID_FACTS = (("XID_FATAL", 79, "RESTART_BM"), ("XID_FATAL", 48, "WORKFLOW_XID_48"), ("XID_WARNING", 13, "RESTART_APP"))
 
 
 def _fill(tpl, phrases):
@@ -52,6 +66,12 @@ def product_alarm_texts():
                     out.append(("gateway %s node" % etype, lang, _event(place, etype, -1).text(lang)))
                 if lang + "_pci" in spec:
                     out.append(("gateway %s pci" % etype, lang, _event(place, etype, -1, pci=PCI).text(lang)))
+    for place in PLACES:
+        for etype, xid, action in XID_FACTS:
+            for lang in ("zh", "en"):
+                for gpu in (3, -1):
+                    ev = _event(place, etype, gpu, util=37.0, pci=PCI, xid=xid, action=action)
+                    out.append(("gateway %s XID %d gpu %d" % (etype, xid, gpu), lang, ev.text(lang)))
     for lang, tpl in alertmanager.RESOLVED_TEXT.items():
         out.append(("alertmanager resolved", lang, tpl % ("%s %s %s" % (ALERTNAME, PLACES[0][0], PLACES[0][1]))))
     for lang, table in grouping.SUMMARY_TEXT.items():

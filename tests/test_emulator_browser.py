@@ -4,6 +4,7 @@ button that mutes; and only a page that holds the run's token may press."""
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -147,3 +148,45 @@ def test_the_token_is_in_the_page_for_this_machine_only():
     assert b"tok-123" not in rebound
     # offline: nothing loaded from elsewhere
     assert b"http://" not in body and b"https://" not in body
+
+
+def _api_ack(emu, body):
+    req = emu.client().sign("/api/v1/ack", body)
+    r = urllib.request.Request(emu.url + "/api/v1/ack", data=req.body, headers=req.headers, method="POST")
+    with urllib.request.urlopen(r, timeout=5) as resp:
+        return resp.status
+
+
+@needs_chromium
+def test_the_page_lists_every_active_alarm_p0_first_with_its_age_and_who_acknowledged_it(emu, browser):
+    """Issue 37: the headline said "active: 2 P0, 1 P1" and the page listed one alarm. Now every active alarm is a
+    row, P0 first, with its age and its ACK state, and the row says who acknowledged: the page or an ACK request
+    that names itself (a gateway's group ACK, the CLI)."""
+    c = emu.client()
+    c.send(preset("p1", "Rack A03 node gpu-worker-11: NVLink warning", key="A03:gpu-worker-11:NVLINK_ERROR:gpu2"))
+    c.send(preset("p0", P0_TEXT, key=KEY))
+    c.send(preset("p0", "Rack B12 node gpu-node-117: fatal hardware fault", key="B12:gpu-node-117:XID_FATAL:gpu3"))
+    browser.goto(emu.url + "/")
+    browser.wait_js("document.querySelectorAll('#alarms li').length === 3")
+    rows = browser.js("[...document.querySelectorAll('#alarms li')].map(li => [li.dataset.level, li.textContent])")
+    assert [r[0] for r in rows] == ["P0", "P0", "P1"]  # P0 first (newest first within a level, as shown)
+    assert rows[0][1].startswith("P0  ") and "not acknowledged" in rows[0][1] and "fatal hardware fault" in rows[0][1]
+    assert P0_TEXT in rows[1][1] and "NVLink warning" in rows[2][1]
+    assert all(re.match(r"P[01]  \d+s  ", r[1]) for r in rows), rows  # the age, in seconds this young
+    assert browser.js("document.getElementById('counts').textContent") == "active: 2 P0, 1 P1"
+    # one ACK request that names itself: that row says so, the others are still unacknowledged
+    assert _api_ack(emu, {"key": "B12:gpu-node-117:XID_FATAL:gpu3", "by": "group ACK"}) == 200
+    browser.wait_js("[...document.querySelectorAll('#alarms li')].some(li => li.textContent.includes('ACK by group'))")
+    rows = browser.js("[...document.querySelectorAll('#alarms li')].map(li => li.textContent)")
+    assert re.search(r"ACK by group ACK, muted 1[45]:\d\d more", rows[0]), rows
+    assert "not acknowledged" in rows[1] and "not acknowledged" in rows[2]
+    # the page's own ACK button mutes everything: every row now acknowledged by the page
+    rect = browser.js(
+        "(() => { const r = document.getElementById('ack').getBoundingClientRect();"
+        " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+    )
+    browser.click(rect[0], rect[1])
+    browser.wait_js("[...document.querySelectorAll('#alarms li')].every(li => li.textContent.includes('ACK by'))")
+    rows = browser.js("[...document.querySelectorAll('#alarms li')].map(li => li.textContent)")
+    assert all("ACK by the page" in r for r in rows), rows
+    assert [a["acknowledged_by"] for a in emu.status()["active"]] == ["page", "page", "page"]

@@ -584,3 +584,32 @@ def test_a_dead_engine_answers_503(emu):
     headers, body = _signed(emu.cfg, {"text": "x"})
     status, _, answer = _http(emu.url, "POST", "/api/v1/send_msg", headers, body)
     assert status == 503 and answer["error"] == "engine_down"
+
+
+@pytest.mark.parametrize("p0_full", [True, False])
+def test_at_night_a_p0_keeps_full_brightness_unless_the_setting_says_otherwise(tmp_path, p0_full):
+    """Issue 37: in quiet hours the P0 matrix was dimmed to the night brightness (dark red on black). Night dimming
+    now applies below P0; night_p0_full = false dims the P0 too. Measured on the LEDs' drive levels."""
+    now_min = (int(time.time()) // 60) % 1440
+    hhmm = lambda m: "%02d:%02d" % ((m % 1440) // 60, m % 60)  # noqa: E731
+    quiet = {"quiet_enabled": True, "quiet_start": hhmm(now_min - 60), "quiet_end": hhmm(now_min + 60)}
+    quiet["utc_offset_min"] = 0
+
+    def brightest(h, level):
+        h.wait_for(lambda s: s["shown"]["level"] == level and s["shown"]["night"] is True)
+        time.sleep(1.0)  # a few flash / breath periods
+        frames = [f for f in h.engine.frames() if f.display["level"] == level]
+        assert frames
+        return max(max(f.pixel(x, y)) for f in frames for y in range(f.height) for x in range(f.width))
+
+    with Harness(str(tmp_path / "cfg"), voice="off", terminal=quiet, night_p0_full=p0_full) as h:
+        night, day = h.cfg["night_brightness"], h.cfg["brightness"]
+        c = h.client()
+        c.send(preset("p1", "NVLink slow-down", key=P1_KEY))
+        assert brightest(h, "P1") <= night  # below P0: dimmed
+        c.send(preset("p0", "NCCL deadlock", key=P0_KEY))
+        p0 = brightest(h, "P0")
+        if p0_full:
+            assert night * 2 < p0 <= day, (p0, night, day)
+        else:
+            assert p0 <= night, (p0, night)

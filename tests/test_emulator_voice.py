@@ -345,3 +345,24 @@ def test_no_part_wav_is_left_in_the_wav_dir(tmp_path, monkeypatch):
         v.stop()
     assert len(calls) >= 2 and all(".part" in c for c in calls[:2])
     assert not [p.name for p in tmp_path.iterdir() if ".part" in p.name]
+
+
+def test_the_room_hears_the_xid_its_meaning_and_the_action_in_both_languages(synth):
+    """Issue 37: the text the gateway makes of a probe's XID 79 (fallen off the bus, the catalogue's RESTART_BM),
+    through the emulator's reading and espeak-ng: the number, what it means and what to do are heard."""
+    from host_client.gateway.events import parse_event
+
+    _s, voices = synth
+    body = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "XID_FATAL", "gpu_index": 3}
+    body.update(gpu_util=0.0, xid=79, pci="0000:3b:00.0", action="RESTART_BM")
+    ev = parse_event(body)
+
+    def heard(text):
+        return "".join(espeak_phonemes(voices[r.lang], r.text) for r in reading.runs(text))
+
+    zh = heard(ev.text("zh"))
+    assert "'Eks aI d'i:" in zh and "tS;h'i55_| s.'i.35_| tS;'iou214_|" in zh  # XID 七十九
+    assert "tj'Au51_| kh'A214_|" in zh  # 掉卡
+    assert "ts.'ong51_| tS;h'i21_| tS;'iE35_| t'iE214n_|" in zh  # 重启节点
+    en = heard(ev.text("en"))
+    assert "'Eks aI d'i: s'Ev@nti n'aIn" in en and "f'El 'O2f D@2 b'Vs" in en and "rI#st'A@t D@2 n'oUd" in en

@@ -285,7 +285,7 @@ def test_english_templates_by_config():
         wait(lambda: clients["room"].sent)
         assert (
             clients["room"].sent[0].text
-            == "Fatal hardware fault: rack A03 node gpu-worker-08 GPU 3 reported a driver-level error"
+            == "Rack A03 node gpu-worker-08: fatal hardware fault, GPU 3 reported a driver-level error"
         )
     finally:
         app.close()
@@ -302,7 +302,7 @@ def test_each_terminal_speaks_its_own_language():
         app.test_client().post("/api/v1/gpu_event", json=EV)
         wait(lambda: clients["room"].sent and clients["office"].sent)
         assert clients["room"].sent[0].text.startswith("训练集群紧急预警")
-        assert clients["office"].sent[0].text.startswith("Training cluster emergency: rack A03")
+        assert clients["office"].sent[0].text.startswith("Rack A03 node gpu-worker-08: training cluster emergency")
     finally:
         app.close()
 

@@ -89,7 +89,14 @@ def test_the_slow_client_bounds_default_and_are_taken():
         (base(key_id=""), "key_id is required"),
         (dict(base(), routes=[{"racks": ["A*"], "terminals": ["ghost"]}]), "terminal 'ghost'"),
         (dict(base(), routes=[{"racks": ["A*"]}]), "must name at least one terminal"),
-        ({"templates": {"en": {"THERMAL": "%s %s"}}}, "templates.en.THERMAL"),
+        ({"templates": {"en": {"THERMAL": "%s %s"}}}, "templates.en.THERMAL uses % fields; name them instead"),
+        (
+            {"templates": {"en": {"THERMAL": "{rack} {gpu_idx}"}}},
+            "templates.en.THERMAL names an unknown field {gpu_idx}",
+        ),
+        ({"templates": {"zh": {"THERMAL": "{rack} {}"}}}, "templates.zh.THERMAL is not a valid template"),
+        ({"templates": {"zh": {"THERMAL": "{rack"}}}, "templates.zh.THERMAL is not a valid template"),
+        ({"templates": {"en": {"THERMAL": "{util:d}"}}}, "templates.en.THERMAL does not format"),
         ({"alertmanager": {"levels": {"critical": "P9"}}}, "alertmanager.levels.critical"),
     ],
 )

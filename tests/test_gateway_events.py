@@ -232,7 +232,13 @@ def test_optional_extras_accepted_and_unknown_ignored():
 
 def test_template_override():
     ev = parse_event(body(event_type="THERMAL", gpu_util=90.0))
-    assert speech(ev, "en", {"en": {"THERMAL": "hot %s/%s/%d"}}) == "hot A03/gpu-worker-08/3"
+    assert speech(ev, "en", {"en": {"THERMAL": "hot {rack}/{host}/{gpu}"}}) == "hot A03/gpu-worker-08/3"
+    # a template that names a fact itself gets it where it says, and not again at the end
+    ev = parse_event(body(event_type="XID_FATAL", xid=79, action="RESTART_BM", pci="0000:3b:00.0"))
+    tpl = {"en": {"XID_FATAL": "{action} now: {rack}/{host} GPU {gpu} XID {xid}"}}
+    assert speech(ev, "en", tpl) == (
+        "restart the node now: A03/gpu-worker-08 GPU 3 XID 79, GPU fell off the bus; PCI 0000:3b:00.0"
+    )
 
 
 # gpu_index -1: the probe could not number the GPU (its bus is in neither NVML's nor the driver's list). A fatal
@@ -246,16 +252,16 @@ def test_unnumbered_fatal_xid_is_accepted_as_p0_with_node_wording():
     )
     assert ev.level() == P0 and ev.gpu_index == -1
     assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-1 一张 GPU 卡发生驱动级报错"
-    assert speech(ev, "en") == "Fatal hardware fault: rack A03 node gpu-1: a GPU reported a driver-level error"
+    assert speech(ev, "en") == "Rack A03 node gpu-1: fatal hardware fault, a GPU reported a driver-level error"
 
 
 def test_unnumbered_gpu_named_by_pci_address_in_english():
     ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, gpu_util=None, pci="PCI:0000:3b:00"))
     assert (
         speech(ev, "en")
-        == "Fatal hardware fault: rack A03 node gpu-worker-08 GPU at PCI 0000:3b:00 reported a driver-level error"
+        == "Rack A03 node gpu-worker-08: fatal hardware fault, GPU at PCI 0000:3b:00 reported a driver-level error"
     )
-    assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
+    assert speech(ev) == "硬件致命故障，机架 A03 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错，PCI 0000:3b:00"
     # a malformed pci only loses the wording, never the alarm
     ev = parse_event(body(event_type="XID_FATAL", gpu_index=-1, pci="3b; rm -rf /"))
     assert ev.pci is None and "a GPU" in speech(ev, "en")
@@ -272,11 +278,11 @@ def test_every_gpu_type_accepts_minus_one_and_never_speaks_it(etype):
 
 
 @pytest.mark.parametrize("etype", GPU_TYPES)
-def test_numbered_gpu_wording_unchanged_by_pci(etype):
+def test_numbered_gpu_wording_keeps_its_text_and_adds_the_pci_address(etype):
     a = parse_event(body(event_type=etype, gpu_index=5, gpu_util=90.0))
     b = parse_event(body(event_type=etype, gpu_index=5, gpu_util=90.0, pci="0000:58:00"))
-    for lang in ("zh", "en"):
-        assert speech(a, lang) == speech(b, lang)
+    assert speech(b) == speech(a) + "，PCI 0000:58:00"
+    assert speech(b, "en") == speech(a, "en") + "; PCI 0000:58:00"
     assert "第 5 号卡" in speech(a) and "GPU 5" in speech(a, "en")
 
 
@@ -520,18 +526,18 @@ def test_fast_path_gives_what_the_full_path_gives_property(b, accept_unknown):
         (
             "NCCL_PEER_LOST",
             "训练集群紧急预警，机架 A03 节点 gpu-worker-08 集合通信对端失联，训练任务中断",
-            "Training cluster emergency: rack A03 node gpu-worker-08 lost a communication peer, the job is aborting",
+            "Rack A03 node gpu-worker-08: training cluster emergency, a communication peer is lost, the job is "
+            "aborting",
         ),
         (
             "NCCL_ERROR",
             "训练集群紧急预警，机架 A03 节点 gpu-worker-08 集合通信库报错，训练任务中断",
-            "Training cluster emergency: rack A03 node gpu-worker-08 hit a collective communication error, the job is "
-            "aborting",
+            "Rack A03 node gpu-worker-08: training cluster emergency, collective communication error, the job aborts",
         ),
         (
             "CUDA_ERROR",
             "训练任务致命错误，机架 A03 节点 gpu-worker-08 发生 CUDA 致命错误，训练任务中断",
-            "Fatal training error: rack A03 node gpu-worker-08 hit a fatal CUDA error, the job is aborting",
+            "Rack A03 node gpu-worker-08: fatal CUDA error, the job is aborting",
         ),
     ],
 )
@@ -539,3 +545,35 @@ def test_job_killing_failure_types_speak_at_node_level(etype, zh, en):
     # issue 24: the probe sends them with gpu_index -1 (a rank names a process, not a device) and the rank/peer extras
     ev = parse_event(body(event_type=etype, gpu_index=-1, gpu_util=None, rank=3, peer="10.0.0.2<45763>"))
     assert (speech(ev), speech(ev, "en"), severity(ev)) == (zh, en, P0)
+
+
+def test_texts_with_every_fact_fit_one_alarm_body_and_lead_english_labels_with_the_place():
+    """The longest rack and host a body may carry (after cleaning), every fact: the text still fits the terminal's
+    400-byte text field (sentinel_core.validate), so wire_text never cuts the action off; an English text's first
+    32 characters (the matrix label) start with the rack and the node."""
+    from host_client import vocabulary
+    from host_client.gateway.events import Event
+    from sentinel_core.validate import TEXT_MAX_BYTES
+
+    longest_meaning = max(vocabulary.XID_MEANING, key=lambda x: len(vocabulary.XID_MEANING[x][0].encode()))
+    longest_action = max(
+        (a for a in vocabulary.ACTIONS if vocabulary.ACTIONS[a]), key=lambda a: len(vocabulary.ACTIONS[a][0])
+    )
+    for etype in vocabulary.TYPES:
+        if etype == "RECOVERED":
+            continue
+        for gpu in (1023, -1):
+            ev = Event(
+                "R" * 20,
+                "h" * 25,
+                etype,
+                gpu_index=gpu,
+                gpu_util=100.0,
+                xid=longest_meaning,
+                action=longest_action,
+                pci="0000:3b:00.0",
+            )
+            for lang in ("zh", "en"):
+                assert len(speech(ev, lang).encode()) <= TEXT_MAX_BYTES - 100, (etype, lang)
+            ev = Event("A03", "gpu-worker-08", etype, gpu_index=gpu, gpu_util=1.0, xid=79, action="RESTART_BM")
+            assert speech(ev, "en")[:32].startswith("Rack A03 node gpu-worker-08"), etype

@@ -94,13 +94,20 @@ def test_kernel_lines_fed_one_by_one_give_the_same_events():
         ], e["line"][:120]
 
 
-def test_probe_and_gateway_type_tables_agree():
+def test_probe_and_gateway_read_one_vocabulary():
+    """One table (host_client/vocabulary.py): the probe's levels, hang and critical types are read off the entries
+    the gateway ranks and speaks with, and every name the probe sends is a type the gateway knows."""
+    from host_client import vocabulary
+    from host_client.gateway import events as gateway_events
+
+    assert EVENT_TYPES is vocabulary.TYPES and gateway_events.HANG_TYPES is events.HANG_TYPES
     for t, level in events.LEVELS.items():
         assert EVENT_TYPES[t]["level"] == LEVEL[level], t
-    assert set(events.EVENT_TYPES) <= set(EVENT_TYPES)
-    from host_client.gateway.events import HANG_TYPES
-
-    assert HANG_TYPES == events.HANG_TYPES
+    assert set(events.EVENT_TYPES) == set(EVENT_TYPES)
+    for name in dir(vocabulary):  # the probe's constants name their own entry
+        if name.isupper() and isinstance(getattr(vocabulary, name), str) and name in EVENT_TYPES:
+            assert getattr(vocabulary, name) == name
+    assert events.CRITICAL_TYPES == {t for t, level in events.LEVELS.items() if level == "P0"}
 
 
 def test_ncc_dedup_key_separates_jobs_and_ranks_but_joins_one_ranks_lines():

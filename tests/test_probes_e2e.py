@@ -17,11 +17,12 @@ from host_client.probes.daemon import Daemon
 
 
 class Gateway:
-    def __init__(self, h):
+    def __init__(self, h, language="zh"):
         from gateway_front import ServedGateway
 
         cfg = Config.from_dict(
             {
+                "gateway": {"language": language},
                 "terminals": {"emu": {"url": h.url, "key_id": h.cfg["key_id"], "secret_env": "EMU_SECRET"}},
                 "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2},
             },
@@ -103,12 +104,41 @@ def test_xid_line_is_on_the_emulator_within_1s(tmp_path, chain):
         print("e2e XID_FATAL shown %.3fs after the line was written" % (t - t0))
         assert t - t0 < 1.0, "XID shown after %.2fs" % (t - t0)
         (a,) = [a for a in st["active"] if a["key"] == "A02:gpu-worker-08:XID_FATAL:gpu4"]
-        assert "第 4 号卡" in a["text"]  # bus 0x58 is the fake's GPU 4
+        # the room hears the RFC's words, then the XID, what it means, the GPU's PCI address and the action
+        assert a["text"] == (
+            "硬件致命故障，机架 A02 节点 gpu-worker-08 第 4 号卡发生驱动级报错"
+            "，XID 79 GPU 掉卡，PCI 0000:58:00，请重启节点"
+        )  # bus 0x58 is the fake's GPU 4
+        assert st["shown"]["text"] == "A02 gpu-worker-08 XID_FATAL gpu4"  # the matrix label (Chinese: the key)
     finally:
         d.close()
 
 
 @pytest.mark.serial  # asserts a latency bound: run alone (tools/run-tests.sh)
+def test_english_room_hears_the_xid_its_meaning_the_gpu_and_the_action_and_the_label_leads_with_the_place(tmp_path):
+    """Issue 37: an application XID on GPU 4 through probe, gateway (language en) and emulator: the spoken text
+    carries XID 13, its catalogue meaning, GPU index and PCI address and the catalogue's action; the matrix label
+    (its first 32 characters) leads with the rack and the node."""
+    with Harness(str(tmp_path / "emu")) as h:
+        gw = Gateway(h, language="en")
+        d, kern = probe(tmp_path, gw, "A07", source=FakeSource(count=8))
+        try:
+            time.sleep(0.3)
+            with open(kern, "a") as f:
+                f.write("NVRM: Xid (PCI:0000:58:00): 13, pid=2411, name=python3, Graphics Exception: ESR 0x404600\n")
+            key = "A07:gpu-worker-08:XID_WARNING:gpu4"
+            _, st = first_seen(h, key, "P1", 5)
+            (a,) = [a for a in st["active"] if a["key"] == key]
+            assert a["text"] == (
+                "Rack A07 node gpu-worker-08: GPU warning, GPU 4 reported an XID error; XID 13, graphics engine "
+                "exception; PCI 0000:58:00; restart the job"
+            )
+            assert st["shown"]["text"] == "Rack A07 node gpu-worker-08: GPU"
+        finally:
+            d.close()
+            gw.close()
+
+
 def test_pcie_downgrade_is_on_the_emulator_within_two_intervals(tmp_path, chain):
     h, gw = chain
     src = FakeSource(count=8)
@@ -182,7 +212,10 @@ def test_xid_on_an_unknown_bus_is_p0_on_the_emulator(tmp_path, chain):
         t, st = first_seen(h, "A05:gpu-worker-08:XID_FATAL", "P0", 3)
         print("e2e unnumbered XID_FATAL shown %.3fs after the line was written" % (t - t0))
         (a,) = [a for a in st["active"] if a["key"] == "A05:gpu-worker-08:XID_FATAL"]
-        assert a["text"] == "硬件致命故障，机架 A05 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
+        assert a["text"] == (
+            "硬件致命故障，机架 A05 节点 gpu-worker-08 一张 GPU 卡发生驱动级报错"
+            "，XID 79 GPU 掉卡，PCI 0000:e1:00，请重启节点"
+        )
         assert d.sender.sent == 1 and d.sender.rejected == 0
     finally:
         d.close()

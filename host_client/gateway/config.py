@@ -20,9 +20,10 @@ else:  # pragma: no cover
 
 from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
+from host_client.vocabulary import FIELDS
 from sentinel_core.alarm import LEVEL_NAMES
 
-from .events import _TYPE_RE, EVENT_TYPES
+from .events import _TYPE_RE, EVENT_TYPES, template_fields
 
 
 class Secret:
@@ -429,14 +430,7 @@ class Config:
                     raise ConfigError("templates.%s.%s: unknown event type" % (lang, t))
                 if not isinstance(s, str):
                     raise ConfigError("templates.%s.%s must be a string" % (lang, t))
-                sample = tuple({"r": "A03", "h": "gpu-1", "g": 1, "u": 1.0}[f] for f in EVENT_TYPES[t]["fields"])
-                try:
-                    _ = s % sample  # formatting the sample is the check
-                except (TypeError, ValueError) as e:
-                    raise ConfigError(
-                        "templates.%s.%s must take the same %% fields as the built-in one (%s): %s"
-                        % (lang, t, EVENT_TYPES[t]["fields"], e)
-                    ) from None
+                _check_template(lang, t, s)
             c.templates[lang] = dict(table)
 
         terms = d.get("terminals", {})
@@ -673,3 +667,25 @@ def load_config(path: str, env=None) -> Config:
 
 def check_type_name(name: str) -> bool:
     return bool(_TYPE_RE.match(name))
+
+
+def _check_template(lang: str, etype: str, tpl: str) -> None:
+    """A [templates] entry names only the fields an event has (vocabulary.FIELDS) and formats with them."""
+    where = "templates.%s.%s" % (lang, etype)
+    try:
+        names = template_fields(tpl)
+    except ValueError as e:
+        raise ConfigError("%s is not a valid template (%s)" % (where, e)) from None
+    unknown = sorted(names - set(FIELDS))
+    if unknown:
+        raise ConfigError(
+            "%s names an unknown field {%s}; known: %s" % (where, unknown[0], ", ".join("{%s}" % f for f in FIELDS))
+        )
+    if not names and "%" in tpl:
+        raise ConfigError("%s uses %% fields; name them instead: %s" % (where, ", ".join("{%s}" % f for f in FIELDS)))
+    sample = {"rack": "A03", "host": "gpu-1", "gpu": 1, "util": 1.0, "xid": 79}
+    sample.update(meaning="GPU fell off the bus", action="restart the node", pci="0000:3b:00.0", source="kernel log")
+    try:
+        tpl.format(**sample)  # formatting a sample is the check of each field's format spec
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        raise ConfigError("%s does not format: %s" % (where, e)) from None

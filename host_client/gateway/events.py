@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from typing import overload
 
+from host_client import vocabulary
 from host_client.errors import SentinelError
-from sentinel_core.alarm import NORMAL, P0, P1
+from sentinel_core.alarm import NORMAL, P0
 
 # The RFC's Go regexp `-[a-f0-9]{8,10}$`: RE2's `$` is end of text, Python's would also match before a final
 # newline, hence \Z.
@@ -25,6 +27,7 @@ _TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,47}\Z")
 # The kernel's bus id as XID lines print it ("PCI:0000:3b:00" or "0000:3b:00.0"); only used for wording.
 _PCI_RE = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,3}(?:\.[0-7])?)\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SOURCE_RE = re.compile(r"[a-z][a-z0-9_]{0,31}(?:,[a-z][a-z0-9_]{0,31})*\Z")
 
 
 def clean_host(raw: str) -> str:
@@ -49,165 +52,19 @@ def debounce_key(rack: str, clean: str, event_type: str) -> str:
     return "%s:%s:%s" % (rack, clean, event_type)
 
 
-# Per event type: level, whether the GPU index is part of the message, Chinese and English speech templates,
-# and the short phrase a summary uses. The first three Chinese templates are the RFC's, word for word (including
-# the ASCII spaces around the values and the full-width commas); GPU_UTIL_DROP uses the RFC's default branch.
-RFC_ZH_NCCL = "训练集群紧急预警，机架 %s 节点 %s 触发通信死锁，全环算力挂起"
-RFC_ZH_XID = "硬件致命故障，机架 %s 节点 %s 第 %d 号卡发生驱动级报错"
-RFC_ZH_UTIL = "算力水准预警，机架 %s 节点 %s 算力利用率突降至百分之 %.0f"
-
-# fields: which event values fill the template, in order: r = rack, h = clean host, g = GPU index, u = util.
-# A GPU-level type also has node-level wording (zh_node, en_node: rack, host; en_pci: rack, host, PCI address) for
-# gpu_index -1: a probe that cannot number the GPU (a bus neither NVML nor the driver lists, typically one that fell
-# off the bus) must still get its fatal XID through, and must not be made to speak a made-up index.
-EVENT_TYPES = {
-    "NCCL_TIMEOUT": {
-        "level": P0,
-        "fields": "rh",
-        "zh": RFC_ZH_NCCL,
-        "en": "Training cluster emergency: rack %s node %s hit a communication deadlock, the whole ring is stalled",
-        "zh_phrase": "通信死锁",
-        "en_phrase": "communication deadlock",
-    },
-    "XID_FATAL": {
-        "level": P0,
-        "fields": "rhg",
-        "zh": RFC_ZH_XID,
-        "en": "Fatal hardware fault: rack %s node %s GPU %d reported a driver-level error",
-        "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡发生驱动级报错",
-        "en_node": "Fatal hardware fault: rack %s node %s: a GPU reported a driver-level error",
-        "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s reported a driver-level error",
-        "zh_phrase": "驱动级致命报错",
-        "en_phrase": "fatal GPU driver error",
-    },
-    "GPU_UTIL_DROP": {
-        "level": P1,
-        "fields": "rhu",
-        "zh": RFC_ZH_UTIL,
-        "en": "Compute warning: rack %s node %s GPU utilisation dropped to %.0f percent",
-        "zh_phrase": "算力利用率突降",
-        "en_phrase": "GPU utilisation drop",
-    },
-    "NVLINK_ERROR": {
-        "level": P1,
-        "fields": "rhg",
-        "zh": "NVLink 链路预警，机架 %s 节点 %s 第 %d 号卡 NVLink 链路报错",
-        "en": "NVLink warning: rack %s node %s GPU %d reported NVLink errors",
-        "zh_node": "NVLink 链路预警，机架 %s 节点 %s 一张 GPU 卡 NVLink 链路报错",
-        "en_node": "NVLink warning: rack %s node %s: a GPU reported NVLink errors",
-        "en_pci": "NVLink warning: rack %s node %s GPU at PCI %s reported NVLink errors",
-        "zh_phrase": "NVLink 链路报错",
-        "en_phrase": "NVLink errors",
-    },
-    "PCIE_DOWNGRADE": {
-        "level": P1,
-        "fields": "rhg",
-        "zh": "PCIe 链路降级预警，机架 %s 节点 %s 第 %d 号卡链路速率下降",
-        "en": "PCIe warning: rack %s node %s GPU %d link downgraded",
-        "zh_node": "PCIe 链路降级预警，机架 %s 节点 %s 一张 GPU 卡链路速率下降",
-        "en_node": "PCIe warning: rack %s node %s: a GPU link downgraded",
-        "en_pci": "PCIe warning: rack %s node %s GPU at PCI %s link downgraded",
-        "zh_phrase": "PCIe 链路降级",
-        "en_phrase": "PCIe link downgrade",
-    },
-    "THERMAL": {
-        "level": P1,
-        "fields": "rhg",
-        "zh": "温度预警，机架 %s 节点 %s 第 %d 号卡温度过高",
-        "en": "Thermal warning: rack %s node %s GPU %d is overheating",
-        "zh_node": "温度预警，机架 %s 节点 %s 一张 GPU 卡温度过高",
-        "en_node": "Thermal warning: rack %s node %s: a GPU is overheating",
-        "en_pci": "Thermal warning: rack %s node %s GPU at PCI %s is overheating",
-        "zh_phrase": "温度过高",
-        "en_phrase": "overheating",
-    },
-    "XID_WARNING": {
-        "level": P1,
-        "fields": "rhg",
-        "zh": "硬件预警，机架 %s 节点 %s 第 %d 号卡发生 XID 报错",
-        "en": "GPU warning: rack %s node %s GPU %d reported an XID error",
-        "zh_node": "硬件预警，机架 %s 节点 %s 一张 GPU 卡发生 XID 报错",
-        "en_node": "GPU warning: rack %s node %s: a GPU reported an XID error",
-        "en_pci": "GPU warning: rack %s node %s GPU at PCI %s reported an XID error",
-        "zh_phrase": "XID 报错",
-        "en_phrase": "XID errors",
-    },
-    "PROGRESS_STALL": {
-        "level": P0,
-        "fields": "rh",
-        "zh": "训练进度停滞，机架 %s 节点 %s 训练步数停止增长",
-        "en": "Training stalled: rack %s node %s stopped making progress",
-        "zh_phrase": "训练进度停滞",
-        "en_phrase": "training stalled",
-    },
-    # --- GPU node probe types (issue 11; the probe's own table is host_client/probes/events.py LEVELS) ---
-    "GPU_LOST": {
-        "level": P0,
-        "fields": "rhg",
-        "zh": "硬件致命故障，机架 %s 节点 %s 第 %d 号卡失联",
-        "en": "Fatal hardware fault: rack %s node %s GPU %d is lost",
-        "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡失联",
-        "en_node": "Fatal hardware fault: rack %s node %s: a GPU is lost",
-        "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s is lost",
-        "zh_phrase": "GPU 卡失联",
-        "en_phrase": "GPU lost",
-    },
-    "NCCL_NET_ERROR": {
-        "level": P1,
-        "fields": "rh",
-        "zh": "网络预警，机架 %s 节点 %s 集合通信网络报错",
-        "en": "Network warning: rack %s node %s reported collective network errors",
-        "zh_phrase": "集合通信网络报错",
-        "en_phrase": "collective network errors",
-    },
-    # --- job-killing failures that are not timeouts (issue 24): the process group aborts ---
-    "NCCL_PEER_LOST": {
-        "level": P0,
-        "fields": "rh",
-        "zh": "训练集群紧急预警，机架 %s 节点 %s 集合通信对端失联，训练任务中断",
-        "en": "Training cluster emergency: rack %s node %s lost a communication peer, the job is aborting",
-        "zh_phrase": "通信对端失联",
-        "en_phrase": "communication peer lost",
-    },
-    "NCCL_ERROR": {
-        "level": P0,
-        "fields": "rh",
-        "zh": "训练集群紧急预警，机架 %s 节点 %s 集合通信库报错，训练任务中断",
-        "en": "Training cluster emergency: rack %s node %s hit a collective communication error, the job is aborting",
-        "zh_phrase": "集合通信库报错",
-        "en_phrase": "collective communication error",
-    },
-    "CUDA_ERROR": {
-        "level": P0,
-        "fields": "rh",
-        "zh": "训练任务致命错误，机架 %s 节点 %s 发生 CUDA 致命错误，训练任务中断",
-        "en": "Fatal training error: rack %s node %s hit a fatal CUDA error, the job is aborting",
-        "zh_phrase": "CUDA 致命错误",
-        "en_phrase": "fatal CUDA error",
-    },
-    "RECOVERED": {
-        "level": NORMAL,
-        "fields": "rh",
-        "zh": "机架 %s 节点 %s 已恢复正常",
-        "en": "Recovered: rack %s node %s is back to normal",
-        "zh_phrase": "已恢复正常",
-        "en_phrase": "recovered",
-    },
-}
-# Faults of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery cannot clear
-# another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
-# GPU is still represented).
-GPU_SCOPED = frozenset(
-    ("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP", "GPU_LOST")
-)
-
-# An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
-DEFAULT_TYPE = "GPU_UTIL_DROP"
+# The type table (levels, templates, phrases) is host_client/vocabulary.py, shared with the probes.
+EVENT_TYPES = vocabulary.TYPES
+GPU_SCOPED = vocabulary.GPU_SCOPED
+DEFAULT_TYPE = vocabulary.DEFAULT_TYPE
+RFC_ZH_NCCL = vocabulary.RFC_ZH_NCCL
+RFC_ZH_XID = vocabulary.RFC_ZH_XID
+RFC_ZH_UTIL = vocabulary.RFC_ZH_UTIL
+HANG_TYPES = vocabulary.HANG_TYPES
 # Metrics label for unknown types, so a misbehaving probe cannot grow the label set without bound.
 OTHER_TYPE = "OTHER"
 
-# Extra optional fields a probe may send; documented in docs/GATEWAY.md. Anything else is ignored.
-MAX_DETAIL = 200
+# Extra optional fields a probe may send are documented in docs/GATEWAY.md. Anything else is ignored.
+MAX_DETAIL = vocabulary.MAX_DETAIL
 
 
 class EventError(SentinelError, ValueError):
@@ -237,6 +94,8 @@ class Event:
         "recovers",
         "detail",
         "xid",
+        "action",
+        "source",
         "known",
         "pci",
         "ts",
@@ -258,6 +117,8 @@ class Event:
         pci=None,
         ts=None,
         host=None,
+        action=None,
+        source=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -269,6 +130,8 @@ class Event:
         self.recovers = recovers
         self.detail = detail
         self.xid = xid
+        self.action = action  # the XID catalogue's immediate action (a vocabulary.ACTIONS name), or None
+        self.source = source  # PROBE_SOURCE_DOWN: the vocabulary.SOURCE_KINDS down, comma-separated, or None
         self.pci = pci  # bus id without the "PCI:" prefix, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
@@ -310,12 +173,6 @@ class Event:
         }
 
 
-# The RFC's "gpu_util < 5 is critical" is about a hang: a job whose GPUs stopped computing. It applies to the hang
-# types (and to an unknown type, which takes the RFC's utilisation branch), not to a GPU that is merely idle when an
-# application XID or a thermal warning arrives (issue 11: severity per type, docs/PROBES.md).
-HANG_TYPES = frozenset(("NCCL_TIMEOUT", "PROGRESS_STALL", "GPU_UTIL_DROP"))
-
-
 def severity(ev: Event) -> int:
     """The type's level (the table above); a hang type, or an unknown one, with a reported utilisation under 5 % is P0.
 
@@ -332,31 +189,61 @@ def severity(ev: Event) -> int:
 
 
 def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> str:
-    """The words the terminal speaks. templates: optional per-language overrides {lang: {TYPE: template}}."""
+    """The words the terminal speaks. templates: optional per-language overrides {lang: {TYPE: template}}.
+
+    The type's template filled with the event's named fields, then each fact the event carries (XID, meaning, PCI,
+    action) that the template does not name itself (vocabulary.FACT_TEXT): the RFC's five fields alone give the
+    RFC's text. A recovery says the node is well again, not what it had."""
     t = ev.event_type if ev.recovers is None else "RECOVERED"
     spec = EVENT_TYPES.get(t) or EVENT_TYPES[DEFAULT_TYPE]
     tpl = None
     if templates:
         tpl = templates.get(language, {}).get(t)
-    fields = spec["fields"]
-    if tpl is None:
+    if "g" in spec["fields"] and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
+        # no GPU number: node-level wording, the built-in one (an override speaks of GPU {gpu})
+        tpl = (ev.pci and spec.get(language + "_pci")) or spec[language + "_node"]
+    elif tpl is None:
         tpl = spec[language]
-    if "g" in fields and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
-        # no GPU number: node-level wording, the built-in one (an override speaks of GPU %d)
-        if ev.pci and language + "_pci" in spec:
-            return spec[language + "_pci"] % (ev.rack, ev.host, ev.pci)
-        return spec[language + "_node"] % (ev.rack, ev.host)
-    values = []
-    for f in fields:
-        if f == "r":
-            values.append(ev.rack)
-        elif f == "h":
-            values.append(ev.host)
-        elif f == "g":
-            values.append(ev.gpu_index)
-        else:
-            values.append(ev.gpu_util)
-    return tpl % tuple(values)
+    source = vocabulary.source_words(ev.source, language)
+    if ev.recovers is not None or (ev.xid is None and ev.action is None and ev.pci is None):
+        return tpl.format(rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, source=source, **_NO_FACTS)
+    values = vocabulary.facts(ev.xid, ev.action, language)
+    values["pci"] = ev.pci
+    text = tpl.format(
+        rack=ev.rack,
+        host=ev.host,
+        gpu=ev.gpu_index,
+        util=ev.gpu_util,
+        source=source,
+        **{k: _said(v) for k, v in values.items()},
+    )
+    named = template_fields(tpl)
+    for name, piece in vocabulary.FACT_TEXT[language]:
+        if values[name] is not None and name not in named:
+            text += piece.format_map(values)
+    return text
+
+
+_NO_FACTS = {"xid": "", "meaning": "", "action": "", "pci": ""}
+_FIELDS_OF: dict = {}  # template -> the names it uses (a few dozen templates: unbounded is fine)
+
+
+def _said(v):
+    return "" if v is None else v
+
+
+def template_fields(tpl: str) -> frozenset:
+    """The named fields a template uses; ValueError for a malformed one ("{" unclosed, a positional "{}")."""
+    names = _FIELDS_OF.get(tpl)
+    if names is None:
+        found = set()
+        for _, name, _, _ in string.Formatter().parse(tpl):
+            if name is not None:
+                if not name.isidentifier():
+                    raise ValueError("a field must be named, e.g. {rack}")
+                found.add(name)
+        names = _FIELDS_OF[tpl] = frozenset(found)
+    return names
 
 
 def phrase(event_type: str, language: str = "zh") -> str:
@@ -472,7 +359,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.event_type = ev.fault_type = etype
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
-                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.ts = None
+                    ev.recovers = ev.detail = ev.xid = ev.action = ev.source = ev.pci = ev.ts = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -545,6 +432,16 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
         pci = m.group(1) if m else None
 
+    # action only words the alarm (the catalogue's bucket the probe found): one we have no words for is ignored
+    action = body.get("action")
+    if action is not None and (not isinstance(action, str) or action not in vocabulary.ACTIONS):
+        action = None
+
+    # source only words a probe's own alarm: kinds we have no words for are said as "a source"
+    source = body.get("source")
+    if source is not None and not (isinstance(source, str) and len(source) <= 200 and _SOURCE_RE.match(source)):
+        source = None
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -561,6 +458,8 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         pci=pci,
         ts=ts,
         host=clean,
+        action=action,
+        source=source,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]

@@ -2,10 +2,11 @@
 
     sentinel-probe [-c probe.toml]              run the daemon (systemd: deploy/sentinel-probe.service)
     sentinel-probe --once [-c probe.toml]       run every check once, print a table, exit 1 on findings
-    sentinel-probe --check-config -c probe.toml validate the configuration and exit
-    sentinel-probe status [-c probe.toml]       ask the running daemon (its /status endpoint)
+    sentinel-probe --check-config -c probe.toml validate the configuration and its sources, and exit
+    sentinel-probe [-c probe.toml] status       ask the running daemon (its /status endpoint)
 
-Exit codes: 0 healthy, 1 findings (--once / status), 2 configuration or source error.
+Exit codes: 0 healthy, 1 findings (--once / status), 2 configuration or source error (status: a source the
+daemon cannot read).
 """
 
 import argparse
@@ -57,17 +58,39 @@ def _load_config(args):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="sentinel-probe", description="GPU node probe for GPU Sentinel")
+    p = argparse.ArgumentParser(
+        prog="sentinel-probe",
+        description="GPU node probe for GPU Sentinel",
+        epilog="exit codes: 0 healthy, 1 findings (--once, status), 2 configuration or source error",
+    )
+    p.add_argument(
+        "command",
+        nargs="?",
+        choices=["status"],
+        help="status: ask the running daemon (its [status] listen address, or --url) what it sees and which of its "
+        "sources it cannot read",
+    )
+    p.add_argument("--url", help="status: the daemon's status address, default from [status] listen")
     p.add_argument(
         "-c", "--config", help="TOML file (default %s if present, or $SENTINEL_PROBE_CONFIG)" % DEFAULT_CONFIG
     )
     p.add_argument("--once", action="store_true", help="run every check once, print a table, exit 1 on findings")
-    p.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
+    p.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate the configuration and its sources, and exit (2 on an error or a source it cannot read)",
+    )
+    p.add_argument(
+        "--warn-sources",
+        action="store_true",
+        help="--check-config: a source it cannot read is a warning, exit 0 (a unit's pre-start check: the daemon "
+        "then starts and raises PROBE_SOURCE_DOWN until the source works)",
+    )
     p.add_argument("--gateway", help="gateway URL (overrides [node] gateway)")
     p.add_argument("--rack", help="cluster rack (overrides [node] rack)")
     p.add_argument("--host", help="node host name (overrides [node] host)")
     p.add_argument("--replay", help="replay recorded NVML readings from this JSON file instead of a GPU")
-    p.add_argument("--json", action="store_true", help="--once: print findings as JSON lines")
+    p.add_argument("--json", action="store_true", help="--once: one JSON line per row; status: the daemon's JSON")
     p.add_argument(
         "--log-format",
         choices=FORMATS,
@@ -78,19 +101,11 @@ def _parser():
     return p
 
 
-def _status_parser():
-    p = argparse.ArgumentParser(prog="sentinel-probe status", description="show the running daemon's state")
-    p.add_argument("-c", "--config")
-    p.add_argument("--url", help="status address, default from [status] listen")
-    p.add_argument("--json", action="store_true")
-    return p
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "status":
-        return status_main(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "status":
+        return status_main(args)
     setup_log("sentinel.probe", fmt=args.log_format, level="debug" if args.verbose else "info")
     try:
         cfg = _load_config(args)
@@ -110,6 +125,13 @@ def main(argv=None):
             if cfg["sender"]["token_file"]
             else "none"
         )
+        problems = config_mod.source_problems(cfg)
+        for line in problems:
+            print(
+                "sentinel-probe: source %s: %s" % ("warning" if args.warn_sources else "error", line), file=sys.stderr
+            )
+        if problems and not args.warn_sources:
+            return 2
         print(
             "configuration OK: rack %s, host %s, gateway %s, gpu source %s, xid source %s, %d NCCL log(s), "
             "ingest token %s"
@@ -217,24 +239,21 @@ def run_once(cfg: dict[str, dict[str, Any]], *, as_json=False, out=None):
         for r in readings:
             dv = devs.get(r["index"], {})
             if r["index"] not in bad:
-                rows.append(
-                    (
-                        "gpu",
-                        str(r["index"]),
-                        _unconfirmed(r, dv, d.checker),
-                        "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%"
-                        % (
-                            dv.get("bus_id") or "",
-                            r.get("gen"),
-                            r.get("width"),
-                            dv.get("max_gen"),
-                            dv.get("max_width"),
-                            r.get("pstate"),
-                            r.get("temp"),
-                            r.get("util"),
-                        ),
-                    )
+                state = _unconfirmed(r, dv, d.checker)
+                detail = "%s Gen%s x%s (max Gen%s x%s) P%s %sC util %s%%" % (
+                    dv.get("bus_id") or "",
+                    r.get("gen"),
+                    r.get("width"),
+                    dv.get("max_gen"),
+                    dv.get("max_width"),
+                    r.get("pstate"),
+                    r.get("temp"),
+                    r.get("util"),
                 )
+                if state == "UNCONFIRMED":
+                    detail += "; the link reads below its maximum under load in the last reading only: the daemon "
+                    detail += "raises PCIE_DOWNGRADE after %d readings in a row" % d.checker.rules.confirm
+                rows.append(("gpu", str(r["index"]), state, detail))
         gpu.close()
     # kernel log: the ring buffer since boot
     lines, src = _kernel_history(cfg)
@@ -262,15 +281,16 @@ def run_once(cfg: dict[str, dict[str, Any]], *, as_json=False, out=None):
                 rows.append(("nccl", "-", "OK", "no watchdog timeout or job-killing failure in %s" % path))
         except OSError as e:
             rows.append(("nccl", "-", "SKIP", "%s: %s" % (path, e.strerror)))
-    for f in findings:
-        rows.append((f.event_type, str(f.gpu_index) if f.gpu_index >= 0 else "-", "FAIL", f.detail))
-    if as_json:
+    if as_json:  # every row, as the table has them; a finding's row carries the event the daemon would send
+        for check, gpu_text, state, detail in rows:
+            print(json.dumps({"check": check, "gpu": gpu_text, "status": state, "detail": detail}), file=out)
         for f in findings:
-            print(
-                json.dumps(events.body(d.identity, f, d.checker.last_util.get(f.gpu_index)), ensure_ascii=False),
-                file=out,
-            )
+            ev = events.body(d.identity, f, d.checker.last_util.get(f.gpu_index))
+            row = {"check": f.event_type, "gpu": str(f.gpu_index) if f.gpu_index >= 0 else "-", "status": "FAIL"}
+            print(json.dumps(dict(row, detail=f.detail, event=ev), ensure_ascii=False), file=out)
     else:
+        for f in findings:
+            rows.append((f.event_type, str(f.gpu_index) if f.gpu_index >= 0 else "-", "FAIL", f.detail))
         _table(rows, out)
     return 1 if findings else 0
 
@@ -335,8 +355,7 @@ def _table(rows, out):
         print(fmt % (widths[0], r[0], widths[1], r[1], widths[2], r[2], r[3]), file=out)
 
 
-def status_main(argv):
-    args = _status_parser().parse_args(argv)
+def status_main(args):
     url = args.url
     if not url:
         try:
@@ -389,11 +408,16 @@ def status_main(argv):
                     (" DIED WHILE STALLED" if j.get("dead") else " STALLED") if j["stalled"] else "",
                 )
             )
+        for h in s.get("sources", []):
+            if h["state"] == "down":
+                print("source %s %s: DOWN: %s" % (h["kind"], h["name"], h["error"]))
         rows = [(a["event_type"], str(a["gpu_index"]), "ACTIVE", a["detail"] or "") for a in s["active"]]
         if rows:
             _table(rows, sys.stdout)
         else:
             print("no active conditions")
+    if any(h["state"] == "down" for h in s.get("sources", [])):
+        return 2  # the probe is blind to something: worse than a finding it can see
     return 1 if s["active"] else 0
 
 

@@ -185,6 +185,44 @@ def check_files(cfg):
             raise ConfigError("[nccl] logs: cannot read %s: Permission denied" % path)
 
 
+def source_problems(cfg):
+    """What --check-config can tell about the sources before the daemon runs: one line each, naming the key, for a
+    kernel log, NCCL log or progress socket directory that cannot be read. The daemon does not refuse to start
+    over these (a log may appear later); it raises its own alarm while they stay unreadable (source_health.py)."""
+    import glob
+    import os
+    import shutil
+
+    out = []
+    x = cfg["xid"]
+    if x["source"] in ("kmsg", "auto"):
+        path = x["path"] or "/dev/kmsg"
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            if x["source"] == "kmsg":
+                out.append("[xid] source kmsg: cannot read %s: %s%s" % (path, e.strerror or e, unreadable_hint(e)))
+            elif shutil.which("journalctl") is None:
+                why = e.strerror or e
+                out.append("[xid] source auto: cannot read %s (%s) and journalctl is not installed" % (path, why))
+    if x["source"] == "journal" and shutil.which("journalctl") is None:
+        out.append("[xid] source journal: journalctl is not installed")
+    for path in cfg["nccl"]["logs"]:
+        if glob.has_magic(path):
+            top = os.path.dirname(path)
+            while top and glob.has_magic(top):
+                top = os.path.dirname(top)
+            if top and not os.path.isdir(top):
+                out.append("[nccl] logs: %s: directory %s does not exist" % (path, top))
+        elif not os.path.exists(path):
+            out.append("[nccl] logs: %s does not exist (a log that comes with each job: use a glob pattern)" % path)
+    g = cfg["gpu"]
+    if g["source"] == "smi" and shutil.which(g["nvidia_smi"]) is None:
+        out.append("[gpu] source smi: %s is not installed" % g["nvidia_smi"])
+    return out
+
+
 def ingest_token(cfg, env=None):
     """The bearer token the gateway's ingest wants ([sender] token_env or token_file; its [ingest] section), or
     None. Errors name the variable or file, never the token."""

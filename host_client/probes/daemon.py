@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from host_client.logs import error_words, log_event
 
 from . import config as config_mod
-from . import events, follow, nccl, progress, xid
+from . import events, follow, nccl, progress, source_health, xid
 from .gpu_checks import GpuChecker
 from .sender import Sender
 
@@ -49,6 +49,8 @@ def proc_gpu_indexes(root="/proc/driver/nvidia/gpus"):
 
 
 class Daemon:
+    GPU_DOWN_AFTER = 3  # GPU samples failed in a row before the GPU readings count as a source down
+
     def __init__(self, cfg, *, gpu=None, sender=None, clock=time.monotonic, wall=time.time):
         self.cfg = cfg
         self.clock = clock
@@ -86,6 +88,12 @@ class Daemon:
         self.lines = 0
         self.started = wall()
         self.loop_errors = 0
+        # the probe's own sources (source_health.py): a source down is the probe's own P1 until it works again
+        self.health = source_health.Registry(wall)
+        self._health_seen = -1
+        self._gpu_health = self.health.register("gpu", "gpu") if gpu is not None else None
+        self._gpu_failing = 0  # samples failed in a row
+        self._progress_health = None
         self._planned_wake = 0.0
         self._threads = []
 
@@ -123,9 +131,12 @@ class Daemon:
                 )
             else:
                 f = follow.FileFollower(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"])
+            f.health = self.health.register(path, "nccl_log")
             self.followers.append(f.start())
         if cfg["progress"]["enabled"]:
             self.sock = progress.ProgressSocket(cfg["progress"]["socket"], cfg["progress"]["socket_mode"])
+            self._progress_health = self.health.register(cfg["progress"]["socket"], "progress")
+            self._progress_health.ok()
             self._spawn(self._progress_reader, "progress")
         if self.status_server is not None:
             self._spawn(self.status_server.serve_forever, "status")
@@ -156,21 +167,33 @@ class Daemon:
             except OSError:
                 f = follow.CommandFollower("journal", follow.JOURNAL_ARGV, self._on_line, self.stop)
         self._xid_sources.add(f.name)
+        f.health = self.health.register(getattr(f, "path", None) or f.name, "kernel_log")
         self.followers.append(f.start())
 
     def _progress_reader(self):
         sock = self.sock
         assert sock is not None  # started only once the socket is bound
+        ph = self._progress_health
+        assert ph is not None
         while not self.stop.is_set():
+            if sock is None:  # removed and not bound again yet
+                self.stop.wait(1.0)
+                sock = self._progress_bind(ph)
+                continue
             try:
                 r, _, _ = select.select([sock], [], [], 1.0)
                 if not r:
+                    sock = self._progress_socket_check(sock, ph)
                     continue
                 msg, pid = sock.recv()
-            except (OSError, ValueError):
+            except (OSError, ValueError) as e:
                 if self.stop.is_set():
                     return
+                if isinstance(e, OSError):
+                    ph.down(follow._why(e))
+                    self.stop.wait(1.0)
                 continue
+            ph.ok()
             # applied here rather than queued: an ordinary beat only moves a deadline later, so the loop need
             # not wake for it; it is woken when the beat changes what stands (a stalled job moved again)
             with self.lock:
@@ -181,6 +204,29 @@ class Daemon:
                 wake = self.tracker.dirty or (dl is not None and dl < self._planned_wake)
             if wake:
                 self.q.put(("wake",))
+
+    def _progress_socket_check(self, sock, ph):
+        """A socket file someone removed (a tmp cleaner, a second probe's start) takes every beat with it: the
+        source is down until it is bound again, here, at once."""
+        try:
+            os.stat(sock.path)
+            return sock
+        except OSError:
+            pass
+        ph.down("socket file removed: %s" % sock.path)
+        sock.sock.close()  # not sock.close(): that unlinks the path the new socket binds
+        return self._progress_bind(ph)
+
+    def _progress_bind(self, ph):
+        path = self.cfg["progress"]["socket"]
+        try:
+            new = progress.ProgressSocket(path, self.cfg["progress"]["socket_mode"])
+        except OSError as e:
+            ph.down("cannot bind %s: %s" % (path, follow._why(e)))
+            return None
+        self.sock = new
+        ph.ok()
+        return new
 
     # --- the loop ------------------------------------------------------------------------------------------
     def _loop(self):
@@ -224,6 +270,8 @@ class Daemon:
             dl = self.tracker.next_deadline()
             if self.tracker.dirty or (dl is not None and now >= dl):
                 self.evaluate_progress(now)
+            if self.health.changes != self._health_seen:
+                self.evaluate_sources()
         return next_sample
 
     def _handle(self, item):
@@ -274,8 +322,14 @@ class Daemon:
             readings = gpu.sample()
         except Exception as e:  # noqa: BLE001 - NVML's own classes: counted, the next sample runs
             self.sample_errors += 1
+            self._gpu_failing += 1
             log_event(log, "gpu_sample_failed", logging.WARNING, error=error_words(e))
+            if self._gpu_failing >= self.GPU_DOWN_AFTER and self._gpu_health is not None:
+                self._gpu_health.down("%d samples in a row failed: %s" % (self._gpu_failing, error_words(e)))
             return
+        self._gpu_failing = 0
+        if self._gpu_health is not None:
+            self._gpu_health.ok()
         self.samples += 1
         gen = getattr(self.gpu, "generation", 0)
         if gen != self._gpu_generation:  # a GPU came back: its facts (bus, maxima, thresholds) are known now
@@ -286,6 +340,10 @@ class Daemon:
         findings = self.checker.check(readings, now)
         self._apply("gpu", findings)
         self.sample_seconds += time.perf_counter() - t0
+
+    def evaluate_sources(self):
+        self._health_seen = self.health.changes
+        self._apply("sources", self.health.finding(self.identity.host))
 
     def evaluate_progress(self, now):
         self._apply("progress", self.tracker.evaluate(now))
@@ -348,6 +406,7 @@ class Daemon:
                 "xid_recent": [list(k) for k in self.xid_once.recent(now)],
                 "jobs": self.tracker.snapshot(now),
                 "followers": [{"name": f.name, "lines": f.lines, "error": f.error} for f in self.followers],
+                "sources": self.health.snapshot(),
                 "events": dict(self.counts),
                 "sender": {
                     "url": self.sender.url if self.sender else None,
@@ -401,6 +460,15 @@ class Daemon:
                     events.NCCL_ERROR,
                     events.CUDA_ERROR,
                 )
+            ],
+        )
+        m(
+            "source_up",
+            "1 while the probe can read the source, 0 while it is down (an alarm), -1 not read yet.",
+            "gauge",
+            [
+                ((("source", h["name"]), ("kind", h["kind"])), {"ok": 1, "down": 0}.get(h["state"], -1))
+                for h in s["sources"]
             ],
         )
         m("gpu_samples_total", "GPU samples taken.", "counter", [((), s["samples"])])

@@ -1,4 +1,4 @@
-"""The event vocabulary shared with the gateway, and the bookkeeping that keeps one condition = one event.
+"""The probe's side of the event vocabulary (host_client/vocabulary.py) and the one-condition-one-event ledger.
 
 A *finding* is something a check sees right now ("GPU 3 link is Gen3 x4"). The gateway must hear about it
 once when it appears and once (as RECOVERED) when it goes away, never again while it persists: the
@@ -11,62 +11,29 @@ import itertools
 import os
 import time
 
-NCCL_TIMEOUT = "NCCL_TIMEOUT"
-XID_FATAL = "XID_FATAL"
-XID_WARNING = "XID_WARNING"
-PCIE_DOWNGRADE = "PCIE_DOWNGRADE"
-THERMAL = "THERMAL"
-NVLINK_ERROR = "NVLINK_ERROR"
-PROGRESS_STALL = "PROGRESS_STALL"
-GPU_UTIL_DROP = "GPU_UTIL_DROP"
-GPU_LOST = "GPU_LOST"  # a GPU that stopped answering NVML / nvidia-smi (issue 11)
-NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign of a fabric fault
-# job-killing failures that are not timeouts (issue 24): the process group aborts, usually minutes before a timeout
-NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
-NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
-CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
-RECOVERED = "RECOVERED"
-
-EVENT_TYPES = (
-    NCCL_TIMEOUT,
-    XID_FATAL,
-    XID_WARNING,
-    PCIE_DOWNGRADE,
-    THERMAL,
-    NVLINK_ERROR,
-    PROGRESS_STALL,
-    GPU_UTIL_DROP,
+# The vocabulary (types, levels, hang and critical types) is host_client/vocabulary.py, shared with the gateway.
+from host_client.vocabulary import (  # noqa: F401 (re-exported: the probes read events.XID_FATAL and so on)
+    CRITICAL_TYPES,
+    CUDA_ERROR,
     GPU_LOST,
+    GPU_UTIL_DROP,
+    HANG_TYPES,
+    LEVELS,
+    MAX_DETAIL,
+    NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_PEER_LOST,
-    NCCL_ERROR,
-    CUDA_ERROR,
+    NCCL_TIMEOUT,
+    NVLINK_ERROR,
+    PCIE_DOWNGRADE,
+    PROBE_SOURCE_DOWN,
+    PROGRESS_STALL,
     RECOVERED,
+    THERMAL,
+    XID_FATAL,
+    XID_WARNING,
 )
-
-# The level each type reaches the room at (docs/PROBES.md, "Severity"): the gateway's table
-# (host_client/gateway/events.py EVENT_TYPES[...]["level"]) must say the same; tests/test_probes_corpus.py checks it.
-# The gateway raises a hang type (NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP) to P0 when the GPU's utilisation is
-# under 5 % (the RFC's rule, applied only to hangs); no other type changes level with utilisation.
-LEVELS = {
-    NCCL_TIMEOUT: "P0",
-    XID_FATAL: "P0",
-    GPU_LOST: "P0",
-    PROGRESS_STALL: "P0",
-    NCCL_PEER_LOST: "P0",
-    NCCL_ERROR: "P0",
-    CUDA_ERROR: "P0",
-    XID_WARNING: "P1",
-    PCIE_DOWNGRADE: "P1",
-    THERMAL: "P1",
-    NVLINK_ERROR: "P1",
-    GPU_UTIL_DROP: "P1",
-    NCCL_NET_ERROR: "P1",
-}
-HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
-
-# Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.
-CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST, NCCL_PEER_LOST, NCCL_ERROR, CUDA_ERROR))
+from host_client.vocabulary import NAMES as EVENT_TYPES
 
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).
@@ -74,7 +41,6 @@ NODE_WIDE = -1
 # gpu_util when no utilisation sample exists for that GPU (no NVML, or a node-wide finding): JSON null, which
 # the gateway reads as "not reported" (the RFC's rule "gpu_util < 5 is critical" must not fire on a guess).
 UTIL_UNKNOWN = None
-MAX_DETAIL = 200
 
 
 class Finding:

@@ -18,6 +18,7 @@ import select
 import stat
 import subprocess
 import threading
+from typing import Protocol
 
 _IN_MODIFY = 0x002
 _IN_ATTRIB = 0x004
@@ -43,7 +44,34 @@ def _inotify():
     return _libc if isinstance(_libc, ctypes.CDLL) else None
 
 
+def _why(e):
+    """An error in words: "No such file or directory: /dev/kmsg", never a class name or repr."""
+    if isinstance(e, OSError) and e.strerror:
+        return "%s: %s" % (e.strerror, e.filename) if e.filename else e.strerror
+    return str(e) or type(e).__name__
+
+
+class Health(Protocol):
+    """What a follower reports to (source_health.SourceHealth)."""
+
+    def ok(self) -> None: ...
+
+    def down(self, why: str) -> None: ...
+
+
+class _NoHealth:
+    """A follower nobody watches (tests, --once): reports go nowhere."""
+
+    def ok(self):
+        pass
+
+    def down(self, why):
+        pass
+
+
 class Follower:
+    RETRY_S = 5.0  # a source that failed is opened again this often, so it clears once it works
+
     def __init__(self, name, callback, stop):
         self.name = name
         self.callback = callback
@@ -51,6 +79,7 @@ class Follower:
         self.lines = 0
         self.error = None
         self.thread = None
+        self.health: Health = _NoHealth()  # a source_health.SourceHealth once the daemon registers the source
 
     def start(self):
         self.thread = threading.Thread(target=self._guarded, name="follow:" + self.name, daemon=True)
@@ -58,10 +87,14 @@ class Follower:
         return self
 
     def _guarded(self):
-        try:
-            self.run()
-        except Exception as e:  # noqa: BLE001 - a dead follower must be visible in /status, not a silent gap
-            self.error = "%s: %s" % (type(e).__name__, e)
+        while not self.stop.is_set():
+            try:
+                self.run()
+                return
+            except Exception as e:  # noqa: BLE001 - a dead follower must be visible and retried, not a silent gap
+                self.error = _why(e)
+                self.health.down(self.error)
+            self.stop.wait(self.RETRY_S)
 
     def run(self) -> None:
         raise NotImplementedError
@@ -79,6 +112,8 @@ class KmsgFollower(Follower):
 
     def run(self):
         fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self.error = None
+        self.health.ok()
         try:
             if not self.from_start:
                 os.lseek(fd, 0, os.SEEK_END)
@@ -120,10 +155,11 @@ def read_kmsg_history(path="/dev/kmsg"):
 class CommandFollower(Follower):
     """Lines from a long-running command (journalctl -k -f); restarted if it exits."""
 
-    def __init__(self, name, argv, callback, stop, *, restart_s=2.0):
+    def __init__(self, name, argv, callback, stop, *, restart_s=2.0, settle_s=1.0):
         super().__init__(name, callback, stop)
         self.argv = argv
         self.restart_s = restart_s
+        self.settle_s = settle_s  # a command still running this long after its start works (the pipe holds its lines)
         self.proc = None
 
     def run(self):
@@ -132,12 +168,20 @@ class CommandFollower(Follower):
                 self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace", bufsize=1
             )
             assert self.proc.stdout is not None  # stdout=PIPE
+            if self.stop.wait(self.settle_s):
+                break
+            if self.proc.poll() is None:
+                self.error = None
+                self.health.ok()
             for line in self.proc.stdout:
                 self.emit(line)
                 if self.stop.is_set():
                     break
             self.proc.kill()
-            self.proc.wait()
+            code = self.proc.wait()
+            if not self.stop.is_set():
+                self.error = "%s exited with status %d" % (self.argv[0], code)
+                self.health.down(self.error)
             self.stop.wait(self.restart_s)
 
     def close(self):
@@ -166,6 +210,8 @@ class FileFollower(Follower):
             except FileNotFoundError:
                 if self.exit_when_gone:
                     return
+                self.error = "No such file or directory: %s" % self.path
+                self.health.down(self.error)
                 self.stop.wait(self.poll_s)
                 first = False  # a file that appears later is read from its start
                 continue
@@ -178,6 +224,8 @@ class FileFollower(Follower):
     def _fifo(self):
         # O_RDWR keeps the pipe open across writers, so we block in read() instead of spinning on EOF
         fd = os.open(self.path, os.O_RDWR)
+        self.error = None
+        self.health.ok()
         buf = b""
         try:
             while not self.stop.is_set():
@@ -204,6 +252,8 @@ class FileFollower(Follower):
         lib = _inotify()
         ifd = -1
         f = open(self.path, "rb")
+        self.error = None
+        self.health.ok()
         try:
             ino = os.fstat(f.fileno()).st_ino
             if lib is not None:
@@ -274,6 +324,7 @@ class GlobWatcher:
         self.active = {}
         self.error = None
         self.overflow = False
+        self.health: Health = _NoHealth()
 
     @property
     def lines(self):
@@ -286,6 +337,15 @@ class GlobWatcher:
         return self
 
     def scan(self, *, first=False):
+        # matching nothing is fine (no job yet); a directory that is not there (or not ours to read) is not
+        top = os.path.dirname(self.pattern)
+        while top and glob.has_magic(top):
+            top = os.path.dirname(top)
+        if top and not os.access(top, os.R_OK | os.X_OK):
+            why = "No such directory: %s" % top if not os.path.isdir(top) else "Permission denied: %s" % top
+            self.health.down(why)
+        else:
+            self.health.ok()
         for path in sorted(glob.glob(self.pattern)):
             f = self.active.get(path)
             if f is not None and f.thread is not None and f.thread.is_alive():
@@ -305,4 +365,5 @@ class GlobWatcher:
             try:
                 self.scan()
             except OSError as e:
-                self.error = str(e)
+                self.error = _why(e)
+                self.health.down(self.error)

@@ -22,6 +22,7 @@ _FLASH = const(2)
 _BREATH = const(3)
 _IDLE = const(4)
 _HEALTH = const(5)
+_P0 = const(2)  # sentinel_core.alarm.P0 (a const here: the frame loop reads it)
 _CODE = {"off": _OFF, "solid": _SOLID, "flash": _FLASH, "breath": _BREATH, "idle": _IDLE}
 _CODE.update({pattern: _HEALTH for _check, pattern, _color, _text in HEALTH_PATTERNS})
 # Health patterns blink a code, like a car's fault light: n blinks, then a pause, by the check that failed. 0: a
@@ -53,7 +54,8 @@ def _level(name, v, lo, hi):
 
 
 class Renderer:
-    """Frames for one Layout. brightness / night_brightness: caps 0..255 (night when display.night);
+    """Frames for one Layout. brightness / night_brightness: caps 0..255 (night when display.night; a P0 keeps
+    brightness at night unless night_p0_full is False: the one alarm that must wake someone is not dimmed);
     budget_ma: WLED's estimate of every frame stays at or under it; flash_ms: P0 flash period (50 % on);
     breath_ms: P1 breath period; scroll_ms: time per column of scrolling text."""
 
@@ -62,6 +64,7 @@ class Renderer:
         layout,
         brightness=128,
         night_brightness=16,
+        night_p0_full=True,
         budget_ma=power.BUDGET_MA,
         ma_per_led=power.MA_PER_LED,
         flash_ms=400,
@@ -71,6 +74,9 @@ class Renderer:
         self.layout = layout
         self.brightness = _level("brightness", brightness, 0, 255)
         self.night_brightness = _level("night_brightness", night_brightness, 0, 255)
+        if night_p0_full is not True and night_p0_full is not False:
+            raise ValueError("night_p0_full must be True or False, not %r" % (night_p0_full,))
+        self.night_p0_full = night_p0_full
         self.budget_ma = _level("budget_ma", budget_ma, 0, 100000)
         self.ma_per_led = _level("ma_per_led", ma_per_led, 1, 1000)
         self.flash_ms = _level("flash_ms", flash_ms, 2, 60000)
@@ -150,7 +156,9 @@ class Renderer:
         if code == _IDLE or not self.labels:
             # No label on show: the next one scrolls from its start.
             self._text = None
-        bri = self.night_brightness if display.night else self.brightness
+        bri = self.brightness
+        if display.night and not (level == _P0 and self.night_p0_full):
+            bri = self.night_brightness
         lay = self.layout
         n = lay.n
         ink_n = 0

@@ -83,7 +83,7 @@ class ShellGlue:
             t.on_alarm(result.alarm, now)
             self.alarms[result.alarm.level] += 1
         elif kind == "ack":
-            t.on_ack(result.ack["key"], result.ack["long"], now)
+            t.on_ack(result.ack["key"], result.ack["long"], now, result.ack.get("by") or "api")
         elif kind == "heartbeat":
             t.on_heartbeat(result.heartbeat["interval"], now)
         elif kind == "unmute":
@@ -114,10 +114,11 @@ class ShellGlue:
             return None
         return b.sample(pressed, t_ms)
 
-    def press(self, event, now):
-        """A debounced press ("short" mutes, "long" clears) acts on the terminal: returns PERSIST."""
+    def press(self, event, now, by="button"):
+        """A debounced press ("short" mutes, "long" clears) acts on the terminal: returns PERSIST. by: who pressed
+        (the emulator's browser page says "page")."""
         self.presses[0 if event == "short" else 1] += 1
-        self.terminal.on_button(event, now)
+        self.terminal.on_button(event, now, by)
         return PERSIST
 
     def unmute(self, key, now):

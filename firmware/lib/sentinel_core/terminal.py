@@ -114,6 +114,7 @@ class Terminal:
         self.active = {}  # incident key -> Active
         self.mute_until = None
         self.acked = {}  # incident key -> acknowledged until
+        self.ack_by = {}  # incident key -> who acknowledged it: "button", "page", or what an ACK request named
         self.speaking = None
         self._speaking_entry = None
         self._speaking_order = 0
@@ -161,6 +162,7 @@ class Terminal:
             if old is not None:
                 for k in old:
                     del self.acked[k]
+                    self.ack_by.pop(k, None)
 
     def _shift(self, delta):
         # The wall clock jumped (first NTP sync): every deadline measured on the old time base moves with it.
@@ -197,8 +199,9 @@ class Terminal:
         self._drop_speech(key)
         return a
 
-    def _ack(self, key, until):
+    def _ack(self, key, until, by):
         self.acked[key] = until
+        self.ack_by[key] = by
         while len(self.acked) > ACK_CAP:
             # Forget first what no longer matters: incidents not active, then the one whose mute ends soonest.
             first = None
@@ -209,6 +212,7 @@ class Terminal:
                 ):
                     first = k
             del self.acked[first]
+            self.ack_by.pop(first, None)
 
     def quiet_applies(self, now):
         # An unsynced clock does not know the local hour: speaking at night beats missing a fire by day.
@@ -293,51 +297,53 @@ class Terminal:
         if e is not None and alarm.level == P0 and self.speaking is not None and self.speaking.level < P0:
             self._cut = True
 
-    def on_button(self, event, now):
+    def on_button(self, event, now, by="button"):
+        """by: who pressed, shown beside each alarm it acknowledged ("button", the emulator's "page")."""
         if event != "short" and event != "long":
             raise ValueError('button event must be "short" or "long", got %r' % (event,))
         check_now(now)
         self.tick(now)
         if event == "short":
-            self._mute_all(now)
+            self._mute_all(now, by)
         else:
-            self._clear_all(now)
+            self._clear_all(now, by)
 
-    def _mute_all(self, now):
+    def _mute_all(self, now, by):
         until = now + self.mute_s
         self.mute_until = until
         for k in self.active:
-            self._ack(k, until)
+            self._ack(k, until, by)
         # Everything waiting was raised before the press: the operator has heard it.
         for e in self.queue.entries:
-            self._ack(e.key, until)
+            self._ack(e.key, until, by)
         if self.speaking is not None:
             self._cut = True
         self.queue.clear()
         self._changed()
 
-    def _clear_all(self, now):
+    def _clear_all(self, now, by):
         until = now + self.mute_s
         for k in list(self.active.keys()):
             if self.active[k].alarm.level != NORMAL:
-                self._ack(k, until)
+                self._ack(k, until, by)
             self._drop_active(k)
         if self.speaking is not None:
             self._cut = True
         self.queue.clear()
         self._changed()
 
-    def on_ack(self, key, long, now):
+    def on_ack(self, key, long, now, by="api"):
+        """An ACK request (POST /api/v1/ack): by is what it says it came from, else "api"."""
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError("ack key must be a non-empty string or None")
         if not isinstance(long, bool):
             raise ValueError("ack long must be true or false")
         check_now(now)
         if key is None:
-            self.on_button("long" if long else "short", now)
+            self.on_button("long" if long else "short", now, by)
             return
         self.tick(now)
-        self._ack(key, now + self.mute_s)
+        self._ack(key, now + self.mute_s, by)
         self._drop_speech(key)
         if long:
             self.active.pop(key, None)
@@ -353,8 +359,10 @@ class Terminal:
         if key is None:
             self.mute_until = None
             self.acked = {}
+            self.ack_by = {}
         else:
             self.acked.pop(key, None)
+            self.ack_by.pop(key, None)
         self._changed()
 
     def on_heartbeat(self, interval, now):
@@ -624,6 +632,8 @@ class Terminal:
                 "age_s": int(now - a.since),
                 "expires_in_s": None if a.expires is None else int(a.expires - now),
                 "acknowledged": until is not None and until > now,
+                "acknowledged_by": self.ack_by.get(a.key) if until is not None and until > now else None,
+                "ack_remaining_s": int(until - now) if until is not None and until > now else 0,
             }
 
     # ---- persistence ------------------------------------------------------------------------------------------
@@ -653,7 +663,7 @@ class Terminal:
         self.mute_until = s.mute_until
         self.acked = {}
         for k in s.acked:
-            self._ack(k, s.acked[k])
+            self._ack(k, s.acked[k], "restored")
         if s.heartbeat is not None:
             self.health.interval = s.heartbeat
             self.health.last_beat = now

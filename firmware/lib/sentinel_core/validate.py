@@ -17,6 +17,7 @@ from sentinel_core.errors import invalid
 # 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
 # of 200 bytes of UTF-16 (docs/PROTOCOL.md, "Text and speech").
 TEXT_MAX_BYTES = const(400)
+ACK_BY_MAX_BYTES = const(32)
 KEY_MAX_BYTES = const(64)
 REPEAT_MAX = const(10)
 DURATION_MAX_S = const(7 * 86400)
@@ -141,14 +142,20 @@ def parse_alarm(obj):
 
 
 def parse_ack(obj):
-    """{"key": optional incident key, "long": optional bool (true: clear, as a long press)}."""
+    """{"key": optional incident key, "long": optional bool (true: clear, as a long press), "by": optional short
+    text naming who acknowledged (a gateway's "group ACK", "cli"), shown beside the alarm}."""
     if not isinstance(obj, dict):
         raise invalid("body", "must be a JSON object")
     key = _text(obj, "key", KEY_MAX_BYTES, False)
     long_press = obj.get("long", False)
     if long_press is not True and long_press is not False:
         raise invalid("long", "must be true or false")
-    return {"key": key, "long": long_press, "id": _text(obj, "id", KEY_MAX_BYTES, False)}
+    return {
+        "key": key,
+        "long": long_press,
+        "id": _text(obj, "id", KEY_MAX_BYTES, False),
+        "by": _text(obj, "by", ACK_BY_MAX_BYTES, False),
+    }
 
 
 def parse_heartbeat(obj):

@@ -33,6 +33,7 @@ def build(s, wlan, wdt_factory, config_error):
         Layout(m["width"], m["height"], m["serpentine"], m["rotation"], m["order"]),
         brightness=light["brightness"],
         night_brightness=light["night_brightness"],
+        night_p0_full=light["night_p0_full"],
         budget_ma=light["budget_ma"],
         ma_per_led=light["ma_per_led"],
     )

@@ -24,7 +24,14 @@ def defaults(board="esp32"):
         "time": {"ntp_host": "pool.ntp.org", "resync_s": 3600},
         "pins": dict(_pins.DEFAULTS[board]),
         "matrix": {"width": 16, "height": 16, "serpentine": True, "rotation": 0, "order": "GRB"},
-        "light": {"brightness": 64, "night_brightness": 16, "budget_ma": 2000, "ma_per_led": 55, "fps": 25},
+        "light": {
+            "brightness": 64,
+            "night_brightness": 16,
+            "night_p0_full": True,
+            "budget_ma": 2000,
+            "ma_per_led": 55,
+            "fps": 25,
+        },
         "tts": {
             "chip": "syn6288",
             "uart": _pins.TTS_UART[board],
@@ -61,6 +68,7 @@ FIELDS = (
     ("matrix", "order", "choice:GRB|RGB", 0, 0),
     ("light", "brightness", "int", 1, 255),
     ("light", "night_brightness", "int", 0, 255),
+    ("light", "night_p0_full", "bool", 0, 0),
     ("light", "budget_ma", "int", 100, 20000),
     ("light", "ma_per_led", "int", 1, 80),
     ("light", "fps", "int", 1, 60),
