@@ -295,3 +295,20 @@ def test_the_import_check_sees_each_form(tmp_path):
         "def f():\n    from host_client.gateway.answers import y\n"
     )
     assert gateway_imports("probe", str(tmp_path)) == {"server", "connection", "application", "answers"}
+
+
+def test_one_python_version_in_the_tools():
+    """ruff and pyright check the oldest Python the package says it runs on (requires-python), the same one."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        pp = tomllib.load(f)
+    floor = re.fullmatch(r">=\s*3\.(\d+)", pp["project"]["requires-python"])
+    assert floor, "requires-python is a floor, >=3.N"
+    minor = floor.group(1)
+    assert pp["tool"]["ruff"]["target-version"] == "py3" + minor
+    assert pp["tool"]["pyright"]["pythonVersion"] == "3." + minor
+    assert set(pp["tool"]["pyright"]["include"]) >= {"host_client", "emulator"}
