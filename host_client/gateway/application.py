@@ -29,6 +29,8 @@ _INTERNAL = {"ok": False, "error": "internal", "message": "internal error"}
 _USE_POST = {"ok": False, "error": "method_not_allowed", "message": "use POST"}
 _USE_GET = {"ok": False, "error": "method_not_allowed", "message": "use GET"}
 _NOT_FOUND = {"ok": False, "error": "not_found", "message": "no such endpoint"}
+TIDY_S = 1.0  # how often the service is asked to forget what is worth nothing (Gateway.tidy)
+TIDY_MANY = 4096  # entries forgotten at once that make the memory worth handing back to the system
 
 
 class Deferred:
@@ -82,6 +84,7 @@ class Application:
         self.persist_wait_s = persist_wait_s
         self.front_status = front_status
         self.auth = gw.auth_required  # the ingest endpoints require a bearer token ([ingest], config.py)
+        self._next_tidy = 0.0
         self.ingest = {
             "/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
             "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
@@ -120,6 +123,19 @@ class Application:
         if path in ("/healthz", "/metrics"):
             return encode(405, _USE_GET, close, JSON, ALLOW_GET)
         return encode(404, _NOT_FOUND, close)
+
+    def tick(self, now: float) -> bool:
+        """Called by the loop now and then (monotonic now): about once a second the service forgets what has
+        outlived its use, though no request came to prune it. True: it forgot many entries (a flood has passed;
+        the process may hand memory back)."""
+        if now < self._next_tidy:
+            return False
+        self._next_tidy = now + TIDY_S
+        try:
+            return self.gw.tidy() >= TIDY_MANY
+        except Exception as e:  # housekeeping must not stop the loop
+            log.exception("tidy_failed", extra={"fields": {"error": str(e)}})
+            return False
 
     def too_large(self, path: str | None, auth: str | None, max_body: int) -> bytes:
         """The answer to a body over max_body, which ends the connection: 401 for an ingest endpoint without its

@@ -337,13 +337,15 @@ class _Loop:
         ended = False
         for ep in (self.shed, self.head_timeouts, self.body_timeouts, self.partial_refused):
             ended = ep.check(now) or ended
+        trim = self.app.tick(now)  # the service forgot many entries: a flood of requests has passed
         n = len(self.conns)
         if n > self.peak:
             self.peak = n
         elif ended or (self.peak >= TRIM_AFTER and n <= self.peak // 8):
-            self.peak = n
-            if self.after_flood is not None:
-                self.after_flood()
+            self.peak = n  # a flood of connections has passed
+            trim = True
+        if trim and self.after_flood is not None:
+            self.after_flood()
         return True
 
 

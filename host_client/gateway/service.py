@@ -202,6 +202,23 @@ class Gateway:
             return self.refuse(source, "auth_invalid", "the bearer token is not one this gateway accepts")
         return None
 
+    def tidy(self) -> int:
+        """Forget what is worth nothing any more, without waiting for the next event to prune it (after a flood
+        none may come): debounce keys past their window, resolved incidents past resolved_hold_s, re-fire counts
+        of id windows gone by, closed groups and expired tracked incidents of each lane. Returns how many entries
+        went. The front calls it about once a second (application.py's tick)."""
+        now = self.clock()
+        with self.lock:
+            n = self.debouncer.prune(self.mono()) + self.resolved.prune(now)
+            if self._refire:
+                b = int(now // self.id_window)
+                before = len(self._refire)
+                self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
+                n += before - len(self._refire)
+        for lane in self.lanes.values():
+            n += lane.tidy(now)
+        return n
+
     def persist_broken(self):
         """The reason no new event can be taken durably now (a persister whose last save failed), or None."""
         for p in self.persisters.values():  # on every request: the names only once one is broken
