@@ -106,7 +106,7 @@ class _Loop:
     def __init__(self, app, limits, sock, *, max_connections, max_partial, after_flood=None):
         self.app = app
         self.limits = limits
-        self.after_flood = after_flood  # called when a flood of connections has passed (process.give_back_memory)
+        self.after_flood = after_flood  # a flood has passed: connections gone, or many entries forgotten (process.py)
         self.sock = sock
         self.conns: dict[int, Conn] = {}  # fd -> its connection
         self.calls = collections.deque()  # callbacks handed over from other threads
