@@ -1,6 +1,7 @@
 # tomli's API as the standard library's tomllib has it: pyright checks host_client at Python 3.10, the oldest
 # supported, where the config loaders import tomli (not installed beside a newer Python).
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 class TOMLDecodeError(ValueError): ...
 
