@@ -11,6 +11,7 @@ from host_client.gateway.acks import STATUS_MAX, AckBook, AckPoller
 from host_client.gateway.config import Config
 from host_client.gateway.delivery_queue import Item, ItemKind
 from host_client.gateway.incident import Incident
+from host_client.gateway.service import TAKEN
 from host_client.gateway.wire import wire_key
 from sentinel_core.alarm import NORMAL, P0, P1
 from sentinel_core.terminal import Terminal
@@ -321,7 +322,7 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
     gw.start()
     try:
         ev = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
-        assert gw.gpu_event(ev)[0] == 200
+        assert gw.gpu_event(ev)[0] == TAKEN
         end = time.monotonic() + 10
         m = ""
         while time.monotonic() < end:
@@ -335,7 +336,7 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
         assert [p for p, _b in term.posts if p == "/api/v1/send_msg"], term.posts
         # delivery goes on: a second P0 is delivered too
         ev2 = {"cluster_rack": "B01", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": 0}
-        assert gw.gpu_event(ev2)[0] == 200
+        assert gw.gpu_event(ev2)[0] == TAKEN
         end = time.monotonic() + 5
         while time.monotonic() < end and len([p for p, _b in term.posts if p == "/api/v1/send_msg"]) < 2:
             time.sleep(0.05)

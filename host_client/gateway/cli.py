@@ -1,4 +1,5 @@
-"""sentinel-gateway: run the gateway (its HTTP front, server.py), or check a configuration and exit."""
+"""sentinel-gateway: run the gateway (its HTTP front, server.py, with the process set-up of process.py), or check a
+configuration and exit."""
 
 from __future__ import annotations
 
@@ -173,12 +174,14 @@ def _port(v):
 
 
 def _serve(cfg, socks) -> int:
+    from .process import give_back_memory, prepare_heap
     from .server import IngestFront
     from .service import Gateway
 
     gw = Gateway(cfg)
-    front = IngestFront(gw, cfg)
+    front = IngestFront(gw, cfg, after_flood=give_back_memory)
     gw.start()
+    prepare_heap()
 
     def on_term(_sig, _frm):
         front.stop()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from .acks import write_metrics as write_acks
+from .front_status import FrontStatus
 from .stats import LATENCY_BUCKETS
 
 
-def metrics_text(gw) -> str:
-    """The gateway's /metrics page (Prometheus text format 0.0.4) from its counters, lanes and front."""
+def metrics_text(gw, front: FrontStatus | None = None) -> str:
+    """The gateway's /metrics page (Prometheus text format 0.0.4) from its counters and lanes, and front: the status
+    of the HTTP front that serves it (server.py's IngestFront.status, handed over by application.py)."""
     lines = []
 
     def fam(name, typ, help_):
@@ -106,7 +108,6 @@ def metrics_text(gw) -> str:
         lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
         lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
     write_acks(gw.acks, fam, lab, lines, sorted(gw.lanes), gw.clock())
-    front = gw.front_status() if gw.front_status is not None else None
     if front is not None:
         fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")
         lines.append("sentinel_gateway_connections %d" % front.connections)
