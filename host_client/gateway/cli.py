@@ -101,6 +101,12 @@ def setup_logging(fmt: str, level: str) -> None:
 
 
 def main(argv=None) -> int:
+    from .incidents_cli import subcommand
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    sub = subcommand(argv)  # `incidents`, `ack KEY`: a running gateway's history (incidents_cli.py)
+    if sub is not None:
+        return sub
     p = argparse.ArgumentParser(
         prog="sentinel-gateway",
         description="GPU Sentinel gateway: GPU events and Alertmanager webhooks in, signed alarms to terminals out.",

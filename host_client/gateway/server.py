@@ -42,6 +42,8 @@ import time
 
 import httptools
 
+from .history import PATHS as incident_paths
+from .history import serve as serve_incidents
 from .ingest import BodyError, decode_body
 
 log = logging.getLogger("sentinel.gateway")
@@ -1183,7 +1185,10 @@ class IngestFront:
                 return
             self._after_durable(conn, source=source, status=status, answer=answer, close=close, waits=waits)
             return
-        if path == "/healthz" and method == "GET":
+        if path in incident_paths:  # the incident history and the CLI's ACK (history.py)
+            status, answer, extra = serve_incidents(self.gw, method, path, body, auth)
+            conn.answer(status, answer, close=close, extra=extra)
+        elif path == "/healthz" and method == "GET":
             conn.answer(200, self.gw.health(), close=close)
         elif path == "/metrics" and method == "GET":
             conn.answer(200, self.gw.metrics_text().encode(), close=close, ctype=b"text/plain; version=0.0.4")
