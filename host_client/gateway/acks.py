@@ -235,11 +235,16 @@ class AckBook:
         with self.lock:
             o = self.open.get((terminal, key))
             if o is not None:
-                if not o.shown:
-                    o.shown = True
-                    o.since = now
-                    self._changed()
-                return
+                if o.shown:
+                    return
+                o.shown = True
+                o.since = now
+                self._changed()
+        if o is not None:
+            if self.history is not None:
+                self.history.shown(carried, terminal, now)
+            return
+        with self.lock:
             info = None
             for c in item.carried:
                 info = self.noted.get(c)
