@@ -12,28 +12,21 @@ pager a recording webhook.
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+from ack_world import DripTerminal, World, acked, example_gateway, kill9, p0, wait_for
 from deploy_live import (
     ALERTMANAGER,
     INGEST_TOKEN,
     PROMETHEUS,
     ROOT,
-    Sink,
-    alertmanager_config,
     emulator_status,
     post,
-    prometheus_config,
-    start_alertmanager,
     start_emulator,
     start_example_gateway,
-    start_prometheus,
     stop,
     wait_status,
 )
@@ -46,95 +39,11 @@ for _b in (PROMETHEUS, ALERTMANAGER):
         pytest.skip("%s is not installed (tools/install-system-deps.sh installs it)" % _b, allow_module_level=True)
 
 
-class World:
-    """One Prometheus and one Alertmanager for the module, watching fixed loopback ports: the gateway and the two
-    terminals each test starts there (the same ports through a restart)."""
-
-    def __init__(self, tmp):
-        self.gw_port, self.room_port, self.office_port = free_port(), free_port(), free_port()
-        self.gw_url = "http://127.0.0.1:%d" % self.gw_port
-        self.pager, self.fallback, self.deadman = Sink(), Sink(), Sink()
-        self.am, am_url = start_alertmanager(
-            tmp,
-            alertmanager_config(
-                tmp,
-                self.gw_url,
-                self.fallback.url,
-                self.deadman.url,
-                group_wait="1s",
-                group_interval="1s",
-                pager_url=self.pager.url,
-            ),
-        )
-        self.prom, _u = start_prometheus(
-            tmp,
-            prometheus_config(
-                tmp,
-                scrape_s=1,
-                eval_s=1,
-                am_address=am_url.split("//")[1],
-                gateway_addresses=["127.0.0.1:%d" % self.gw_port],
-                dcgm_addresses=[],
-                terminal_addresses={
-                    "machine-room": "127.0.0.1:%d" % self.room_port,
-                    "office": "127.0.0.1:%d" % self.office_port,
-                },
-            ),
-            extra_args=["--rules.alert.resend-delay=1s"],
-        )
-
-    def pages(self, incident, status=None):
-        """(terminal, startsAt, status, labels, annotations) of every escalation notification for incident."""
-        return [
-            (a["labels"].get("terminal"), a["startsAt"], a["status"], a["labels"], a["annotations"])
-            for b in list(self.pager.bodies)
-            for a in b["alerts"]
-            if a["labels"].get("alertname") == "SentinelP0NotAcknowledged"
-            and a["labels"].get("incident") == incident
-            and (status is None or a["status"] == status)
-        ]
-
-    def close(self):
-        stop(self.prom)
-        stop(self.am)
-        for s in (self.pager, self.fallback, self.deadman):
-            s.close()
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = World(tmp_path_factory.mktemp("watchers"))
     yield w
     w.close()
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return time.monotonic(), v
-        time.sleep(0.05)
-    raise AssertionError("not within %.0f s: %s" % (timeout, what))
-
-
-def acked(url, key):
-    return key in emulator_status(url)["mute"]["acknowledged"]
-
-
-def kill9(proc):
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(5)
-
-
-def p0(rack, host, kind="NCCL_TIMEOUT"):
-    return json.dumps({"cluster_rack": rack, "node_host": host, "event_type": kind})
-
-
-def example_gateway(world, tmp, room, office):
-    return start_example_gateway(
-        tmp, room=room, office=office, port=world.gw_port, also=[("escalate_after_s = 300 ", "escalate_after_s = 5 ")]
-    )
 
 
 def test_kill9_after_the_p0_is_shown_it_pages_on_time_once_and_an_ack_pressed_while_down_is_honoured(world, tmp_path):
@@ -246,60 +155,6 @@ def test_a_p0_whose_only_terminal_is_dead_from_the_start_pages_saying_nobody_saw
             stop(p)
 
 
-class DripTerminal:
-    """Takes every signed request with the terminal's success answer; its status page answers its head, then one
-    byte a second, forever (a half-dead terminal or a proxy)."""
-
-    def __init__(self, port):
-        self.sock = socket.create_server(("127.0.0.1", port))
-        self.url = "http://127.0.0.1:%d" % port
-        self.posts = 0
-        self._stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while not self._stop.is_set():
-            try:
-                c, _a = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(c,), daemon=True).start()
-
-    def _one(self, c):
-        try:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                d = c.recv(4096)
-                if not d:
-                    return
-                head += d
-            if head.startswith(b"POST"):
-                n = int(
-                    [ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0]
-                )
-                body = head.split(b"\r\n\r\n", 1)[1]
-                while len(body) < n:
-                    body += c.recv(4096)
-                self.posts += 1
-                mid = json.loads(body).get("id")
-                out = json.dumps({"ok": True, "duplicate": False, "id": mid}).encode()
-                c.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out) + out
-                )
-                return
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-            while not self._stop.wait(1.0):
-                c.sendall(b" ")
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def close(self):
-        self._stop.set()
-        self.sock.close()
-
-
 def test_a_status_page_dripping_a_byte_a_second_stalls_nothing(world, tmp_path):
     key = "A03:gpu-worker-41:NCCL_TIMEOUT"
     drip_port = free_port()
@@ -340,3 +195,89 @@ def test_a_status_page_dripping_a_byte_a_second_stalls_nothing(world, tmp_path):
         for p in reversed(procs):
             stop(p)
         drip.close()
+
+
+def test_kill9_after_it_paged_the_page_stands_through_the_restart_and_resolves_on_the_ack(world, tmp_path):
+    key = "A12:gpu-worker-22:NCCL_TIMEOUT"
+    procs = []
+    try:
+        room, room_url, room_cfg = start_emulator(
+            tmp_path / "room", port=world.room_port, key_id="gpu_cluster_sentinel"
+        )
+        office, office_url, office_cfg = start_emulator(tmp_path / "office", port=world.office_port, key_id="office")
+        procs += [room, office]
+        gw, gw_url = example_gateway(world, tmp_path, (room_url, room_cfg), (office_url, office_cfg))
+        procs.append(gw)
+        assert post(gw_url + "/api/v1/gpu_event", p0("A12", "gpu-worker-22"), token=INGEST_TOKEN)[0] == 200
+        wait_for(lambda: {p[0] for p in world.pages(key, "firing")} >= {"machine-room", "office"}, 30, "page")
+        kill9(gw)
+        time.sleep(3)  # down for three scrapes and evaluations
+        gw, gw_url = example_gateway(world, tmp_path, (room_url, room_cfg), (office_url, office_cfg))
+        procs.append(gw)
+        time.sleep(3)  # back for three
+        assert not world.pages(key, "resolved"), "the page resolved though nobody acknowledged it"
+        AlarmClient(room_url, "gpu_cluster_sentinel", room_cfg["secret"]).ack()
+        t_ack = time.monotonic()
+        t_res, _ = wait_for(
+            lambda: {p[0] for p in world.pages(key, "resolved")} >= {"machine-room", "office"}, 30, "pages resolved"
+        )
+        print("kill -9 after the page: ACK -> pages resolved %.1f s" % (t_res - t_ack))
+        starts = {}
+        for term, started, _st, _l, _a in world.pages(key):
+            starts.setdefault(term, set()).add(started)
+        assert all(len(v) == 1 for v in starts.values()), starts  # paged once each, through the restart
+    finally:
+        for p in reversed(procs):
+            stop(p)
+
+
+def office_acks(url):
+    """ACK requests office took (its own sentinel_accepted_total{kind="ack"}): a group ACK sent twice counts 2."""
+    import re
+
+    from deploy_live import get
+
+    m = re.search(r'sentinel_accepted_total\{kind="ack"\} (\d+)', get(url + "/metrics")[1])
+    return int(m.group(1)) if m else 0
+
+
+def test_an_ha_pair_pages_once_and_sends_one_group_ack_per_press(world, tmp_path):
+    key = "A13:gpu-worker-23:NCCL_TIMEOUT"
+    procs = []
+    try:
+        room, room_url, room_cfg = start_emulator(
+            tmp_path / "room", port=world.room_port, key_id="gpu_cluster_sentinel"
+        )
+        office, office_url, office_cfg = start_emulator(tmp_path / "office", port=world.office_port, key_id="office")
+        procs += [room, office]
+        gws = []
+        for second in (False, True):
+            tmp = tmp_path / ("gw2" if second else "gw1")
+            tmp.mkdir()
+            gw, url = example_gateway(world, tmp, (room_url, room_cfg), (office_url, office_cfg), second=second)
+            procs.append(gw)
+            gws.append(url)
+        for url in gws:  # a probe sending to both gateways
+            assert post(url + "/api/v1/gpu_event", p0("A13", "gpu-worker-23"), token=INGEST_TOKEN)[0] == 200
+        wait_for(lambda: {p[0] for p in world.pages(key, "firing")} >= {"machine-room", "office"}, 30, "page")
+        before = office_acks(office_url)
+        AlarmClient(room_url, "gpu_cluster_sentinel", room_cfg["secret"]).ack()
+        t_ack = time.monotonic()
+        t_office, _ = wait_for(lambda: acked(office_url, key), 5, "office acknowledged")
+        t_res, _ = wait_for(
+            lambda: {p[0] for p in world.pages(key, "resolved")} >= {"machine-room", "office"}, 30, "pages resolved"
+        )
+        time.sleep(2.5)  # both gateways have read office's page since
+        sent = office_acks(office_url) - before
+        print(
+            "HA pair: ACK -> office %.2f s, pages resolved %.1f s; group ACKs office took: %d"
+            % (t_office - t_ack, t_res - t_ack, sent)
+        )
+        assert sent == 1
+        starts = {}
+        for term, started, _st, _l, _a in world.pages(key):
+            starts.setdefault(term, set()).add(started)
+        assert sorted(starts) == ["machine-room", "office"] and all(len(v) == 1 for v in starts.values()), starts
+    finally:
+        for p in reversed(procs):
+            stop(p)

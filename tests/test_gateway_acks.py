@@ -182,7 +182,7 @@ class FakeClient:
             raise p
         return p
 
-    def ack(self, key=None, *, long=False):
+    def ack(self, key=None, *, long=False, id=None):
         self.acked.append(key)
 
 
@@ -221,12 +221,12 @@ def test_a_group_member_that_does_not_answer_delays_no_other_members_ack():
             release.wait(10)
             raise OSError("timed out")
 
-        def ack(self, key=None, *, long=False):
+        def ack(self, key=None, *, long=False, id=None):
             release.wait(10)
             raise OSError("timed out")
 
     class Office(FakeClient):
-        def ack(self, key=None, *, long=False):
+        def ack(self, key=None, *, long=False, id=None):
             super().ack(key)
             office_acked.set()
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 from sentinel_core.alarm import P0
 
-from .delivery_queue import ItemKind
+from .delivery_queue import ItemKind, alarm_id
 from .wire import wire_key
 
 log = logging.getLogger("sentinel.gateway")
@@ -383,6 +383,14 @@ class AckBook:
                     self.sent.pop(k, None)
                     self._changed()
             return list(self.to_send)
+
+    def ack_id(self, terminal, key):
+        """The message id of the ACK owed to terminal for key: from the terminal, the key and the 5-minute window
+        the ACK was first seen in, so an HA peer that sends the same ACK at the same time sends the same id and
+        the terminal applies it once (the page read just before sending catches every later one)."""
+        with self.lock:
+            first = self.to_send.get((terminal, key), 0.0)
+        return alarm_id("ack", terminal, key, str(int(first // 300)))
 
     def group_sent(self, terminal, key, now, *, ok):
         """The ACK for key reached terminal (ok), or did not: then it is tried again on the next read."""
@@ -757,7 +765,7 @@ class AckPoller:
                     log.info("group_ack_applied_already", extra=_fields(terminal=terminal, incident=key))
                     return None
         try:
-            client.ack(key)
+            client.ack(key, id=self.book.ack_id(terminal, key))
             return True
         except Exception as e:  # noqa: BLE001 - logged; retried on the next poll
             log.warning("group_ack_failed", extra=_fields(terminal=terminal, incident=key, error=str(e)))
