@@ -343,3 +343,24 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
     finally:
         gw.stop()
         term.close()
+
+
+def test_a_status_page_dripped_a_byte_a_second_is_cut_at_the_timeout_in_total():
+    """The per-recv timeout alone would never fire (a byte comes every second, under the 1.5 s timeout)."""
+    import time
+
+    from ack_world import DripTerminal
+
+    from host_client import AlarmClient
+    from host_client.errors import TransportError
+    from testkit.net import free_port
+
+    drip = DripTerminal(free_port())
+    try:
+        client = AlarmClient(drip.url, "k", "x" * 32, timeout=1.5, retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(TransportError, match="the whole answer took over 1.5 s"):
+            client.status_page(STATUS_MAX)
+        assert time.monotonic() - t0 < 5
+    finally:
+        drip.close()

@@ -466,8 +466,8 @@ class Gateway:
             if not p.wait(gen, self.cfg.persist_wait_s):
                 log_event("persist_slow", logging.WARNING, terminal=name, error=p.last_error)
                 durable = False
-        if ledger_due:  # a P0 opened: its deadline is on disk before the answer, like its alarm
-            ledger = self.ledger
+        ledger = self.ledger
+        if ledger_due and ledger is not None:  # a P0 opened: its deadline is on disk before the answer, like its alarm
             if waits is not None:
                 waits.append((ledger, ledger.gen()))
             elif not ledger.wait(ledger.gen(), self.cfg.persist_wait_s):
