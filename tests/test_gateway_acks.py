@@ -364,3 +364,23 @@ def test_a_status_page_dripped_a_byte_a_second_is_cut_at_the_timeout_in_total():
         assert time.monotonic() - t0 < 5
     finally:
         drip.close()
+
+
+def test_a_group_ack_already_applied_on_the_member_by_an_ha_peer_is_not_sent_again():
+    """The peer gateway's ACK reached office first: this gateway reads office's page before sending, sees the
+    incident acknowledged there, and sends nothing. Were it to send, the id is the peer's (same terminal, key and
+    window), so office would apply it once."""
+    book = AckBook(config())
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    room, office = FakeClient([status([KEY])]), FakeClient([status([KEY])])
+    poller = AckPoller(book, {"room": room, "office": office, "lab": FakeClient([])}, clock=lambda: T0 + 9)
+    try:
+        poller.poll_once()
+        assert office.acked == [] and book.terminals_open() == [] and book.group_due(T0 + 10) == []
+    finally:
+        poller.stop()
+    peer = AckBook(config())
+    for b in (book, peer):
+        b.to_send[("office", KEY)] = T0 + 9.4
+    assert book.ack_id("office", KEY) == peer.ack_id("office", KEY) != book.ack_id("room", KEY)

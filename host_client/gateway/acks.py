@@ -27,6 +27,7 @@ STATUS_MAX = 65536  # a status page larger than this is not a terminal's: refuse
 CLOCK_SKEW_S = 300  # a terminal whose clock is further off than this is said to be off (its ACKs still count)
 MAX_OPEN = 4096  # open P0s remembered per gateway: a storm of distinct P0s forgets the oldest first
 MAX_NOTED = 4096  # labels of P0 incidents queued as their own alarm, not yet delivered
+KEEP_KNOWN = 512  # the newest labels and sent keys the ledger keeps (the open P0s carry their own)
 REJECTS = ("garbage", "too_large", "unknown_incident", "clock_off", "unreachable")
 
 
@@ -274,16 +275,23 @@ class AckBook:
         """An operator acknowledges an incident (its key, or the key its terminals know) from the gateway: every
         terminal it is open on is sent its own signed ACK. Returns the terminals to be told."""
         want = wire_key(incident)
+        unseen = []
         with self.lock:
-            targets = sorted(
-                t for (t, k), o in self.open.items() if k == want or incident in o.carried or want in o.carried
-            )
-            keys = [(t, k) for (t, k), o in self.open.items() if t in targets and (k == want or incident in o.carried)]
+            keys = sorted(tk for tk, o in self.open.items() if tk[1] == want or incident in o.carried)
             for tk in keys:
                 self.sent[tk] = via
                 self.to_send.setdefault(tk, now)
+                o = self.open[tk]
+                if not o.shown:
+                    # never shown there (the terminal is down): the operator has it, so it stops paging now; the
+                    # ACK is still sent, so the terminal is quiet about it when it comes back
+                    del self.open[tk]
+                    unseen.append(o)
             if keys:
                 self._changed()
+        if self.history is not None:
+            for o in unseen:
+                self.history.acked(sorted(o.carried), o.terminal, via, now)
         return [{"terminal": t, "key": k} for t, k in keys]
 
     # ---- what a terminal says ---------------------------------------------------------------------------------
@@ -468,9 +476,9 @@ class AckBook:
             ]
             recs += [
                 {"t": "noted", "key": k, "rack": v[0], "node": v[1], "kind": v[2], "after": v[3]}
-                for k, v in self.noted.items()
+                for k, v in list(self.noted.items())[-KEEP_KNOWN:]
             ]
-            recs += [{"t": "known", "terminal": t, "key": k} for (t, k) in self.known]
+            recs += [{"t": "known", "terminal": t, "key": k} for (t, k) in list(self.known)[-KEEP_KNOWN:]]
             return self.gen, recs
 
     def restore(self, records):
