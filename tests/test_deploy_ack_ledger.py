@@ -147,9 +147,23 @@ def test_a_p0_whose_only_terminal_is_dead_from_the_start_pages_saying_nobody_saw
         t_page, pages = wait_for(lambda: world.pages(key + ":gpu0", "firing"), 30, "page for a P0 nobody saw")
         print("P0 to a dead terminal -> page: %.1f s (escalate_after_s 5)" % (t_page - t0))
         (term, _s, _st, labels, ann) = pages[0]
-        assert term == "machine-room" and labels["shown"] == "false"
+        assert term == "machine-room" and labels["shown"] == "none"
         assert "no terminal showed it" in ann["summary"] and key in ann["summary"], ann
         assert [a for a in emulator_status(office_url)["active"] if a["key"].startswith("Z05")] == []
+
+        # a P0 for both: machine-room never shows it, office does and dies before anyone acknowledges it
+        key2 = "A06:gpu-worker-32:NCCL_TIMEOUT"
+        assert post(gw_url + "/api/v1/gpu_event", p0("A06", "gpu-worker-32"), token=INGEST_TOKEN)[0] == 200
+        wait_status(office_url, lambda s: any(a["key"] == key2 for a in s["active"]), 10)
+        stop(office)
+        t_page, _ = wait_for(
+            lambda: {p[0] for p in world.pages(key2, "firing")} >= {"machine-room", "office"}, 30, "both pages"
+        )
+        shown = {p[0]: p[3]["shown"] for p in world.pages(key2, "firing")}
+        assert shown == {"machine-room": "false", "office": "true"}, shown
+        summary = {p[0]: p[4]["summary"] for p in world.pages(key2, "firing")}
+        assert "never reached terminal machine-room" in summary["machine-room"], summary
+        assert "not acknowledged on terminal office" in summary["office"], summary
     finally:
         for p in reversed(procs):
             stop(p)

@@ -59,13 +59,13 @@ def test_a_p0_is_open_on_disk_before_its_200_and_escalates_unseen_with_its_deadl
     # a new gateway on the same state_dir (as after kill -9: the file is what was on disk)
     gw2 = Gateway(config(tmp_path, url, escalate_after_s=2))
     try:
-        (o,) = gw2.acks.deadlines()
-        assert o.deadline == deadline and not o.shown
+        ((o, shown),) = gw2.acks.deadlines()
+        assert o.deadline == deadline and not o.shown and shown == "none"
         time.sleep(max(0.0, deadline - time.time()) + 0.1)
         m = gw2.metrics_text()
         assert (
             'sentinel_gateway_p0_escalation{terminal="room",incident="%s",rack="A03",node_host="gpu-worker-08",'
-            'event_type="NCCL_TIMEOUT",shown="false"} 1' % KEY
+            'event_type="NCCL_TIMEOUT",shown="none"} 1' % KEY
         ) in m, m
         assert "sentinel_gateway_p0_deadline_timestamp_seconds{" in m
     finally:
@@ -95,7 +95,7 @@ def test_a_damaged_ledger_is_one_log_line_and_the_rest_is_kept(tmp_path, caplog)
     try:
         bad = [r for r in caplog.records if r.getMessage() == "ack_ledger_damaged"]
         assert len(bad) == 1 and bad[0].fields["skipped"] >= 2, [r.getMessage() for r in caplog.records]
-        keys = {o.key for o in gw2.acks.deadlines()}
+        keys = {o.key for o, _shown in gw2.acks.deadlines()}
         assert "B07:gpu-worker-09:NCCL_TIMEOUT" in keys and KEY not in keys
         assert gw2.health()["ok"]
     finally:

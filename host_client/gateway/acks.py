@@ -63,11 +63,15 @@ class OpenP0:
         self.shown = shown
         # the deadline is kept through delivery and restarts: a P0 escalates escalate_after_s after it was taken
         self.deadline = since + escalate_after if deadline is None else deadline
-        self.esc_shown = None  # shown as it was when it escalated: the page's labels do not change under it
+        self.esc_shown = None  # its `shown` label when it escalated: the page's labels do not change under it
 
-    def labels_shown(self):
-        """The `shown` label of its escalation series (frozen when it escalated, so it pages once)."""
-        return "true" if (self.shown if self.esc_shown is None else self.esc_shown) else "false"
+    def labels_shown(self, seen_elsewhere=False):
+        """The `shown` label of its deadline and escalation series: "true" (this terminal showed it), "false" (not
+        this one, another did), "none" (no terminal showed it: nobody has seen it). Frozen when it escalated, so
+        it pages once."""
+        if self.esc_shown is not None:
+            return self.esc_shown
+        return "true" if self.shown else "false" if seen_elsewhere else "none"
 
     def to_json(self):
         return {
@@ -100,7 +104,8 @@ class OpenP0:
             deadline=float(d["deadline"]),
         )
         o.escalated = bool(d["escalated"])
-        o.esc_shown = None if d.get("esc_shown") is None else bool(d["esc_shown"])
+        esc = d.get("esc_shown")
+        o.esc_shown = esc if esc in ("true", "false", "none") else None
         return o
 
 
@@ -435,7 +440,7 @@ class AckBook:
                 if now >= o.deadline:
                     if not o.escalated:
                         o.escalated = True
-                        o.esc_shown = o.shown
+                        o.esc_shown = o.labels_shown(self._seen_elsewhere(o))
                         new.append(o)
                     out.append(o)
             if new:
@@ -448,7 +453,7 @@ class AckBook:
                         "incident": o.key,
                         "terminal": o.terminal,
                         "after_s": round(now - o.deadline + o.escalate_after, 1),
-                        "shown": o.shown,
+                        "shown": o.esc_shown,
                         "rack": o.rack,
                         "node": o.node,
                         "type": o.kind,
@@ -456,7 +461,7 @@ class AckBook:
                 },
             )
             if self.history is not None:
-                self.history.escalated(sorted(o.carried), o.terminal, now, shown=o.shown)
+                self.history.escalated(sorted(o.carried), o.terminal, now, shown=o.esc_shown)
         return out
 
     # ---- the ledger -------------------------------------------------------------------------------------------
@@ -548,9 +553,15 @@ class AckBook:
             )
 
     def deadlines(self):
-        """Every open P0 (shown or not), for its deadline series."""
+        """Every open P0 (shown or not) with its `shown` label, for its deadline series."""
         with self.lock:
-            return list(self.open.values())
+            return [(o, o.labels_shown(self._seen_elsewhere(o))) for o in self.open.values()]
+
+    def _seen_elsewhere(self, o):
+        """A P0 not shown on its terminal: did another terminal show one of its incidents? (The history knows.)"""
+        if o.shown or o.esc_shown is not None or self.history is None:
+            return False
+        return self.history.was_shown(o.carried)
 
     def metrics(self, now):
         """(histogram rows, acks, rejected, per-terminal (open count, oldest age), escalated OpenP0s), a snapshot."""
@@ -603,14 +614,16 @@ def write_metrics(book, fam, lab, lines, terminals, now):
         "1 per P0 not acknowledged within its route's escalate_after_s (the SentinelP0NotAcknowledged rule).",
     )
     for o in esc:
-        lines.append("sentinel_gateway_p0_escalation%s 1" % _escalation_labels(lab, o))
+        lines.append("sentinel_gateway_p0_escalation%s 1" % _escalation_labels(lab, o, o.esc_shown))
     fam(
         "sentinel_gateway_p0_deadline_timestamp_seconds",
         "gauge",
         "When each open P0 escalates (Unix time), shown or not: Prometheus pages on it while the gateway is down.",
     )
-    for o in book.deadlines():
-        lines.append("sentinel_gateway_p0_deadline_timestamp_seconds%s %.3f" % (_escalation_labels(lab, o), o.deadline))
+    for o, shown in book.deadlines():
+        lines.append(
+            "sentinel_gateway_p0_deadline_timestamp_seconds%s %.3f" % (_escalation_labels(lab, o, shown), o.deadline)
+        )
     fam(
         "sentinel_gateway_status_reads_rejected_total",
         "counter",
@@ -624,11 +637,9 @@ def write_metrics(book, fam, lab, lines, terminals, now):
             )
 
 
-def _escalation_labels(lab, o):
-    # shown="false": no terminal answered for it, nobody has seen it (the rule's summary says so)
-    return lab(
-        terminal=o.terminal, incident=o.key, rack=o.rack, node_host=o.node, event_type=o.kind, shown=o.labels_shown()
-    )
+def _escalation_labels(lab, o, shown):
+    # shown="none": no terminal showed it, nobody has seen it (the rule's summary says so)
+    return lab(terminal=o.terminal, incident=o.key, rack=o.rack, node_host=o.node, event_type=o.kind, shown=shown)
 
 
 def _fields(**kw):

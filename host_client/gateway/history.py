@@ -85,6 +85,14 @@ class IncidentHistory:
 
         self._each([key], done)
 
+    def was_shown(self, keys):
+        """Whether any terminal showed one of these incidents. Called under cond (the book's lock)."""
+        for k in keys:
+            r = self.items.get(k)
+            if r is not None and r["shown"]:
+                return True
+        return False
+
     def records(self):
         with self.cond:
             return [dict(r, t="incident") for r in self.items.values()]
@@ -109,7 +117,7 @@ class IncidentHistory:
                             for k, v in dict(r.get("acknowledged", {})).items()
                         },
                         "escalated": {
-                            str(k): {"at": float(v["at"]), "shown": bool(v.get("shown", True))}
+                            str(k): {"at": float(v["at"]), "shown": str(v.get("shown", "true"))}
                             for k, v in dict(r.get("escalated", {})).items()
                         },
                         "resolved": None if r.get("resolved") is None else float(r["resolved"]),

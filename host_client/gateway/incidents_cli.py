@@ -125,6 +125,10 @@ def _when(t):
     return "-" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
 
 
+def _unseen(shown):
+    return {"false": " (not shown here)", "none": " (no terminal showed it)"}.get(shown, "")
+
+
 def render(items):
     """One block per incident, newest first, times in UTC."""
     if not items:
@@ -150,7 +154,7 @@ def render(items):
                     t,
                     _when(shown) if shown is not None else "never",
                     "%s (%s)" % (_when(ack["at"]), ack["via"]) if ack else "-",
-                    (_when(esc["at"]) + ("" if esc.get("shown", True) else " (nobody saw it)")) if esc else "-",
+                    (_when(esc["at"]) + _unseen(esc.get("shown"))) if esc else "-",
                 )
             )
     return "\n".join(out)
