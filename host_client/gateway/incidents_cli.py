@@ -83,7 +83,14 @@ def main(argv) -> int:
         print("sentinel-gateway: not every terminal took the ACK within %g s; the gateway keeps trying" % a.wait)
         return EXIT_OK
     except OSError as e:
-        print("sentinel-gateway: cannot reach the gateway at %s: %s" % (url, getattr(e, "reason", e)), file=sys.stderr)
+        from host_client.transport import describe
+
+        why = getattr(e, "reason", e)
+        print(
+            "sentinel-gateway: cannot reach the gateway at %s: %s (is it running? --url names another)"
+            % (url, describe(why) if isinstance(why, BaseException) else why),
+            file=sys.stderr,
+        )
         return EXIT_UNREACHABLE
 
 
