@@ -384,3 +384,22 @@ def test_a_group_ack_already_applied_on_the_member_by_an_ha_peer_is_not_sent_aga
     for b in (book, peer):
         b.to_send[("office", KEY)] = T0 + 9.4
     assert book.ack_id("office", KEY) == peer.ack_id("office", KEY) != book.ack_id("room", KEY)
+
+
+def test_the_ledger_keeps_what_a_restart_needs_an_ack_due_a_deadline_an_escalation():
+    """kill -9 between reading an ACK and sending the group's: the ACK still due, the office P0 still open with its
+    deadline and its escalation (the same labels: it pages once), the keys sent known."""
+    book = AckBook(config(escalate_after_s=5))
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    book.due_escalations(T0 + 6)
+    book.read_status("room", status([KEY]), T0 + 7)
+    _gen, recs = book.snapshot()
+    again = AckBook(config(escalate_after_s=5))
+    assert again.restore(json.loads(json.dumps(recs))) == (len(recs), 0)
+    assert again.group_due(T0 + 8) == [("office", KEY)]
+    ((o, shown),) = again.deadlines()
+    assert (o.terminal, o.deadline, o.escalated, shown) == ("office", T0 + 5, True, "true")
+    assert again.ack_id("office", KEY) == book.ack_id("office", KEY)
+    r = again.read_status("office", status([KEY]), T0 + 9)  # office took it: a group ACK, not a new one
+    assert [a.via for a in r.acked] == ["group"] and again.group_due(T0 + 9) == []
