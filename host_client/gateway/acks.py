@@ -218,12 +218,15 @@ class AckBook:
     def resolved(self, incident_key):
         """The incident resolved: every open P0 that carried only resolved incidents closes (and its escalation)."""
         with self.lock:
-            self.noted.pop(incident_key, None)
+            changed = self.noted.pop(incident_key, None) is not None
             for k, o in list(self.open.items()):
-                o.carried.discard(incident_key)
-                if not o.carried:
-                    del self.open[k]
-            self._changed()
+                if incident_key in o.carried:
+                    o.carried.discard(incident_key)
+                    changed = True
+                    if not o.carried:
+                        del self.open[k]
+            if changed:  # a recovery storm of incidents the ledger never held writes nothing
+                self._changed()
         if self.history is not None:
             self.history.resolved(incident_key, time.time())
 
