@@ -201,7 +201,7 @@ def test_a_status_page_dripping_a_byte_a_second_stalls_nothing(world, tmp_path):
         AlarmClient(room_url, "gpu_cluster_sentinel", room_cfg["secret"]).ack()
         t_ack = time.monotonic()
         t_office, _ = wait_for(lambda: acked(office_url, key), 5, "office acknowledged within 5 s")
-        print("drip terminal in the group: ACK on machine-room -> office acknowledged %.2f s" % (t_office - t_ack))
+        print("beside a dripping terminal: ACK on machine-room -> office acknowledged %.2f s" % (t_office - t_ack))
         # the drip terminal's own P0 pages on time; machine-room's and office's do not
         wait_for(lambda: "drip" in {p[0] for p in world.pages(key, "firing")}, 30, "the drip terminal's page")
         assert not {"machine-room", "office"} & {p[0] for p in world.pages(key, "firing")}
