@@ -139,9 +139,11 @@ class AlarmClient:
             raise RefusedError(self.target.url, e.status, e.code, e.message) from None
         return self._deliver(PATH_ALARM, wire)
 
-    def ack(self, key: str | None = None, *, long: bool = False) -> Ack:
-        """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all."""
-        body = {"long": bool(long), "id": uuid.uuid4().hex[:16]}
+    def ack(self, key: str | None = None, *, long: bool = False, id: str | None = None) -> Ack:
+        """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all. id: the message id
+        (default random); two senders of one ACK that give it the same id have it applied once (the terminal's
+        replay memory answers the second a duplicate)."""
+        body = {"long": bool(long), "id": id or uuid.uuid4().hex[:16]}
         if key is not None:
             body["key"] = key
         return self._deliver(PATH_ACK, body)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from .answers import ALLOW_GET, ALLOW_POST, JSON, WWW_AUTH, encode
 from .front_status import FrontStatus
+from .history import PATHS as INCIDENT_PATHS
+from .history import answer as incidents_answer
 from .ingest import BodyError, decode_body
 from .service import INVALID, MALFORMED, TAKEN, UNAUTHORIZED, UNAVAILABLE, Gateway
 
@@ -118,6 +120,8 @@ class Application:
             if not waits:
                 return data
             return Deferred(waits, self.persist_wait_s, data, lambda: self._not_durable(source, close))
+        if path in INCIDENT_PATHS:
+            return self._incidents(method, path, body, close, auth)
         if path == "/healthz" and method == "GET":
             return encode(200, self.gw.health(self._front()), close)
         if path == "/metrics" and method == "GET":
@@ -153,6 +157,23 @@ class Application:
             if denied is not None:
                 return encode(401, denied, True, JSON, WWW_AUTH)
         return encode(413, self.gw.refuse(source, "too_large", message), True)
+
+    def _incidents(self, method, path, body, close, auth) -> bytes:
+        """GET /api/v1/incidents, POST /api/v1/incidents/ack: the ingest token guards them (a 401 is counted as
+        ingest's are); a body that is not JSON is a 400."""
+        denied = self.gw.check_auth("incidents", auth)
+        if denied is not None:
+            return encode(401, denied, close, JSON, WWW_AUTH)
+        obj = None
+        if method == "POST" and path != "/api/v1/incidents":
+            try:
+                obj = decode_body(body or b"")
+            except BodyError as e:
+                return encode(e.status, {"ok": False, "error": e.code, "message": str(e)}, close)
+        status, answer = incidents_answer(self.gw, method, path, obj, now=self.gw.clock())
+        if status == 405:
+            return encode(status, answer, close, JSON, ALLOW_GET if path == "/api/v1/incidents" else ALLOW_POST)
+        return encode(status, answer, close)
 
     def _front(self) -> FrontStatus | None:
         return self.front_status() if self.front_status is not None else None

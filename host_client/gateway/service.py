@@ -16,7 +16,7 @@ import time
 from functools import partial
 
 from host_client.client import AlarmClient
-from sentinel_core.alarm import LEVEL_NAMES
+from sentinel_core.alarm import LEVEL_NAMES, P0
 
 from .acks import AckBook, AckPoller
 from .alertmanager import parse_webhook
@@ -24,8 +24,12 @@ from .debounce import Debouncer
 from .delivery import Worker
 from .events import EVENT_TYPES, OTHER_TYPE, EventError, parse_event, phrase, severity
 from .front_status import FrontStatus
+from .history import IncidentHistory
 from .incident import gpu_incident
 from .lane import Lane, Outcome
+from .ledger import FILE as LEDGER_FILE
+from .ledger import LedgerPersister
+from .ledger import restore as restore_ledger
 from .logs import lane_log, log_event, worker_log
 from .metrics import metrics_text
 from .persist import PendingStore, Persister
@@ -74,6 +78,8 @@ class Gateway:
         self.persisters = {}
         self.restore_errors = []
         self.acks = AckBook(config)
+        self.history = self.acks.history = IncidentHistory(self.acks.cond)
+        self.ledger = None  # LedgerPersister: the ACK ledger and the history under state_dir
         term_clients = {}
         user_delivered = on_delivered
 
@@ -84,6 +90,9 @@ class Gateway:
 
         if config.state_dir:
             os.makedirs(config.state_dir, exist_ok=True)
+            path = os.path.join(config.state_dir, LEDGER_FILE)
+            restore_ledger(path, self.acks, self.history)
+            self.ledger = LedgerPersister(path, self.acks, self.history)
         for name, t in config.terminals.items():
             lane = Lane(
                 name,
@@ -148,6 +157,8 @@ class Gateway:
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     def start(self):
+        if self.ledger is not None:
+            self.ledger.start()
         for p in self.persisters.values():
             p.start()
         for w in self.workers.values():
@@ -161,6 +172,8 @@ class Gateway:
             w.stop()
         for p in self.persisters.values():
             p.stop()
+        if self.ledger is not None:
+            self.ledger.stop()
 
     # ---- ingest -----------------------------------------------------------------------------------------
 
@@ -439,6 +452,7 @@ class Gateway:
         lanes = self.lanes
         route = self.cfg.route
         acks = self.acks
+        ledger_due = False
         for inc in incidents:
             if inc.recovery:
                 acks.resolved(inc.key)
@@ -455,6 +469,13 @@ class Gateway:
                 res[name] = lane.submit(inc, now)
             if _ALONE in res.values():  # its own alarm: the labels its escalation will carry (folds add none)
                 acks.note_incident(inc)
+                if inc.level == P0 and not inc.recovery:
+                    # open from now on each terminal it is queued for: its deadline runs even if none answers
+                    taken = acks.taken(inc, [n for n, r in res.items() if r is _ALONE], now)
+                    if taken is not None and self.ledger is not None:
+                        ledger_due = True
+            if names and not inc.recovery and inc.level:
+                self.history.fired(inc, names, now)
             out.append(res)
         # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
         # covers every request waiting at that moment). A fold into a summary already on disk does not wait. If the
@@ -474,6 +495,13 @@ class Gateway:
                 continue
             if not p.wait(gen, self.cfg.persist_wait_s):
                 log_event("persist_slow", logging.WARNING, terminal=name, error=p.last_error)
+                durable = False
+        ledger = self.ledger
+        if ledger_due and ledger is not None:  # a P0 opened: its deadline is on disk before the answer, like its alarm
+            if waits is not None:
+                waits.append((ledger, ledger.gen()))
+            elif not ledger.wait(ledger.gen(), self.cfg.persist_wait_s):
+                log_event("persist_slow", logging.WARNING, terminal="ack-ledger", error=ledger.last_error)
                 durable = False
         return out, durable
 
@@ -503,6 +531,8 @@ class Gateway:
                 problems.append("terminal %s: persister thread is not running" % name)
             if not w.alive():
                 problems.append("terminal %s: delivery worker is not running" % name)
+        if self.ledger is not None and self.ledger.broken:
+            problems.append("the ACK ledger cannot be saved (%s)" % self.ledger.last_error)
         if front is not None and front.accept_failing:
             problems.append("not accepting connections: %s" % front.accept_error)
         out = {
