@@ -15,7 +15,7 @@ from deploy_live import ROOT, emulator_status, get, start_emulator, start_gatewa
 
 from host_client.gateway.config import Config
 from host_client.gateway.ledger import FILE
-from host_client.gateway.service import Gateway
+from host_client.gateway.service import TAKEN, Gateway
 from testkit.net import free_port
 
 KEY = "A03:gpu-worker-08:NCCL_TIMEOUT"
@@ -49,7 +49,7 @@ def test_a_p0_is_open_on_disk_before_its_200_and_escalates_unseen_with_its_deadl
     gw = Gateway(config(tmp_path, url, escalate_after_s=2))
     gw.start()
     try:
-        assert gw.gpu_event(dict(EV))[0] == 200
+        assert gw.gpu_event(dict(EV))[0] == TAKEN
         (rec,) = open_lines(tmp_path)  # written before the answer
         assert (rec["terminal"], rec["key"], rec["shown"]) == ("room", KEY, False)
         deadline = rec["deadline"]
@@ -77,8 +77,8 @@ def test_a_damaged_ledger_is_one_log_line_and_the_rest_is_kept(tmp_path, caplog)
     gw = Gateway(config(tmp_path, url))
     gw.start()
     try:
-        assert gw.gpu_event(dict(EV))[0] == 200
-        assert gw.gpu_event(dict(EV, cluster_rack="B07", node_host="gpu-worker-09"))[0] == 200
+        assert gw.gpu_event(dict(EV))[0] == TAKEN
+        assert gw.gpu_event(dict(EV, cluster_rack="B07", node_host="gpu-worker-09"))[0] == TAKEN
     finally:
         gw.stop()
     path = os.path.join(str(tmp_path), FILE)

@@ -87,7 +87,9 @@ class LedgerPersister:
         self.book = book
         self.history = history
         self.cond = book.cond  # history changes notify the same condition
-        self.saved = -1
+        # what restore() read is what the file holds: nothing to write until a change (a second gateway refused
+        # on the same state_dir must find it as the first left it)
+        self.saved = self._gen()
         self.broken = False
         self.last_error = None
         self.writes = 0
