@@ -245,3 +245,24 @@ def _fields(out: str) -> dict:
         elif key is not None:
             fields[key] += " " + tok
     return fields
+
+
+# A training job as Slurm runs it: traps the checkpoint signal, writes a checkpoint line, runs until cancelled.
+# `sleep & wait`: bash runs a trap as soon as `wait` is interrupted, not after a foreground sleep ends.
+CHECKPOINTING_JOB = """#!/bin/bash
+echo "start ${SLURM_RESTART_COUNT:-0}"
+trap 'echo "checkpoint ${SLURM_RESTART_COUNT:-0}" >> checkpoint-$SLURM_JOB_ID.txt' USR1
+while true; do sleep 0.2 & wait $!; done
+"""
+
+
+def cluster_for_tests():
+    """A started SlurmCluster; where Slurm cannot start, a skip on a developer's machine and a failure in CI."""
+    import pytest
+
+    try:
+        return SlurmCluster().start()
+    except SlurmUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail("real Slurm is required in CI and did not start: %s" % e)
+        pytest.skip("real Slurm did not start here: %s" % e)
