@@ -275,3 +275,21 @@ def test_slurmctld_down_then_back_the_isolation_is_retried(slurm, tmp_path):
     assert said.texts()[-1] == "%s drained, no job was running on it" % node
     assert [t for t in said.texts() if t.startswith("isolation failed")] == [said.texts()[0]]
     undrain(slurm, node)
+
+
+def test_automatic_resume_only_on_a_healthy_event_for_a_self_clearing_fault(slurm, tmp_path):
+    a, b = GHOST_NODES[0], GHOST_NODES[1]
+    remedy, said = engine(slurm, tmp_path, policy={"self_clearing": ["PCIE_DOWNGRADE"]})
+    try:
+        remedy.handle(incident(a, event_type="PCIE_DOWNGRADE", xid=None), time.time())
+        remedy.handle(incident(b, event_type="XID_FATAL", xid=79), time.time())
+        assert "DRAIN" in slurm.node_state(a) and "DRAIN" in slurm.node_state(b)
+        remedy.tick(time.time() + 3600)  # silence is never a healthy event
+        assert "DRAIN" in slurm.node_state(a)
+        remedy.handle(incident(b, event_type="XID_FATAL", xid=79, firing=False), time.time())
+        assert "DRAIN" in slurm.node_state(b)  # an XID 79 does not clear by itself: the operator resumes
+        remedy.handle(incident(a, event_type="PCIE_DOWNGRADE", xid=None, firing=False), time.time())
+        assert "DRAIN" not in slurm.node_state(a)
+    finally:
+        undrain(slurm, a)
+        undrain(slurm, b)

@@ -95,7 +95,15 @@ def alert(*, fingerprint, texts, severity, host, rack="", firing=True, action=""
     """One Alertmanager alert (the webhook's version 4 shape) carrying texts in both languages."""
     return {
         "status": "firing" if firing else "resolved",
-        "labels": {"alertname": ALERTNAME, "severity": severity, "host": host, "rack": rack, "action": action},
+        # one alertname per action: the gateway folds alerts of one name and rack into a summary, and a drain must
+        # not be folded into the "isolation failed" before it
+        "labels": {
+            "alertname": ALERTNAME + "".join(w.capitalize() for w in action.split("_")),
+            "severity": severity,
+            "host": host,
+            "rack": rack,
+            "action": action,
+        },
         "annotations": {"summary": texts["en"], "summary_en": texts["en"], "summary_zh": texts["zh"]},
         "fingerprint": fingerprint[:64],
         "startsAt": "",

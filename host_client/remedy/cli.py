@@ -133,8 +133,8 @@ def serve(cfg):
     signal.signal(signal.SIGINT, stop)
     log(
         "remedy_started",
-        listen="%s:%d" % (cfg.host, server.effective_port),
-        mode=cfg.mode,  # type: ignore[attr-defined]
+        listen="%s:%s" % (cfg.host, server.effective_port),  # type: ignore[attr-defined]
+        mode=cfg.mode,
         state_dir=cfg.state_dir,
     )
     try:
