@@ -215,3 +215,21 @@ def test_operator_commands_through_the_running_daemon(daemon):
     )
     audit = [json.loads(x) for x in (f.parent / "state" / "audit.jsonl").read_text().splitlines()]
     assert [(a["action"], a["result"]) for a in audit] == [("reset_breaker", "ok"), ("resume", "failed")]
+
+
+def test_beat_on_checkpoint_names_a_missing_signal_and_clears_once_read():
+    import os
+    import signal
+
+    from host_client.beat import on_checkpoint
+
+    with pytest.raises(ValueError, match="no signal SIGNOPE"):
+        on_checkpoint("NOPE")
+    old = signal.getsignal(signal.SIGUSR2)
+    try:
+        req = on_checkpoint("SIGUSR2")
+        assert not req.requested()
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert req.requested() and not req.requested() and req.count == 1
+    finally:
+        signal.signal(signal.SIGUSR2, old)

@@ -293,3 +293,35 @@ def test_automatic_resume_only_on_a_healthy_event_for_a_self_clearing_fault(slur
     finally:
         undrain(slurm, a)
         undrain(slurm, b)
+
+
+PYTHON_JOB = """#!%s
+# a training loop with host_client.beat's checkpoint handler, as docs/REMEDY.md shows it
+import os, time
+from host_client.beat import on_checkpoint
+ckpt = on_checkpoint()
+restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+print("start", restart, flush=True)
+for step in range(100000):
+    time.sleep(0.05)  # one training step
+    if ckpt.requested():
+        with open("pycheckpoint-%%s.txt" %% os.environ["SLURM_JOB_ID"], "a") as f:
+            f.write("step %%d restart %%s\\n" %% (step, restart))
+"""
+
+
+def test_beats_checkpoint_handler_in_a_python_job_under_slurm(slurm, tmp_path):
+    import sys
+
+    remedy, said = engine(slurm, tmp_path)
+    job = slurm.sbatch(PYTHON_JOB % sys.executable, "--requeue", "--open-mode=append")
+    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    out = os.path.join(slurm.dir, "slurm-%s.out" % job)
+    wait_for(lambda: os.path.exists(out) and "start 0" in open(out).read(), 20)  # its handler is registered
+    try:
+        remedy.handle(incident(REAL_NODE, event_type="PROGRESS_STALL", xid=None, gpu=-1), time.time())
+        ckpt = os.path.join(slurm.dir, "pycheckpoint-%s.txt" % job)
+        wait_for(lambda: os.path.exists(ckpt) and "restart 0" in open(ckpt).read(), 10)
+        assert slurm.job(job)["JobState"] == "RUNNING"  # the signal asked for a checkpoint; it did not kill
+    finally:
+        slurm.run("scancel", job)
