@@ -131,6 +131,19 @@ class SlurmCluster:
         r = self.run("sbatch", "--parsable", "-p", PARTITION, "-w", REAL_NODE, "-D", self.dir, *args, path)
         return r.stdout.strip().split(";")[0]
 
+    def wait_started(self, job_id, line="start 0", timeout=30.0):
+        """Until the job runs and its script printed line: Slurm says RUNNING before the script has set its trap,
+        and a USR1 before the trap ends the job."""
+        out = os.path.join(self.dir, "slurm-%s.out" % job_id)
+
+        def started():
+            if not os.path.exists(out):
+                return False
+            with open(out, encoding="utf-8", errors="replace") as f:
+                return line in f.read()
+
+        self._wait(started, timeout, "job %s" % job_id)
+
     def wait_for(self, predicate, timeout, what):
         self._wait(predicate, timeout, what)
 
@@ -250,8 +263,8 @@ def _fields(out: str) -> dict:
 # A training job as Slurm runs it: traps the checkpoint signal, writes a checkpoint line, runs until cancelled.
 # `sleep & wait`: bash runs a trap as soon as `wait` is interrupted, not after a foreground sleep ends.
 CHECKPOINTING_JOB = """#!/bin/bash
-echo "start ${SLURM_RESTART_COUNT:-0}"
 trap 'echo "checkpoint ${SLURM_RESTART_COUNT:-0}" >> checkpoint-$SLURM_JOB_ID.txt' USR1
+echo "start ${SLURM_RESTART_COUNT:-0}"
 while true; do sleep 0.2 & wait $!; done
 """
 

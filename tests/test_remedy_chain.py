@@ -103,7 +103,7 @@ def wait_for(pred, timeout=30.0):
 
 def test_fault_to_drain_checkpoint_requeue_resume_and_normal(slurm, tmp_path):
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
-    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    slurm.wait_started(job)
     chain = Chain(slurm, tmp_path)
     try:
         t0 = time.monotonic()

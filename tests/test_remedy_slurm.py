@@ -88,7 +88,7 @@ def wait_for(pred, timeout=30.0):
 def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
     remedy, said = engine(slurm, tmp_path, slurm={"checkpoint_grace_s": 1})
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
-    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    slurm.wait_started(job)
     inc = incident(REAL_NODE)
     t0 = time.time()
     remedy.handle(inc, t0)
@@ -150,7 +150,7 @@ def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
 def test_max_restarts_per_job_caps_the_requeue(slurm, tmp_path):
     remedy, said = engine(slurm, tmp_path, slurm={"checkpoint_grace_s": 0, "max_restarts_per_job": 0})
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
-    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    slurm.wait_started(job)
     try:
         remedy.handle(incident(REAL_NODE), time.time())
         remedy.tick(time.time() + 1)
@@ -235,7 +235,7 @@ def test_application_xids_never_act(slurm, tmp_path):
 def test_a_hang_signals_the_job_and_leaves_the_node_in_service(slurm, tmp_path):
     remedy, said = engine(slurm, tmp_path)
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
-    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    slurm.wait_started(job)
     try:
         remedy.handle(incident(REAL_NODE, event_type="NCCL_TIMEOUT", xid=None, gpu=-1), time.time())
         assert "DRAIN" not in slurm.node_state(REAL_NODE)
@@ -315,7 +315,7 @@ def test_beats_checkpoint_handler_in_a_python_job_under_slurm(slurm, tmp_path):
 
     remedy, said = engine(slurm, tmp_path)
     job = slurm.sbatch(PYTHON_JOB % sys.executable, "--requeue", "--open-mode=append")
-    wait_for(lambda: slurm.job(job).get("JobState") == "RUNNING")
+    slurm.wait_started(job)
     out = os.path.join(slurm.dir, "slurm-%s.out" % job)
     wait_for(lambda: os.path.exists(out) and "start 0" in open(out).read(), 20)  # its handler is registered
     try:
