@@ -233,3 +233,16 @@ def test_beat_on_checkpoint_names_a_missing_signal_and_clears_once_read():
         assert req.requested() and not req.requested() and req.count == 1
     finally:
         signal.signal(signal.SIGUSR2, old)
+
+
+def test_the_shipped_example_and_unit_are_what_the_docs_say():
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from host_client.remedy.config import load_config
+
+    c = load_config(os.path.join(root, "examples", "remedy.toml"), env={"SENTINEL_REMEDY_SECRET": SECRET})
+    assert c.mode == "dry_run" and c.port == 9130 and c.max_nodes == 3
+    unit = open(os.path.join(root, "deploy", "sentinel-remedy.service")).read()
+    assert "ExecStart=/opt/gpu-sentinel/.venv/bin/sentinel-remedy --config /etc/sentinel/remedy.toml\n" in unit
+    assert "PrivateUsers=" not in unit  # munge authenticates the process by its real uid

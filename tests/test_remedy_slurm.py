@@ -14,8 +14,8 @@ import pytest
 
 from host_client.remedy.actions import Incident
 from host_client.remedy.config import from_dict
-from host_client.remedy.daemon import Remedy
 from host_client.remedy.slurm import SlurmBackend
+from host_client.remedy.worker import Remedy
 from testkit.slurm_live import CHECKPOINTING_JOB, GHOST_NODES, REAL_NODE, cluster_for_tests
 
 

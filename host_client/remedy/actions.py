@@ -1,5 +1,5 @@
 """The functional core of sentinel-remedy: which action a fault calls for, the blast-radius breaker, and what the
-daemon's state says is its own. Values in, values out, `now` passed in; no I/O (daemon.py does that)."""
+daemon's state says is its own. Values in, values out, `now` passed in; no I/O (worker.py does that)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from host_client.transport import HTTPTransport, describe, listen_error
 
 from .announce import Announcer
 from .config import load_config
-from .daemon import Remedy, log
 from .slurm import SlurmBackend
+from .worker import Remedy, log
 
 DEFAULT_CONFIG = "/etc/sentinel/remedy.toml"
 PROG = "sentinel-remedy"

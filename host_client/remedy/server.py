@@ -69,7 +69,7 @@ def make_app(remedy, cfg):
         if environ.get("CONTENT_TYPE"):
             headers["content-type"] = environ["CONTENT_TYPE"]
         r = receiver.handle(method, path, headers, body, time.time(), commit=False)
-        if r.status != 200 or r.duplicate:
+        if r.status != 200 or r.duplicate or r.payload is None:
             return answer(r.status, r.answer)
         if path == PATH_INCIDENT:
             remedy.submit(r.payload["incident"])

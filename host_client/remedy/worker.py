@@ -184,7 +184,7 @@ class Remedy:
             return
         self.state.seen[inc.id] = self.clock()
         if len(self.state.seen) > SEEN_MAX:
-            for k in sorted(self.state.seen, key=self.state.seen.get)[: SEEN_MAX // 10]:
+            for k in sorted(self.state.seen, key=lambda k: self.state.seen[k])[: SEEN_MAX // 10]:
                 del self.state.seen[k]
         if action is Action.ISOLATE:
             self._isolate(inc, received_at)
@@ -459,7 +459,9 @@ class Remedy:
                     changed |= self._watch(job, rec)
         for iid, r in list(self.state.retry.items()):
             if r.get("next_at", 0) <= now:
-                inc = Incident(**{k: tuple(v) if k == "jobs" else v for k, v in r["incident"].items()})
+                fields = dict(r["incident"])
+                fields["jobs"] = tuple(fields.get("jobs", ()))
+                inc = Incident(**fields)
                 self.log("isolation_retry", incident=iid, attempt=r["attempt"])
                 self._isolate(inc, None)
                 changed = True
