@@ -8,6 +8,7 @@ import pytest
 from host_client.errors import ConfigError
 from host_client.gateway.config import Config
 from host_client.remedy.feed import PATH_INCIDENT
+from host_client.remedy.server import PATH_RESET  # noqa: F401 - registers the remedy's endpoints with the Receiver
 from testkit.net import free_port
 from testkit.terminal import LoopbackTerminal
 
@@ -48,6 +49,7 @@ def test_remedy_table_errors_are_one_line(table, says):
 def test_incident_fields_reach_remedy_signed(tmp_path):
     from gateway_front import ServedGateway
 
+    # the remedy's side: the core's Receiver with the remedy's endpoints registered, as server.py serves it
     with LoopbackTerminal({"k": "terminal-secret-0123456789"}) as term, LoopbackTerminal({"gw": SECRET}) as rem:
         g = ServedGateway(config(term.url, rem.url))
         try:

@@ -118,6 +118,9 @@ def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
     assert slurm.job(job)["Restarts"] == "1"
     remedy.tick(time.time() + 3)
     assert [h[0] for h in remedy.backend.history].count([remedy.backend.scontrol, "requeue", job]) == 1
+    # a restart of the daemon knows what it drained and which job it requeued, how often
+    again, _ = engine(slurm, tmp_path, slurm={"checkpoint_grace_s": 1})
+    assert again.state.jobs[job]["restarts"] == 1 and REAL_NODE in again.state.drained
     # the operator resumes the node (its reason is sentinel's); the job starts again from its checkpoint
     ok, msg = remedy.resume(REAL_NODE)
     assert ok and msg == "%s resumed" % REAL_NODE
@@ -325,3 +328,26 @@ def test_beats_checkpoint_handler_in_a_python_job_under_slurm(slurm, tmp_path):
         assert slurm.job(job)["JobState"] == "RUNNING"  # the signal asked for a checkpoint; it did not kill
     finally:
         slurm.run("scancel", job)
+
+
+def test_slurmctld_slow_is_a_timeout_in_one_line_then_retried(slurm, tmp_path):
+    import signal
+
+    node = GHOST_NODES[2]
+    remedy, said = engine(slurm, tmp_path, slurm={"timeout_s": 1})
+    ctld = slurm.procs["slurmctld"]
+    ctld.send_signal(signal.SIGSTOP)  # alive, holding its port, answering nothing: a slurmctld that is slow
+    try:
+        t0 = time.monotonic()
+        remedy.handle(incident(node), time.time())
+        assert time.monotonic() - t0 < 5
+        assert said.texts() == ["isolation failed: scontrol did not answer within 1 s (slurmctld slow or down?)"]
+    finally:
+        ctld.send_signal(signal.SIGCONT)
+    wait_for(lambda: slurm.run("scontrol", "ping", check=False).returncode == 0, 20)
+    remedy.tick(time.time() + 120)
+    try:
+        assert "DRAIN" in slurm.node_state(node)
+        assert said.texts()[-1] == "%s drained, no job was running on it" % node
+    finally:
+        undrain(slurm, node)

@@ -1,5 +1,6 @@
 """The incident feed from the gateway to sentinel-remedy: POST /api/v1/incident, signed like a terminal's alarm
-(sentinel_core.signing, v1.1 scope), answered by the core's Receiver. Both sides take the body's rules from here."""
+(sentinel_core.signing, v1.1 scope), answered by the core's Receiver (server.py registers the endpoint: only the
+remedy's process answers it, never a terminal's). Both sides take the body's rules from here."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import re
 
 from host_client.client import AlarmClient
 from sentinel_core.errors import ProtocolError
-from sentinel_core.receiver import register
 
 from .actions import Incident
 
@@ -71,9 +71,6 @@ def parse_incident(obj) -> dict:
         gateway=gateway,
     )
     return {"id": msg_id, "incident": inc}
-
-
-register(PATH_INCIDENT, "incident", parse_incident)
 
 
 def wire(*, msg_id, incident, firing, level, rack, host, event_type, gpu=None, xid=None, jobs=(), gateway=""):

@@ -15,7 +15,7 @@ from sentinel_core.errors import ProtocolError
 from sentinel_core.keyring import KeyRing
 from sentinel_core.receiver import Receiver, register
 
-from .feed import MAX_BODY, PATH_INCIDENT
+from .feed import MAX_BODY, PATH_INCIDENT, parse_incident
 
 PATH_RESUME = "/api/v1/resume"
 PATH_RESET = "/api/v1/reset_breaker"
@@ -35,6 +35,7 @@ def _parse_reset(obj):
     return obj
 
 
+register(PATH_INCIDENT, "incident", parse_incident)
 register(PATH_RESUME, "resume", _parse_resume)
 register(PATH_RESET, "reset_breaker", _parse_reset)
 
