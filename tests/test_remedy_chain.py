@@ -30,7 +30,7 @@ def slurm():
 
 
 class Chain:
-    def __init__(self, slurm, tmp_path, *, grace_s=2):
+    def __init__(self, slurm, tmp_path, *, grace_s=2, mode="enforce"):
         from gateway_front import ServedGateway
 
         self.slurm = slurm
@@ -51,9 +51,9 @@ class Chain:
         )
         self.conf = tmp_path / "remedy.toml"
         self.conf.write_text(
-            'key_id = "gw"\nsecret_env = "REMEDY_SECRET"\nport = %d\nmode = "enforce"\nstate_dir = "%s"\n'
+            'key_id = "gw"\nsecret_env = "REMEDY_SECRET"\nport = %d\nmode = "%s"\nstate_dir = "%s"\n'
             "[slurm]\ncheckpoint_grace_s = %d\ntimeout_s = 20\nretry_max_s = 2\n"
-            '[announce]\nurl = "%s"\n' % (self.port, tmp_path / "remedy-state", grace_s, self.gw.url)
+            '[announce]\nurl = "%s"\n' % (self.port, mode, tmp_path / "remedy-state", grace_s, self.gw.url)
         )
         self.env = dict(slurm.env, REMEDY_SECRET=SECRET)
         self.log = open(tmp_path / "remedy.log", "wb")
@@ -168,3 +168,28 @@ def test_slurmctld_down_isolation_failed_reaches_the_emulator(slurm, tmp_path):
         chain.close()
     log = chain.log_path.read_text()
     assert "Traceback" not in log and SECRET not in log
+
+
+def test_dry_run_and_a_persons_drain_through_the_chain(slurm, tmp_path):
+    person, fresh = GHOST_NODES[1], GHOST_NODES[2]
+    slurm.run("scontrol", "update", "NodeName=" + person, "State=DRAIN", "Reason=NHC: PSU 2 lost")
+    before = slurm.node(fresh)
+    chain = Chain(slurm, tmp_path, mode="dry_run")
+    try:
+        assert chain.event(node_host=fresh, cluster_rack="B01") == 200
+        wait_for(lambda: "dry run: %s would drain" % fresh in chain.texts(), 15)
+        assert (slurm.node(fresh)["State"], slurm.node(fresh).get("Reason")) == (before["State"], before.get("Reason"))
+    finally:
+        chain.close()
+    chain = Chain(slurm, tmp_path / "enforce")
+    try:
+        assert chain.event(node_host=person, cluster_rack="B02") == 200
+        said = "%s was already drained by someone else (NHC: PSU 2 lost): left as it is" % person
+        wait_for(lambda: said in chain.texts(), 15)
+        assert slurm.node(person)["Reason"].startswith("NHC: PSU 2 lost")
+        r = chain.cli("resume", person)
+        assert r.returncode == 1 and "drained by someone else" in r.stderr
+        assert "DRAIN" in slurm.node_state(person)
+    finally:
+        chain.close()
+        slurm.run("scontrol", "update", "NodeName=" + person, "State=RESUME", check=False)
