@@ -116,3 +116,31 @@ def test_a_dead_or_slow_remedy_never_delays_a_terminal(tmp_path):
             assert time.monotonic() - t0 < 10
         finally:
             g.close()
+
+
+def test_alertmanager_annotations_per_language_reach_each_terminal_in_its_own():
+    from host_client.gateway.alertmanager import parse_webhook
+    from host_client.remedy import announce
+
+    texts = announce.isolated_text("gpu-worker-08", ["1234"], 120)
+    a = announce.alert(fingerprint="remedy:x", texts=texts, severity="warning", host="gpu-worker-08", action="drained")
+    cfg = Config.from_dict({})
+    (inc,) = parse_webhook({"version": "4", "alerts": [a]}, cfg)
+    assert inc.text_for("en") == "gpu-worker-08 drained, job 1234 asked to checkpoint, requeue in 120 s"
+    assert inc.text_for("zh") == "gpu-worker-08 已隔离，作业 1234 已通知保存检查点，120 秒后重新排队"
+    assert inc.level == 1 and inc.kind == "SentinelRemedyDrained"
+    done = announce.alert(
+        fingerprint="remedy:x",
+        texts=announce.running_again_text("1234", "gpu-worker-03"),
+        severity="warning",
+        host="gpu-worker-08",
+        firing=False,
+        action="running_again",
+    )
+    (rec,) = parse_webhook({"version": "4", "alerts": [done]}, cfg)
+    assert rec.recovery and rec.key == inc.key
+    assert rec.text_for("zh") == "作业 1234 已在 gpu-worker-03 上恢复运行 已恢复正常"
+    assert rec.text_for("en") == "Resolved: job 1234 running again on gpu-worker-03"
+    # an alert with one summary only keeps its one text for every terminal, as before
+    plain = dict(a, annotations={"summary": "disk full"})
+    assert parse_webhook({"version": "4", "alerts": [plain]}, cfg)[0].text_for("zh") == "disk full"
