@@ -116,6 +116,14 @@ def test_check_config_and_its_errors(tmp_path):
     f.write_text('key_id = "gw"\nsecret_env = "S"\n')
     r = run_cli("--config", str(f), "--check-config", env={"S": SECRET})
     assert r.returncode == 0 and "is valid (mode off" in r.stdout
+    f2 = tmp_path / "enforce.toml"
+    f2.write_text('key_id = "gw"\nsecret_env = "S"\nmode = "enforce"\n[slurm]\nscontrol = "/nonexistent/scontrol"\n')
+    r = run_cli("--config", str(f2), "--check-config", env={"S": SECRET})
+    assert r.returncode == 0
+    assert (
+        r.stderr
+        == "sentinel-remedy: warning: scontrol '/nonexistent/scontrol' is not found on PATH ([slurm] scontrol)\n"
+    )
     r = run_cli("--config", str(f), "--check-config", env={"S": ""})
     assert (r.returncode, r.stderr) == (2, "sentinel-remedy: secret_env: environment variable S is not set or empty\n")
     f.write_text("key_id = \n")

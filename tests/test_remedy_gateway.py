@@ -20,6 +20,7 @@ def config(term_url, remedy_url, **remedy):
     r.update(remedy)
     return Config.from_dict(
         {
+            "gateway": {"port": 18080},  # where remedy's announcements go back by default (this test's front: port 0)
             "terminals": {"t": {"url": term_url, "key_id": "k", "secret_env": "T"}},
             "delivery": {"rate_interval_s": 0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2},
             "remedy": r,
@@ -76,6 +77,7 @@ def test_incident_fields_reach_remedy_signed(tmp_path):
                 79,
             )
             assert inc.id.startswith("A03:gpu-worker-08:XID_FATAL:gpu3@")
+            assert inc.gateway == "http://127.0.0.1:18080"
             assert rem.received[0][1] == PATH_INCIDENT
             # the recovery goes too, as resolved, for the fault's type
             rec = dict(ev, event_type="RECOVERED", recovers="XID_FATAL")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import uuid
@@ -87,6 +88,11 @@ def main(argv=None):
             "%s: %s is valid (mode %s, listen %s:%d, state %s)"
             % (PROG, path, cfg.mode, cfg.host, cfg.port, cfg.state_dir)
         )
+        for key in ("scontrol", "squeue", "scancel"):
+            tool = getattr(cfg, key)
+            if cfg.mode != "off" and shutil.which(tool) is None:
+                # a warning, not an error: the daemon runs and says "isolation failed" until the tool is there
+                print("%s: warning: %s %r is not found on PATH ([slurm] %s)" % (PROG, key, tool, key), file=sys.stderr)
         return 0
     if args.command in ("resume", "reset-breaker"):
         from .server import PATH_RESET, PATH_RESUME
