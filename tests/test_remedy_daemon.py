@@ -136,27 +136,36 @@ def test_check_config_and_its_errors(tmp_path):
 
 @pytest.fixture
 def daemon(tmp_path):
-    port = free_port()
+    port, gw_port = free_port(), free_port()
     f = tmp_path / "remedy.toml"
     f.write_text(
         'key_id = "gw"\nsecret_env = "S"\nport = %d\nmode = "enforce"\nstate_dir = "%s"\n'
         '[slurm]\nscontrol = "/nonexistent/scontrol"\nsqueue = "/nonexistent/squeue"\n'
-        '[announce]\nurl = "http://127.0.0.1:%d"\n' % (port, tmp_path / "state", free_port())
+        '[announce]\nurl = "http://127.0.0.1:%d"\n' % (port, tmp_path / "state", gw_port)
     )
-    import os
+    procs = []
 
-    log = tmp_path / "log"
-    with open(log, "wb") as out:
-        p = subprocess.Popen(
-            [sys.executable, "-m", "host_client.remedy.cli", "--config", str(f)],
-            env=dict(os.environ, S=SECRET),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    wait_port(port, 20, alive=running(p, str(log)))
-    yield port, f, log, p
-    p.terminate()
-    p.wait(10)
+    def start():
+        import os
+
+        with open(tmp_path / "log", "ab") as out:
+            p = subprocess.Popen(
+                [sys.executable, "-m", "host_client.remedy.cli", "--config", str(f)],
+                env=dict(os.environ, S=SECRET),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        procs.append(p)
+        wait_port(port, 20, alive=running(p, str(tmp_path / "log")))
+        return p
+
+    d = type("Daemon", (), {})()
+    d.port, d.conf, d.log, d.gw_port, d.start = port, f, tmp_path / "log", gw_port, start
+    d.proc = start()
+    yield d
+    for p in procs:
+        p.terminate()
+        p.wait(10)
 
 
 def post(port, path, body, secret=SECRET, key_id="gw"):
@@ -185,7 +194,7 @@ def body(**over):
 
 
 def test_front_refuses_what_is_not_the_gateways(daemon):
-    port, _f, log, p = daemon
+    port, log, p = daemon.port, daemon.log, daemon.proc
     assert post(port, PATH_INCIDENT, body(), secret="not-the-secret-000000")[0] == 401
     assert post(port, PATH_INCIDENT, body(), key_id="who")[0] == 401
     status, a = post(port, PATH_INCIDENT, body(host="gpu-worker-08 State=DOWN"))
@@ -212,7 +221,7 @@ def test_front_refuses_what_is_not_the_gateways(daemon):
 
 
 def test_operator_commands_through_the_running_daemon(daemon):
-    port, f, log, p = daemon
+    f = daemon.conf
     r = run_cli("--config", str(f), "reset-breaker", env={"S": SECRET})
     assert (r.returncode, r.stdout) == (0, "sentinel-remedy: breaker closed\n")
     r = run_cli("--config", str(f), "resume", "gpu-worker-08", env={"S": SECRET})
@@ -254,3 +263,32 @@ def test_the_shipped_example_and_unit_are_what_the_docs_say():
     unit = open(os.path.join(root, "deploy", "sentinel-remedy.service")).read()
     assert "ExecStart=/opt/gpu-sentinel/.venv/bin/sentinel-remedy --config /etc/sentinel/remedy.toml\n" in unit
     assert "PrivateUsers=" not in unit  # munge authenticates the process by its real uid
+
+
+def test_announcements_the_gateway_did_not_take_survive_a_restart(daemon):
+    from testkit.terminal import LoopbackTerminal
+
+    assert post(daemon.port, PATH_INCIDENT, body())[0] == 200  # scontrol missing: "isolation failed", gateway down
+    state = daemon.conf.parent / "state" / "state.json"
+
+    def outbox():
+        try:
+            return json.loads(state.read_text()).get("outbox")
+        except (OSError, ValueError):
+            return None
+
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not outbox():
+        time.sleep(0.05)
+    ((url, alert),) = outbox()
+    assert alert["annotations"]["summary_en"].startswith("isolation failed: /nonexistent/scontrol not found")
+    daemon.proc.terminate()
+    daemon.proc.wait(10)
+    with LoopbackTerminal({}, port=daemon.gw_port) as gateway:  # records every POST: the gateway is back
+        daemon.start()
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not gateway.received:
+            time.sleep(0.05)
+        (_t, path, sent), *_ = gateway.received
+    assert path == "/api/v1/alertmanager" and url == "http://127.0.0.1:%d" % daemon.gw_port
+    assert sent["alerts"][0]["annotations"]["summary_en"] == alert["annotations"]["summary_en"]

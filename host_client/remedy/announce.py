@@ -135,6 +135,18 @@ class Announcer:
             self.queue.append((url, a))
             self.cond.notify()
 
+    def pending(self) -> list:
+        """[url, alert] of every announcement not yet taken by the gateway, oldest first (for the state file)."""
+        with self.cond:
+            return [[u, a] for u, a in self.queue]
+
+    def restore(self, items):
+        """Announcements a previous run had not delivered: queued first (at least once; the gateway's alarm id
+        makes a copy of one it already took a duplicate on the terminal)."""
+        with self.cond:
+            self.queue.extendleft((u, a) for u, a in reversed(items))
+            self.cond.notify()
+
     def start(self):
         self._thread = threading.Thread(target=self._run, name="announce", daemon=True)
         self._thread.start()

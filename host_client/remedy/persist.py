@@ -19,6 +19,7 @@ class State:
         self.jobs: dict = {}  # job id -> {"node", "incident", "restarts", "requeue_at", "watch", "host_alert"}
         self.retry: dict = {}  # incident id -> {"incident": wire-ish dict, "attempt", "next_at", "announced"}
         self.seen: dict = {}  # incident id -> time handled (idempotence across a gateway's retries), bounded
+        self.outbox: list = []  # [url, alert] announcements the gateway had not taken at the last save
 
     def to_json(self) -> dict:
         return {
@@ -27,6 +28,7 @@ class State:
             "jobs": self.jobs,
             "retry": self.retry,
             "seen": self.seen,
+            "outbox": self.outbox,
             "breaker": self.breaker.to_json(),
         }
 
@@ -37,6 +39,7 @@ class State:
         self.jobs = dict(d.get("jobs", {}))
         self.retry = dict(d.get("retry", {}))
         self.seen = dict(d.get("seen", {}))
+        self.outbox = [list(x) for x in d.get("outbox", []) if isinstance(x, list) and len(x) == 2]
         self.breaker.load(d.get("breaker", {}))
 
 

@@ -65,7 +65,11 @@ class Remedy:
                 drained=sorted(self.state.drained),
                 jobs=sorted(self.state.jobs),
                 breaker_latched=self.state.breaker.latched,
+                announcements=len(self.state.outbox),
             )
+            restore = getattr(announcer, "restore", None)
+            if restore is not None:
+                restore(self.state.outbox)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -78,6 +82,8 @@ class Remedy:
         self.inbox.put(None)
         if self._thread is not None:
             self._thread.join(30)
+        with self.lock:
+            self._save()
 
     def alive(self):
         return self._thread is not None and self._thread.is_alive()
@@ -108,6 +114,9 @@ class Remedy:
     def _save(self):
         if self.file is None:
             return
+        pending = getattr(self.announcer, "pending", None)
+        if pending is not None:
+            self.state.outbox = pending()  # what the gateway has not taken yet: re-sent after a restart
         try:
             self.file.save(self.state)
         except OSError as e:
