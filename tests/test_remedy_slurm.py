@@ -293,6 +293,9 @@ def test_automatic_resume_only_on_a_healthy_event_for_a_self_clearing_fault(slur
         assert "DRAIN" in slurm.node_state(b)  # an XID 79 does not clear by itself: the operator resumes
         remedy.handle(incident(a, event_type="PCIE_DOWNGRADE", xid=None, firing=False), time.time())
         assert "DRAIN" not in slurm.node_state(a)
+        last = said.alerts[-1]  # the drain's announcement clears: NORMAL, the node back in service
+        assert last["status"] == "resolved" and last["annotations"]["summary_en"] == "%s back in service" % a
+        assert last["fingerprint"] == said.alerts[0]["fingerprint"]
     finally:
         undrain(slurm, a)
         undrain(slurm, b)

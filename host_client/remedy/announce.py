@@ -63,6 +63,10 @@ def running_again_text(job, nodes) -> dict:
     return {"en": "job %s running again on %s" % (job, nodes), "zh": "作业 %s 已在 %s 上恢复运行" % (job, nodes)}
 
 
+def resumed_text(node) -> dict:
+    return {"en": "%s back in service" % node, "zh": "%s 已恢复服务" % node}
+
+
 def failed_text(why) -> dict:
     return {"en": "isolation failed: %s" % why, "zh": "隔离失败：%s" % why}
 

@@ -442,7 +442,23 @@ class Remedy:
             ok, _, err = self._do(by, "resume", self.backend.resume, node, host=node)
             if not ok:
                 return False, "resume failed: %s" % err
-            self.state.drained.pop(node, None)
+            rec = self.state.drained.pop(node, None)
+            if rec is not None and not any(
+                r.get("incident") == rec["incident"] and (r.get("watch") or r.get("pending"))
+                for r in self.state.jobs.values()
+            ):
+                # no job of its own to wait for: the drain's announcement clears with the node back in service
+                # (else the NORMAL is the job running again)
+                self._say(
+                    rec.get("gateway"),
+                    fingerprint="remedy:%s:%s" % (rec["incident"], node),
+                    texts=say.resumed_text(node),
+                    severity="warning",
+                    host=node,
+                    rack=rec.get("rack", ""),
+                    firing=False,
+                    action="resumed",
+                )
             self._save()
             return True, "%s resumed" % node
 
