@@ -4,12 +4,13 @@ on free loopback ports, all in one temporary directory, torn down afterwards.
 Debian's slurm-wlm and munge (tools/install-system-deps.sh). One node runs a slurmd (the node a job runs on); the
 others are defined with no slurmd behind them, which Slurm still lets an operator drain (FACTS.md 11.10), for the
 multi-node cases (the breaker). AuthInfo's cred_expire is set low so a requeued job can start again within
-seconds instead of Slurm's default 120 s.
+seconds instead of Slurm's default 120 s. Every daemon runs as this user (SlurmUser and SlurmdUser), root or not.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -56,8 +57,6 @@ class SlurmCluster:
         missing = missing_binaries()
         if missing:
             raise SlurmUnavailable("not installed: %s (tools/install-system-deps.sh)" % ", ".join(missing))
-        if os.geteuid() != 0:
-            raise SlurmUnavailable("slurmd must run as root to start jobs (this user is uid %d)" % os.geteuid())
         self.dir = tempfile.mkdtemp(prefix="sentinel-slurm-")
         os.chmod(self.dir, 0o755)
         try:
@@ -201,6 +200,7 @@ class SlurmCluster:
     def _write_conf(self):
         d = self.dir
         host = socket.gethostname()
+        user = pwd.getpwuid(os.geteuid()).pw_name
         ctld, slurmd, ghost_port = free_port(), free_port(), free_port()
         cpus = 2
         lines = [
@@ -208,8 +208,9 @@ class SlurmCluster:
             "SlurmctldHost=%s(127.0.0.1)" % host,
             "SlurmctldPort=%d" % ctld,
             "SlurmdPort=%d" % slurmd,
-            "SlurmUser=root",
-            "SlurmdUser=root",
+            # this user runs every daemon and every job (root is not needed: jobs are this user's own)
+            "SlurmUser=%s" % user,
+            "SlurmdUser=%s" % user,
             "AuthType=auth/munge",
             "CredType=cred/munge",
             "AuthInfo=socket=%s,cred_expire=%d" % (self.socket, self.cred_expire_s),
