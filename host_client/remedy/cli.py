@@ -19,6 +19,7 @@ import sys
 import uuid
 
 from host_client.errors import ConfigError, SentinelError
+from host_client.logs import FORMATS, setup
 from host_client.transport import HTTPTransport, describe, listen_error
 
 from .announce import Announcer
@@ -34,6 +35,8 @@ def _parser():
     p = argparse.ArgumentParser(prog=PROG, description="Acts on GPU Sentinel's P0 incidents in Slurm")
     p.add_argument("-c", "--config", help="TOML file (default %s, or $SENTINEL_REMEDY_CONFIG)" % DEFAULT_CONFIG)
     p.add_argument("--check-config", action="store_true", help="validate the configuration and exit")
+    p.add_argument("--log-format", default="json", choices=FORMATS, help="stderr log: json lines (default) or text")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     sub = p.add_subparsers(dest="command")
     r = sub.add_parser("resume", help="resume a node this daemon drained (its reason starts with sentinel:)")
     r.add_argument("node")
@@ -77,6 +80,7 @@ def _connect_host(host):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    setup("sentinel.remedy", fmt=args.log_format, level=args.log_level)
     path = args.config or os.environ.get("SENTINEL_REMEDY_CONFIG") or DEFAULT_CONFIG
     try:
         cfg = load_config(path)

@@ -9,14 +9,15 @@ announced once as "isolation failed: <why>", and retried with the project's back
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
-import sys
 import threading
 import time
 from dataclasses import asdict
 
 from host_client.backoff import backoff_delay
+from host_client.logs import log_event
 
 from . import announce as say
 from .actions import Action, Breaker, Incident, decide, drain_reason, may_requeue, ours
@@ -28,15 +29,18 @@ WATCH_EVERY_S = 1.0
 SEEN_MAX = 10_000
 
 
+_logger = logging.getLogger("sentinel.remedy")  # host_client.logs's dialect; cli.py sets it up
+_ERRORS = frozenset(("isolation_failed", "worker_error", "state_unsaved", "audit_unwritten"))
+_WARNINGS = frozenset(("announce_retry", "announce_refused", "announce_nowhere", "isolation_retry"))
+
+
 def log(event, **fields):
-    """One JSON line on stderr: the daemon's log (no tracebacks, no secrets)."""
-    d = {"ts": round(time.time(), 3), "event": event}
-    d.update(fields)
-    try:
-        sys.stderr.write(json.dumps(d, ensure_ascii=False, default=str) + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    """One record of the daemon's log (host_client.logs: one JSON line on stderr; no tracebacks, no secrets)."""
+    if event == "action" and fields.get("result") == "failed":
+        level = logging.WARNING
+    else:
+        level = logging.ERROR if event in _ERRORS else logging.WARNING if event in _WARNINGS else logging.INFO
+    log_event(_logger, event, level, **fields)
 
 
 class Remedy:
