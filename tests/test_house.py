@@ -109,6 +109,7 @@ DOC_TABLES = [
     ("host_client", "CONTRIBUTING.md"),
     ("host_client/gateway", "docs/GATEWAY.md"),
     ("host_client/probes", "docs/PROBES.md"),
+    ("host_client/remedy", "docs/REMEDY.md"),
     ("emulator", "docs/EMULATOR.md"),
     ("firmware/lib/sentinel_core", "docs/SHELL_CONTRACT.md"),
     ("firmware/lib/sentinel_fw", "docs/FIRMWARE.md"),

@@ -155,6 +155,8 @@ _SECTIONS = {
     "ingest": {"token_env", "token_file"},
     "terminals": None,
     "routes": None,
+    # sentinel-remedy's incident feed (docs/REMEDY.md): signed like a terminal, fields instead of words
+    "remedy": {"url", "key_id", "secret_env", "secret_file", "timeout_s"},
 }
 _TERMINAL_KEYS = {
     "url",
@@ -295,6 +297,7 @@ class Config:
         self.templates = {}
         # bearer tokens the ingest endpoints require ([ingest] token_env / token_file); empty: ingest is open
         self.ingest_tokens: list[Secret] = []
+        self.remedy: Terminal | None = None  # [remedy]: where incidents go for sentinel-remedy
         self.terminals: dict[str, Terminal] = {}
         self.routes: list[Route] = []
         self.default_terminals: list[str] = []
@@ -439,6 +442,8 @@ class Config:
         for name, t in terms.items():
             c.terminals[name] = _terminal(name, t, env, base_dir)
         c.ingest_tokens = _ingest_tokens(d.get("ingest", {}), env, base_dir)
+        if "remedy" in d:
+            c.remedy = _remedy(d["remedy"], env, base_dir)
 
         routes = d.get("routes", [])
         if not isinstance(routes, list):
@@ -631,6 +636,14 @@ def _terminal(name, t, env, base_dir) -> Terminal:
         fallback=_names(t, "fallback", where),
         ack_group=_group_name(t, where),
     )
+
+
+def _remedy(t, env, base_dir) -> Terminal:
+    """[remedy] is read as a terminal's table is (url, key_id, secret_env or secret_file, timeout_s)."""
+    try:
+        return _terminal("remedy", t, env, base_dir)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("terminals.remedy", "remedy")) from None
 
 
 def _group_name(t, where):

@@ -153,6 +153,16 @@ class Gateway:
                 store=store,
             )
         self.ack_poller = AckPoller(self.acks, term_clients, poll_s=config.status_poll_s, clock=clock, mono=mono)
+        self.remedy = None  # [remedy]: a lane of its own to sentinel-remedy, beside the terminals' (remedy_lane.py)
+        if getattr(config, "remedy", None) is not None:
+            from .remedy_lane import RemedyLane, gateway_url
+
+            self.remedy = RemedyLane(
+                config.remedy,
+                gateway_url=gateway_url(config.host, config.port),
+                backoff_initial=config.backoff_initial,
+                backoff_max=config.backoff_max,
+            )
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -164,10 +174,14 @@ class Gateway:
         for w in self.workers.values():
             w.start()
         self.ack_poller.start()
+        if self.remedy is not None:
+            self.remedy.start()
         log_event("gateway_started", terminals=sorted(self.lanes), listen="%s:%d" % (self.cfg.host, self.cfg.port))
 
     def stop(self):
         self.ack_poller.stop()
+        if self.remedy is not None:
+            self.remedy.stop()
         for w in self.workers.values():
             w.stop()
         for p in self.persisters.values():
@@ -329,6 +343,8 @@ class Gateway:
                 ident = self._gpu_ident(key, ev.ts, recovery)
         finally:
             lock.release()
+        if fire and self.remedy is not None:
+            self.remedy.offer(ev, ident, level)  # a queue append: never waits on the remedy daemon
         if not fire and (recovery or not scoped):
             return TAKEN, {"ok": True, "key": key, "level": LEVEL_NAMES[level], "result": "suppressed"}, None
         kind = ev.fault_type
@@ -533,6 +549,8 @@ class Gateway:
                 problems.append("terminal %s: delivery worker is not running" % name)
         if self.ledger is not None and self.ledger.broken:
             problems.append("the ACK ledger cannot be saved (%s)" % self.ledger.last_error)
+        if self.remedy is not None and not self.remedy.alive():
+            problems.append("remedy: delivery thread is not running")
         if front is not None and front.accept_failing:
             problems.append("not accepting connections: %s" % front.accept_error)
         out = {
@@ -549,7 +567,10 @@ class Gateway:
 
     def metrics_text(self, front: FrontStatus | None = None) -> str:
         """/metrics: the Prometheus text of this gateway and front (the HTTP front's status; metrics.py writes it)."""
-        return metrics_text(self, front)
+        text = metrics_text(self, front)
+        if self.remedy is not None:
+            text += "\n".join(self.remedy.metrics_lines()) + "\n"
+        return text
 
 
 def _texts(ev, templates) -> dict:
