@@ -15,6 +15,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from host_client.exposition import Page
+
 from . import config as config_mod
 from . import events, follow, nccl, progress, xid
 from .gpu_checks import GpuChecker
@@ -361,14 +363,12 @@ class Daemon:
 
     def metrics(self):
         s = self.snapshot()
-        lines = []
+        page = Page()
 
         def m(name, help_, typ, samples):
-            lines.append("# HELP sentinel_probe_%s %s" % (name, help_))
-            lines.append("# TYPE sentinel_probe_%s %s" % (name, typ))
+            page.family("sentinel_probe_" + name, typ, help_)
             for labels, v in samples:
-                lab = ",".join('%s="%s"' % (k, str(val).replace("\\", "\\\\").replace('"', '\\"')) for k, val in labels)
-                lines.append("sentinel_probe_%s%s %s" % (name, "{%s}" % lab if lab else "", v))
+                page.lines.append("sentinel_probe_%s%s %s" % (name, page.label_pairs(labels), v))
 
         m(
             "events_total",
@@ -436,7 +436,7 @@ class Daemon:
             "counter",
             [((("source", f["name"]),), f["lines"]) for f in s["followers"]],
         )
-        return "\n".join(lines) + "\n"
+        return page.text()
 
     def _start_status(self, listen):
         host, port = listen.rsplit(":", 1)

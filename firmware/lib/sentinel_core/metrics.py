@@ -17,6 +17,12 @@
 # between 1260 and 1269).
 
 
+def escape(v):
+    """A label value as the text format writes it: backslash, double quote and line feed escaped. The one escaper:
+    the host's pages (host_client/exposition.py, the gateway's and the probe's) use it too."""
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def family(text, sample, v, names=None):
     """The lines of one family: text, its HELP and TYPE lines; then a line per sample, sample % (label value,
     number) or sample % number without labels. v: a number (a bool counts as 0 or 1) without labels; with names (a
@@ -30,7 +36,7 @@ def family(text, sample, v, names=None):
             i += 1
     elif isinstance(v, dict):
         for lv in sorted(v):
-            yield sample % (lv, v[lv])
+            yield sample % (escape(lv), v[lv])
     elif isinstance(v, tuple):
         yield sample % v
     else:
