@@ -104,7 +104,7 @@ class Daemon:
                 gateway_url(cfg["node"]["gateway"]),
                 capacity=s["capacity"],
                 timeout_s=s["timeout_s"],
-                backoff_min_s=s["backoff_min_s"],
+                backoff_initial_s=s["backoff_initial_s"],
                 backoff_max_s=s["backoff_max_s"],
                 batch_max=s["batch_max"],
                 batch_bytes=s["batch_bytes"],
