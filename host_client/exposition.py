@@ -1,6 +1,6 @@
 """Prometheus text exposition (format 0.0.4) for the host side's /metrics pages, the gateway's and the probe's.
 
-One writer and one label escaper: escape is the terminal's own (sentinel_core.metrics.escape, which the box and the
+One writer and one label escaper: escape is the terminal's own (sentinel_core.metrics.label, which the box and the
 emulator write their pages with), so a label value reads the same on every page one Prometheus scrapes.
 
     page = Page()
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sentinel_core.metrics import escape
+from sentinel_core.metrics import label as escape
 
 __all__ = ["Page", "escape"]
 

@@ -166,7 +166,7 @@ ESCAPED = '"rack \\"A\\\\03\\"\\nnext"'
 
 
 def test_a_label_is_escaped_the_same_on_the_gateway_probe_and_emulator_pages(tmp_path):
-    """Issue 38: one escaper (sentinel_core.metrics.escape) behind the three writers. Broken once: the probe's old
+    """Issue 38: one escaper (sentinel_core.metrics.label) behind the three writers. Broken once: the probe's old
     writer, which left the line feed raw, splits its sample across two lines and fails here."""
     from host_client.gateway.config import Config
     from host_client.gateway.metrics import metrics_text
