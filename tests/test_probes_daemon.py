@@ -396,7 +396,7 @@ def test_cli_config_errors(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[gpu]\nintervall_s = 1\n")
     assert cli.main(["--check-config", "-c", str(bad)]) == 2
-    assert "unknown key [gpu] intervall_s" in capsys.readouterr().err
+    assert "unknown key [gpu] intervall_s: did you mean interval_s?" in capsys.readouterr().err
     bad.write_text("[gpu\n")
     assert cli.main(["--check-config", "-c", str(bad)]) == 2
     good = tmp_path / "good.toml"
