@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from host_client.exposition import Page
+
 from .acks import write_metrics as write_acks
 from .front_status import FrontStatus
 from .stats import LATENCY_BUCKETS
@@ -10,14 +12,8 @@ from .stats import LATENCY_BUCKETS
 def metrics_text(gw, front: FrontStatus | None = None) -> str:
     """The gateway's /metrics page (Prometheus text format 0.0.4) from its counters and lanes, and front: the status
     of the HTTP front that serves it (server.py's IngestFront.status, handed over by application.py)."""
-    lines = []
-
-    def fam(name, typ, help_):
-        lines.append("# HELP %s %s" % (name, help_))
-        lines.append("# TYPE %s %s" % (name, typ))
-
-    def lab(**kw):
-        return "{" + ",".join('%s="%s"' % (k, _esc(v)) for k, v in kw.items()) + "}"
+    page = Page()
+    fam, lab, lines = page.family, page.labels, page.lines
 
     with gw.lock:
         events = dict(gw.events_in)
@@ -138,8 +134,4 @@ def metrics_text(gw, front: FrontStatus | None = None) -> str:
             "Requests answered 503 and closed: incomplete bodies together over max_partial_body_bytes.",
         )
         lines.append("sentinel_gateway_partial_bodies_refused_total %d" % front.partial_refused)
-    return "\n".join(lines) + "\n"
-
-
-def _esc(v) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return page.text()

@@ -23,7 +23,7 @@ MAX_QUEUE = 4096
 
 
 class RemedyLane:
-    def __init__(self, target, *, gateway_url="", backoff_initial=0.5, backoff_max=30.0, client=None):
+    def __init__(self, target, *, gateway_url="", backoff_initial_s=0.5, backoff_max_s=30.0, client=None):
         from host_client.remedy.feed import IncidentClient
 
         self.target = target
@@ -31,8 +31,8 @@ class RemedyLane:
         self.client = client or IncidentClient(
             target.url, target.key_id, target.secret.reveal(), timeout=target.timeout_s or 5.0, retries=0
         )
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.backoff_initial = backoff_initial_s
+        self.backoff_max = backoff_max_s
         self.cond = threading.Condition()
         self.queue: collections.deque = collections.deque()
         self.sent = 0

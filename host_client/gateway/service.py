@@ -143,8 +143,8 @@ class Gateway:
             self.workers[name] = Worker(
                 lane,
                 client,
-                backoff_initial=config.backoff_initial,
-                backoff_max=config.backoff_max,
+                backoff_initial_s=config.backoff_initial_s,
+                backoff_max_s=config.backoff_max_s,
                 heartbeat_s=t.heartbeat_s,
                 log=worker_log,
                 clock=clock,
@@ -160,8 +160,8 @@ class Gateway:
             self.remedy = RemedyLane(
                 config.remedy,
                 gateway_url=gateway_url(config.host, config.port),
-                backoff_initial=config.backoff_initial,
-                backoff_max=config.backoff_max,
+                backoff_initial_s=config.backoff_initial_s,
+                backoff_max_s=config.backoff_max_s,
             )
 
     # ---- lifecycle --------------------------------------------------------------------------------------
