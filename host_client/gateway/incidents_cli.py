@@ -101,7 +101,7 @@ def _target(config_path, url):
     token = cfg.ingest_tokens[0].reveal().decode() if cfg.ingest_tokens else None
     if url:
         return url.rstrip("/"), token
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(cfg.host, cfg.host)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(cfg.host or "", cfg.host) or "127.0.0.1"
     if ":" in host:
         host = "[%s]" % host
     return "http://%s:%d" % (host, cfg.port), token

@@ -7,18 +7,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 from dataclasses import dataclass, field
 
+from host_client import schema
 from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError
 
 from .actions import ACTION_NAMES, Action, Policy
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
 
 MODES = ("off", "dry_run", "enforce")
 _KEYS = {
@@ -221,10 +216,12 @@ def from_dict(data: dict, env=None, base_dir=".") -> RemedyConfig:
 def load_config(path: str, env=None) -> RemedyConfig:
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
     except OSError as e:
         raise ConfigError("cannot read %s: %s%s" % (path, e.strerror, unreadable_hint(e))) from None
-    except tomllib.TOMLDecodeError as e:
+    try:
+        data = schema.parse_toml(raw.decode("utf-8"))  # the host side's one TOML reader
+    except (schema.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError("%s is not valid TOML: %s" % (path, e)) from None
     cfg = from_dict(data, env, os.path.dirname(os.path.abspath(path)))
     cfg.source = path
