@@ -185,6 +185,31 @@ EVENT_TYPES = {
         "zh_phrase": "CUDA 致命错误",
         "en_phrase": "fatal CUDA error",
     },
+    # --- issue 36: the program's own bug, the launcher's report of a death, a rendezvous that never completed ---
+    "PROGRAM_ERROR": {
+        "level": P1,
+        "fields": "rh",
+        "zh": "训练任务程序错误，机架 %s 节点 %s 训练程序自身出错，任务中断",
+        "en": "Training program error: rack %s node %s, the job died on its own bug",
+        "zh_phrase": "训练程序自身错误",
+        "en_phrase": "training program error",
+    },
+    "JOB_FAILED": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 %s 节点 %s 训练进程退出，训练任务中断",
+        "en": "Training cluster emergency: rack %s node %s, a training process died, the job is down",
+        "zh_phrase": "训练进程退出",
+        "en_phrase": "training process died",
+    },
+    "RENDEZVOUS_FAILED": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 %s 节点 %s 无法连接训练协调服务，任务无法启动",
+        "en": "Training cluster emergency: rack %s node %s cannot reach the job's rendezvous store, the job cannot start",
+        "zh_phrase": "训练协调服务连接超时",
+        "en_phrase": "rendezvous store unreachable",
+    },
     "RECOVERED": {
         "level": NORMAL,
         "fields": "rh",

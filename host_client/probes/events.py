@@ -25,6 +25,10 @@ NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign o
 NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
 NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
 CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
+# issue 36: the program's own bug (device-side assert, invalid argument, out of memory, NCCL invalid usage): P1
+PROGRAM_ERROR = "PROGRAM_ERROR"
+JOB_FAILED = "JOB_FAILED"  # the launcher (torchelastic) reports a rank's process dead: exit code, signal
+RENDEZVOUS_FAILED = "RENDEZVOUS_FAILED"  # c10d store connect timed out: the job cannot start
 RECOVERED = "RECOVERED"
 
 EVENT_TYPES = (
@@ -41,6 +45,9 @@ EVENT_TYPES = (
     NCCL_PEER_LOST,
     NCCL_ERROR,
     CUDA_ERROR,
+    PROGRAM_ERROR,
+    JOB_FAILED,
+    RENDEZVOUS_FAILED,
     RECOVERED,
 )
 
@@ -56,6 +63,9 @@ LEVELS = {
     NCCL_PEER_LOST: "P0",
     NCCL_ERROR: "P0",
     CUDA_ERROR: "P0",
+    JOB_FAILED: "P0",
+    RENDEZVOUS_FAILED: "P0",
+    PROGRAM_ERROR: "P1",
     XID_WARNING: "P1",
     PCIE_DOWNGRADE: "P1",
     THERMAL: "P1",
@@ -66,7 +76,19 @@ LEVELS = {
 HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
 
 # Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.
-CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST, NCCL_PEER_LOST, NCCL_ERROR, CUDA_ERROR))
+CRITICAL_TYPES = frozenset(
+    (
+        NCCL_TIMEOUT,
+        XID_FATAL,
+        PROGRESS_STALL,
+        GPU_LOST,
+        NCCL_PEER_LOST,
+        NCCL_ERROR,
+        CUDA_ERROR,
+        JOB_FAILED,
+        RENDEZVOUS_FAILED,
+    )
+)
 
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).
