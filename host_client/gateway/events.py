@@ -206,7 +206,7 @@ EVENT_TYPES = {
         "level": P0,
         "fields": "rh",
         "zh": "训练集群紧急预警，机架 %s 节点 %s 无法连接训练协调服务，任务无法启动",
-        "en": "Training cluster emergency: rack %s node %s cannot reach the job's rendezvous store, the job cannot start",
+        "en": "Training cluster emergency: rack %s node %s cannot reach the rendezvous store, the job cannot start",
         "zh_phrase": "训练协调服务连接超时",
         "en_phrase": "rendezvous store unreachable",
     },
