@@ -82,6 +82,7 @@ TABLE = (
         P0,
     ),
     (400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle", P1),
+    (500, "cudaErrorSymbolNotFound", "CUDA_ERROR_NOT_FOUND", "named symbol not found", P1),
     (600, "cudaErrorNotReady", "CUDA_ERROR_NOT_READY", "device not ready", None),
     (700, "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", P0),
     (
@@ -178,6 +179,10 @@ LEGACY = {
     77: 700,
 }
 
+# the strings older toolkits returned for the same number (CUDA <= 11: "all CUDA-capable devices are busy or
+# unavailable", https://docs.nvidia.com/cuda/archive/10.0/cuda-runtime-api/group__CUDART__TYPES.html)
+ALIASES = {"all CUDA-capable devices are busy or unavailable": 46}
+
 BY_NUMBER = {row[0]: row for row in TABLE}
 BY_NAME = {}
 BY_DESCRIPTION = {}
@@ -187,6 +192,8 @@ for _row in TABLE:
         BY_NAME[_row[2].lower()] = _row
     if _row[3]:
         BY_DESCRIPTION[_row[3].lower().rstrip(".")] = _row
+for _text, _n in ALIASES.items():
+    BY_DESCRIPTION[_text.lower()] = BY_NUMBER[_n]
 
 # Descriptions so particular to CUDA that they name the error on any line (no "CUDA" needed next to them: a user's
 # GPUassert macro, a launcher's summary); the others ("invalid argument", "out of memory", "unknown error") only
