@@ -106,7 +106,7 @@ def test_corpus_line_gives_exactly_its_event(entry):
     got = [describe(f, code) for f, code in findings(entry)]
     want = [entry["expect"]] if entry["expect"] else []
     if want and "error" in want[0]:  # issue 36's lines also name the CUDA / NCCL error the line was read as
-        for g, (f, _) in zip(got, findings(entry)):
+        for g, (f, _) in zip(got, findings(entry), strict=True):
             g["error"] = f.extra.get("error")
     assert got == want, "%s (%s)" % (entry["line"][:120], entry["source"])
     for f, _ in findings(entry):
