@@ -272,8 +272,10 @@ _NCCL_WARN_QUIET = re.compile(
 )
 _RANK_LAUNCHER = re.compile(r"\[default(\d+)\]:|\((?:\w+ )?pid=(\d+)(?:, ip=([\d.]+))?\)")
 # the level a logger gave the line: glog's [W... file.cpp:N] / "W tensorflow/...", Python's warnings and logging
-_GLOG_LEVEL = re.compile(r"(?:^|[\s\]:|])\[?([IWEF])(?:\d{4} [\d:.]+)? ?[\w./-]+\.(?:cpp|cc|c|h|hpp|cu|py):\d+\]")
-_PY_WARNING = re.compile(r"\b(?:UserWarning|FutureWarning|DeprecationWarning|RuntimeWarning|WARNING|Warning:)")
+_GLOG_LEVEL = re.compile(r"(?:^|[\s\]:|])\[?([IWEF])(?:\d{3,4} [\d:.]+)? ?[\w./-]+\.(?:cpp|cc|c|h|hpp|cu|py):\d+\]")
+_PY_WARNING = re.compile(
+    r"\b(?:UserWarning|FutureWarning|DeprecationWarning|RuntimeWarning|WARNING|Warning:|warnings\.warn)"
+)
 _RECOVERED = re.compile(
     r"\b(?:retry|retrying|retried|will retry|recovered|recovering|falling back|fall back|fallback|ignor(?:e|ed|ing)|"
     r"skipping|trying again|succeeded|resuming|continuing)\b",
@@ -376,12 +378,12 @@ def _quiet(line, level):
     own (P1): healthy chatter, never an event. A warning naming a node-level error (802 at init) still counts."""
     g = _GLOG_LEVEL.search(line)
     lv = g.group(1) if g else None
-    if lv == "I":
+    if lv == "I" or _RECOVERED.search(line) is not None:
         return True
     warn = lv == "W" or (lv is None and _PY_WARNING.search(line) is not None)
     if not warn:
         return False
-    return level != cuda_errors.P0 or _RECOVERED.search(line) is not None
+    return level != cuda_errors.P0
 
 
 def _may_fail(line):
@@ -558,6 +560,7 @@ class NcclLog:
         self._incidents = {}  # (source, who) -> [incident number, time of its last line]
         self._recent = {}  # source -> {rank or None: time of its last failure line}
         self._summaries = {}  # source -> launcher.Summary being read
+        self._processes = {}  # source -> (time, (host, pid, who)) of the last failure line that named no rank
 
     def feed(self, line, source):
         t = parse(line)
@@ -601,8 +604,21 @@ class NcclLog:
                 return None  # a line of the launcher's summary (the child's traceback): told with the root cause
         if f is None:
             return None
+        if f.rank is None:
+            self._join_process(f, source, now)
         self._note(source, f.rank, now)
         return failure_finding(f, source, self._incident(failure_key(f, source), now))
+
+    def _join_process(self, f, source, now):
+        """A line with no rank and no process of its own (a Python traceback's last line, a what():) belongs to the
+        process whose failure this log told last, if that was within INCIDENT_GAP_S; one with a process becomes it."""
+        last = self._processes.get(source)
+        if f.host is None and f.who is None:
+            if last is not None and now - last[0] <= INCIDENT_GAP_S:
+                f.host, f.pid, f.who = last[1]
+        self._processes[source] = (now, (f.host, f.pid, f.who))
+        if len(self._processes) > self.capacity:
+            del self._processes[next(iter(self._processes))]
 
     def _note(self, source, rank, now):
         seen = self._recent.setdefault(source, {})
