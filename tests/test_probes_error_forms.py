@@ -152,7 +152,8 @@ def test_every_nccl_result_in_every_form_gives_its_class(row, form, line):
         "h:1:2 [0] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-gl "
         "(size 14156128), error: No such file or directory (2)",
         "h:1:2 [4] misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed with 12 Cannot allocate memory",
-        "h:1:2 [4] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out, errno 110",
+        "h:1:2 [4] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out "
+        "errno 110",
         "h:1:2 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40",
         "h:1:2 [0] proxy.cc:1485 NCCL WARN [Service thread] Error encountered progressing operation=Connect, res=3",
         "h:1:2 [0] misc/socket.cc:612 NCCL WARN socketTryAccept: Accept failed: Too many open files",
