@@ -524,7 +524,7 @@ def failure_key(f, source, incident=0):
     return ("nccl-fail", source, None, f.who, f.host, f.pid, incident)
 
 
-def failure_finding(f, source, incident=0):
+def failure_finding(f, source, incident=0, *, key=None):
     what = _FAILURE_WORDS[f.cls] % (f.error,)
     detail = "%s: %s%s%s: %s" % (
         "rank %s" % f.rank if f.rank is not None else (f.host or "a rank"),
@@ -534,7 +534,7 @@ def failure_finding(f, source, incident=0):
         _CONSEQUENCE[f.cls],
     )
     return events.Finding(
-        failure_key(f, source, incident),
+        key or failure_key(f, source, incident),
         FAILURE_TYPES[f.cls],
         events.NODE_WIDE,
         detail,
@@ -550,6 +550,33 @@ def failure_finding(f, source, incident=0):
     )
 
 
+_CUDA_LIKE = (CUDA, PROGRAM)
+
+
+def _same_failure(a, b):
+    """Can two failure lines be one failure? The same CUDA error (a traceback repeats it), NCCL's cascade (a closed
+    socket ends as "unhandled system error"), NCCL's failed CUDA call and the CUDA error it names; not two different
+    CUDA errors, not a store timeout and a CUDA error."""
+    if a.cls == b.cls:
+        return a.error == b.error if a.cls in _CUDA_LIKE else True
+    pair = {a.cls, b.cls}
+    if pair == {PEER, NCCL_ERR}:
+        return True
+    if NCCL_ERR in pair and pair & set(_CUDA_LIKE):
+        nccl_side = a if a.cls == NCCL_ERR else b
+        return str(nccl_side.error).startswith("ncclUnhandledCudaError")
+    return False
+
+
+class _Incident:
+    __slots__ = ("key", "cls", "error", "rank", "host", "pid", "who", "t", "claimed")
+
+    def __init__(self, key, f):
+        self.key, self.cls, self.error, self.rank = key, f.cls, f.error, f.rank
+        self.host, self.pid, self.who = f.host, f.pid, f.who
+        self.t, self.claimed = 0.0, False
+
+
 class NcclLog:
     """``parse`` with memory: the op of a (source, rank, seq) seen in a "Watchdog caught" line fills the lines that
     follow it about the same work (they name no op), so the dedup key (source, rank, seq, op) holds for all."""
@@ -557,10 +584,10 @@ class NcclLog:
     def __init__(self, capacity=4096):
         self._ops = {}
         self.capacity = capacity
-        self._incidents = {}  # (source, who) -> [incident number, time of its last line]
+        self._incidents = {}  # source -> [_Incident] of the last INCIDENT_GAP_S
+        self._numbers = {}  # failure_key(f, source) -> the number of its latest incident
         self._recent = {}  # source -> {rank or None: time of its last failure line}
         self._summaries = {}  # source -> launcher.Summary being read
-        self._processes = {}  # source -> (time, (host, pid, who)) of the last failure line that named no rank
 
     def feed(self, line, source):
         t = parse(line)
@@ -604,21 +631,8 @@ class NcclLog:
                 return None  # a line of the launcher's summary (the child's traceback): told with the root cause
         if f is None:
             return None
-        if f.rank is None:
-            self._join_process(f, source, now)
         self._note(source, f.rank, now)
-        return failure_finding(f, source, self._incident(failure_key(f, source), now))
-
-    def _join_process(self, f, source, now):
-        """A line with no rank and no process of its own (a Python traceback's last line, a what():) belongs to the
-        process whose failure this log told last, if that was within INCIDENT_GAP_S; one with a process becomes it."""
-        last = self._processes.get(source)
-        if f.host is None and f.who is None:
-            if last is not None and now - last[0] <= INCIDENT_GAP_S:
-                f.host, f.pid, f.who = last[1]
-        self._processes[source] = (now, (f.host, f.pid, f.who))
-        if len(self._processes) > self.capacity:
-            del self._processes[next(iter(self._processes))]
+        return failure_finding(f, source, key=self._place(f, source, now))
 
     def _note(self, source, rank, now):
         seen = self._recent.setdefault(source, {})
@@ -626,14 +640,40 @@ class NcclLog:
         if len(self._recent) > self.capacity:
             del self._recent[next(iter(self._recent))]
 
-    def _incident(self, k, now):
-        e = self._incidents.get(k)
-        if e is None or now - e[1] > INCIDENT_GAP_S:
-            e = self._incidents[k] = [0 if e is None else e[0] + 1, now]
-            if len(self._incidents) > self.capacity:
-                del self._incidents[next(iter(self._incidents))]
-        e[1] = now
-        return e[0]
+    def _place(self, f, source, now):
+        """The key of the incident a failure line belongs to (docs/PROBES.md, "One incident per failure"):
+        - a rank's line joins that rank's incident of the last INCIDENT_GAP_S, else claims the incident a line with no
+          rank opened just before it (the NCCL WARN that caused it) if the two can be one failure, else opens one;
+        - a line naming its process (NCCL's host:pid, Ray's pid, torchrun's [defaultN]) joins that process's incident;
+        - a bare line (a traceback's last line, a what():) joins the latest incident it can be part of, else opens one.
+        Two failures that cannot be one (an out-of-memory and an ECC error) are two incidents however close."""
+        recent = [i for i in self._incidents.get(source, ()) if now - i.t <= INCIDENT_GAP_S]
+        found = None
+        if f.rank is not None:
+            found = next((i for i in reversed(recent) if i.rank == f.rank), None)
+            if found is None:
+                found = next(
+                    (i for i in reversed(recent) if i.rank is None and not i.claimed and _same_failure(i, f)), None
+                )
+                if found is not None:
+                    found.claimed, found.rank = True, f.rank
+        elif f.host is not None or f.who is not None:
+            found = next((i for i in reversed(recent) if (i.host, i.pid, i.who) == (f.host, f.pid, f.who)), None)
+        else:
+            found = next((i for i in reversed(recent) if _same_failure(i, f)), None)
+        if found is None:
+            base = failure_key(f, source)
+            n = self._numbers.get(base, -1) + 1
+            self._numbers[base] = n
+            if len(self._numbers) > self.capacity:
+                del self._numbers[next(iter(self._numbers))]
+            found = _Incident(failure_key(f, source, n), f)
+            recent.append(found)
+        found.t = now
+        self._incidents[source] = recent[-64:]
+        if len(self._incidents) > self.capacity:
+            del self._incidents[next(iter(self._incidents))]
+        return found.key
 
     def _death(self, d, source, now):
         """The launcher's root cause: one event, unless this log already told the failure (the rank's own lines, or
@@ -647,7 +687,7 @@ class NcclLog:
         else:
             f = Failure(JOB, rank=d.rank, host=d.host, pid=d.pid, error=d.error(), code=d.exitcode, level="P0")
         self._note(source, f.rank, now)
-        out = failure_finding(f, source, self._incident(failure_key(f, source), now))
+        out = failure_finding(f, source, key=self._place(f, source, now))
         out.extra["exitcode"] = d.exitcode
         out.extra["root_cause"] = d.trace
         return out
