@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("emulator.harness")
 
-from deploy_live import REPLAY  # noqa: E402
-from opcheck import script  # noqa: E402
-from test_probes_e2e import chain, first_seen  # noqa: E402,F401  (chain is a fixture)
+from deploy_live import REPLAY
+from opcheck import script
+from test_probes_e2e import chain, first_seen  # noqa: F401  (chain is a fixture)
 
-from testkit.net import free_port  # noqa: E402
+from testkit.net import free_port
 
 PROBE = script("sentinel-probe", "host_client.probes.cli")
 
