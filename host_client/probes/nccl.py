@@ -220,12 +220,6 @@ CLASSES = (PEER, NCCL_ERR, CUDA, PROGRAM, JOB, RDZV)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # the names are their own context: cudaErrorIllegalAddress, CUDA_ERROR_ILLEGAL_ADDRESS
 _CUDA_NAME = re.compile(r"\b(cudaError[A-Z][A-Za-z]+|CUDA_ERROR_[A-Z_]+[A-Z])\b")
-_CUDA_DESC = re.compile(
-    "|".join(re.escape(d) for d in sorted(cuda_errors.BY_DESCRIPTION, key=len, reverse=True)), re.IGNORECASE
-)
-# a line that speaks of CUDA: only there does a plain string ("invalid argument", "out of memory") or a bare number
-# name a CUDA error
-_CUDA_CONTEXT = re.compile(r"cuda|thcudacheck|cudart|gpuassert|cuInit|\bcu[A-Z][a-zA-Z]+", re.IGNORECASE)
 # numbers in their context: (regex, CUDA <= 10.0 numbering possible)
 _CUDA_NUMBERS = (
     (re.compile(r"cuda runtime error \((\d+)\)", re.IGNORECASE), True),
@@ -243,10 +237,6 @@ _TORCH_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError: CUDA")
 _NCCL_NAME = re.compile(
     r"\b(ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
     r"ncclInvalidUsage|ncclRemoteError)\b"
-)
-_NCCL_CONTEXT = re.compile(r"NCCL (?:error|Error|ERROR|failure|Failure)|ncclCommInit\w* failed|ncclGetErrorString")
-_NCCL_STRING = re.compile(
-    "|".join(re.escape(s) for s in sorted(nccl_errors.BY_STRING, key=len, reverse=True)), re.IGNORECASE
 )
 _NCCL_NUMBER = re.compile(r"NCCL (?:Error|error) (\d+)\b|\bretcode (\d+)\b|\bres=(\d+)\b")
 # a peer that went away, as NCCL's socket layer and PyTorch word it; the socket words only count on NCCL's own lines
@@ -332,93 +322,128 @@ def clean(line):
     return line
 
 
-def cuda_error(line):
+# descriptions longest first, so "operation not supported on global/shared address space" wins over its prefix
+_DESCRIPTIONS = sorted(cuda_errors.BY_DESCRIPTION.items(), key=lambda kv: len(kv[0]), reverse=True)
+_DISTINCT = [(d, row) for d, row in _DESCRIPTIONS if d in cuda_errors.DISTINCT]
+# each number form with the literal that must be on the line before its regex is worth running (cost: see bench/)
+_CUDA_NUMBER_GATES = (
+    ("untime error (",) + _CUDA_NUMBERS[0],
+    ("THCudaCheck",) + _CUDA_NUMBERS[1],
+    ("cudaSuccess (",) + _CUDA_NUMBERS[2],
+    ("code=",) + _CUDA_NUMBERS[3],
+    ("Cuda failure ",) + _CUDA_NUMBERS[4],
+    ("CUDA ",) + _CUDA_NUMBERS[5],
+    (" returned",) + _CUDA_NUMBERS[6],
+    ("failed with",) + _CUDA_NUMBERS[6],
+    ("Error ",) + _CUDA_NUMBERS[7],
+)
+_RECOVERED_WORDS = ("retr", "recover", "fall", "ignor", "skipp", "again", "succeeded", "resum", "continu")
+
+
+def cuda_error(line, low=None):
     """The CUDA error row (cuda_errors.TABLE) a line names, by name, by string or by number in its context, and how
     it was named; (None, None) if none. The string wins over a number (CUDA <= 10.0 numbered differently)."""
-    m = _CUDA_NAME.search(line)
-    if m:
-        row = cuda_errors.BY_NAME.get(m.group(1).lower())
-        if row is not None:
-            return row, "name"
-    ctx = _CUDA_CONTEXT.search(line) is not None
-    for m in _CUDA_DESC.finditer(line):
-        d = m.group(0).lower()
-        if ctx or d in cuda_errors.DISTINCT:
-            return cuda_errors.BY_DESCRIPTION[d], "string"
+    if "cudaError" in line or "CUDA_ERROR_" in line:
+        m = _CUDA_NAME.search(line)
+        if m:
+            row = cuda_errors.BY_NAME.get(m.group(1).lower())
+            if row is not None:
+                return row, "name"
+    low = line.lower() if low is None else low
+    ctx = "cuda" in low or "gpuassert" in low or "cuinit" in low
+    for d, row in _DESCRIPTIONS if ctx else _DISTINCT:
+        if d in low:
+            return row, "string"
     if not ctx:
         return None, None
-    if _TORCH_OOM.search(line):
+    if "out of memory" in low and _TORCH_OOM.search(line):
         return cuda_errors.BY_NUMBER[2], "string"
-    for rx, legacy in _CUDA_NUMBERS:
-        m = rx.search(line)
-        if m:
-            row = cuda_errors.lookup_number(int(m.group(1)), legacy=legacy)
-            if row is not None:
-                return row, "number"
+    for lit, rx, legacy in _CUDA_NUMBER_GATES:
+        if lit in line:
+            m = rx.search(line)
+            if m:
+                row = cuda_errors.lookup_number(int(m.group(1)), legacy=legacy)
+                if row is not None:
+                    return row, "number"
     return None, None
 
 
-def nccl_error(line):
+def nccl_error(line, low=None):
     """The ncclResult_t row (nccl_errors.TABLE) a line names, or None."""
-    m = _NCCL_NAME.search(line)
-    if m:
-        return nccl_errors.BY_NAME[m.group(1).lower()]
-    if _NCCL_CONTEXT.search(line):
-        m = _NCCL_STRING.search(line)
+    if "nccl" in line:
+        m = _NCCL_NAME.search(line)
         if m:
-            return nccl_errors.BY_STRING[m.group(0).lower()]
-    m = _NCCL_NUMBER.search(line)
-    if m and ("NCCL" in line):
-        return nccl_errors.BY_NUMBER.get(int(next(g for g in m.groups() if g is not None)))
+            return nccl_errors.BY_NAME[m.group(1).lower()]
+    low = line.lower() if low is None else low
+    if "nccl error" in low or "nccl failure" in low or "ncclcomminit" in low:
+        for text, row in nccl_errors.BY_STRING.items():
+            if text in low:
+                return row
+    if "retcode" in line or "res=" in line or "NCCL Error " in line or "NCCL error " in line:
+        m = _NCCL_NUMBER.search(line)
+        if m and "NCCL" in line:
+            return nccl_errors.BY_NUMBER.get(int(next(g for g in m.groups() if g is not None)))
     return None
 
 
-def _quiet(line, level):
-    """A line the logger marked as info, or a warning about an error that was recovered from or is the program's
-    own (P1): healthy chatter, never an event. A warning naming a node-level error (802 at init) still counts."""
-    g = _GLOG_LEVEL.search(line)
-    lv = g.group(1) if g else None
-    if lv == "I" or _RECOVERED.search(line) is not None:
+def _quiet(line, level, low):
+    """A line the logger marked as info, a line that says the error was recovered from, or a warning about the
+    program's own (P1) error: healthy chatter, never an event. A warning naming a node-level error (802 at init) still
+    counts."""
+    lv = None
+    if "]" in line:
+        g = _GLOG_LEVEL.search(line)
+        lv = g.group(1) if g else None
+    if lv == "I" or (any(w in low for w in _RECOVERED_WORDS) and _RECOVERED.search(line) is not None):
         return True
-    warn = lv == "W" or (lv is None and _PY_WARNING.search(line) is not None)
+    warn = lv == "W" or (lv is None and ("warn" in low) and _PY_WARNING.search(line) is not None)
     if not warn:
         return False
     return level != cuda_errors.P0
 
 
-def _may_fail(line):
-    return (
-        "CUDA" in line
-        or "cuda" in line
-        or "Cuda" in line
-        or "NCCL" in line
-        or "nccl" in line
-        or "socket" in line
-        or "Net : " in line
-        or "remote process" in line
-        or "Rendezvous" in line
-        or "illegal" in line
-        or "ECC" in line
-        or "assert" in line
-        or "launch" in line
-        or "NVLink" in line
-        or "not yet initialized" in line
-        or "misaligned" in line
-        or "device" in line
-        or "stack error" in line
-        or "program counter" in line
-    )
+_GATE_WORDS = (
+    "cuda",
+    "nccl",
+    "socket",
+    "net : ",
+    "remote process",
+    "rendezvous",
+    "c10d store",
+    "illegal",
+    "ecc",
+    "assert",
+    "launch",
+    "nvlink",
+    "not yet initialized",
+    "misaligned",
+    "device",
+    "stack error",
+    "program counter",
+)
 
 
 def parse_failure(line):
     """Return a Failure for a line that says the job is going down for a reason other than a timeout, else None (never
     raises on any text). NCCL INFO lines, info-level lines and warnings the job survives give None."""
-    if "NCCL INFO" in line or not _may_fail(line):
+    if "NCCL INFO" in line:
         return None
-    line = clean(line)
+    low = line.lower()
+    for w in _GATE_WORDS:
+        if w in low:
+            break
+    else:
+        return None
+    if "\x1b" in line or "\r" in line:
+        line = clean(line)
+        low = line.lower()
     cls = error = code = level = peer = None
     nccl_warn = "NCCL WARN" in line
-    m = _RDZV.search(line)
+    m = (
+        _RDZV.search(line)
+        if "has timed out after" in line or "endezvous" in line or "C10d store" in line or "waiting for clients" in line
+        else None
+    )
     if m:
         cls, level = RDZV, "P0"
         if m.group(2):
@@ -430,16 +455,16 @@ def parse_failure(line):
     if cls is None and nccl_warn and _NCCL_WARN_QUIET.search(line):
         return None
     if cls is None:
-        row = nccl_error(line)
+        row = nccl_error(line, low)
         if row is not None and row[3] is not None:
             cls = {nccl_errors.PEER: PEER, nccl_errors.NCCL_ERR: NCCL_ERR, nccl_errors.PROGRAM: PROGRAM}[row[3]]
             error, code, level = row[1], row[0], "P1" if cls == PROGRAM else "P0"
-    if cls is None and (nccl_warn or _NCCL_SOCKET_LINE.search(line)):
+    if cls is None and (nccl_warn or ("socket" in line or "Net : " in line) and _NCCL_SOCKET_LINE.search(line)):
         m = _PEER_SOCKET.search(line)
         if m and "ibv_" not in line:
             cls, error, level = PEER, m.group(0), "P0"
     if cls is None:
-        row, _how = cuda_error(line)
+        row, _how = cuda_error(line, low)
         if row is not None:
             if row[4] is None:
                 return None
@@ -457,16 +482,16 @@ def parse_failure(line):
             error = line[line.index("NCCL WARN") + 10 :].strip()[:80] if what != "ibv" else m.group("ibv") + " failed"
     if cls is None:
         return None
-    if _quiet(line, level if cls in (CUDA, PROGRAM) else "P0") and cls != RDZV:
+    if cls != RDZV and _quiet(line, level if cls in (CUDA, PROGRAM) else "P0", low):
         return None
     rank, pg = _rank(line)
-    head = _HEAD.search(line) if nccl_warn else None
+    head = _HEAD.search(line, 0, line.index("NCCL WARN") + 1) if nccl_warn else None
     if peer is None and cls == PEER:
         pm = _PEER_ADDR.search(line)
         peer = pm.group(1) if pm else None
-    so = _SEQ_OP.search(line)
+    so = _SEQ_OP.search(line) if "WorkNCCL" in line else None
     who = None
-    if rank is None:
+    if rank is None and ("[default" in line or "pid=" in line):
         lm = _RANK_LAUNCHER.search(line)
         if lm:
             who = "local%s" % lm.group(1) if lm.group(1) else "pid%s" % lm.group(2)
