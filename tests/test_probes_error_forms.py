@@ -304,36 +304,57 @@ def test_interleaved_ranks_give_one_event_per_rank():
     assert all(f.event_type == events.CUDA_ERROR for f in got)
 
 
-def test_the_launchers_summary_alone_is_the_jobs_death_with_rank_and_signal():
-    got = _events(
-        [
-            "E0801 13:23:20.000000 32974 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) "
-            "local_rank: 3 (pid: 33054) of binary: /usr/bin/python3",
-            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-            "============================================================",
-            "train.py FAILED",
-            "------------------------------------------------------------",
-            "Failures:",
-            "[1]:",
-            "  rank      : 2 (local_rank: 2)",
-            "  exitcode  : -15 (pid: 33053)",
-            "  traceback : Signal 15 (SIGTERM) received by PID 33053",
-            "------------------------------------------------------------",
-            "Root Cause (first observed failure):",
-            "[0]:",
-            "  time      : 2024-08-01_13:23:17",
-            "  host      : gpu-node-4",
-            "  rank      : 11 (local_rank: 3)",
-            "  exitcode  : -6 (pid: 33054)",
-            "  error_file: <N/A>",
-            "  traceback : Signal 6 (SIGABRT) received by PID 33054",
-            "============================================================",
-        ]
-    )
-    (f,) = got
+SUMMARY = [
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "============================================================",
+    "train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "[1]:",
+    "  rank      : 2 (local_rank: 2)",
+    "  exitcode  : -15 (pid: 33053)",
+    "  traceback : Signal 15 (SIGTERM) received by PID 33053",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2024-08-01_13:23:17",
+    "  host      : gpu-node-4",
+    "  rank      : 11 (local_rank: 3)",
+    "  exitcode  : -6 (pid: 33054)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 6 (SIGABRT) received by PID 33054",
+    "============================================================",
+]
+
+
+def test_the_launchers_summary_alone_is_the_jobs_death_with_the_root_causes_rank_and_signal():
+    (f,) = _events(SUMMARY)  # the consequence records (SIGTERM from the agent) are not incidents
     assert (f.event_type, f.extra["rank"], f.extra["exitcode"]) == (events.JOB_FAILED, 11, -6)
     assert "SIGABRT" in f.extra["error"] and events.LEVELS[f.event_type] == "P0"
     assert f.extra["root_cause"].startswith("Signal 6 (SIGABRT)")
+
+
+def test_the_agents_failed_line_is_the_first_sign_and_the_summary_joins_it():
+    agent = (
+        "E0801 13:23:20.000000 32974 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) "
+        "local_rank: 3 (pid: 33054) of binary: /usr/bin/python3"
+    )
+    (f,) = _events([agent] + SUMMARY)
+    assert (f.event_type, f.extra["local_rank"], f.extra["exitcode"]) == (events.JOB_FAILED, 3, -6)
+    assert "signal 6" in f.extra["error"]
+
+
+def test_mpirun_and_wrong_results_are_the_jobs_death():
+    (f,) = _events(
+        [
+            "mpirun noticed that process rank 3 with PID 1234 on node gpu-node-7 exited on signal 6 (Aborted).",
+            "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        ]
+    )
+    assert (f.event_type, f.extra["rank"]) == (events.JOB_FAILED, 3)
+    (f,) = _events(["#  Out of bounds values : 12 FAILED"])
+    assert f.event_type == events.JOB_FAILED and "wrong" in f.extra["error"]
+    assert _events(["#  Out of bounds values : 0 OK"]) == []
 
 
 def test_a_summary_whose_root_cause_traceback_names_a_cuda_error_is_that_error_on_that_rank():

@@ -17,7 +17,49 @@ _HOST = re.compile(r"\bhost\s*:\s*(\S+)")
 _SIGNAL = re.compile(r"Signal (\d+) \((SIG[A-Z0-9]+)\)")
 _TRACE = re.compile(r"\b(?:traceback|msg)\s*:\s*\"?(.*?)\"?\s*$")
 _SEP = re.compile(r"(?:={20,}|\*{20,})\s*$")
+# single lines that tell a death on their own (the first the launcher prints, or one seen without its summary):
+# torchelastic's agent, a summary's signal line, mpirun (nccl-tests, HPL), and a benchmark that found wrong results
+_AGENT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_LONE_SIGNAL = re.compile(r"traceback\s*:\s*Signal (\d+) \((SIG[A-Z0-9]+)\) received by PID (\d+)")
+_MPIRUN = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?")
+_MPIRUN_EXIT = re.compile(r"mpirun detected that one or more processes exited with non-zero status")
+_WRONG = re.compile(r"\|\|Ax-b\|\|.*?\.{3,}\s*FAILED|Out of bounds values\s*:\s*[1-9]\d*\s+FAILED")
 MAX_LINES = 400  # a summary is tens of lines; a stray "Root Cause" in prose must not hold the state for ever
+
+
+def may_tell_a_death(line):
+    return (
+        "exitcode" in line
+        or "received by PID" in line
+        or "exited on signal" in line
+        or "mpirun detected" in line
+        or "FAILED" in line
+    )
+
+
+def death_line(line):
+    """A Death from one line that tells it alone, else None."""
+    d = Death()
+    m = _AGENT.search(line)
+    if m:
+        d.exitcode, d.local_rank, d.pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        return d
+    m = _LONE_SIGNAL.search(line)
+    if m:
+        d.exitcode, d.signal, d.pid, d.trace = -int(m.group(1)), m.group(2), int(m.group(3)), m.group(0)[:160]
+        return d
+    m = _MPIRUN.search(line)
+    if m:
+        d.rank, d.pid, d.host, d.exitcode = int(m.group(1)), int(m.group(2)), m.group(3), -int(m.group(4))
+        d.signal = m.group(5) or None
+        return d
+    if _MPIRUN_EXIT.search(line):
+        d.what = "mpirun: a process exited with non-zero status"
+        return d
+    if _WRONG.search(line):
+        d.what = "the benchmark's results are wrong (check failed): suspect the GPU or its links"
+        return d
+    return None
 
 
 def starts(line):
@@ -28,13 +70,15 @@ class Death:
     """The root-cause record: rank, local rank, exit code, pid, host, signal, the record's traceback line, and the
     failure (nccl.Failure) its traceback names, if any."""
 
-    __slots__ = ("rank", "local_rank", "exitcode", "pid", "host", "signal", "trace", "cause")
+    __slots__ = ("rank", "local_rank", "exitcode", "pid", "host", "signal", "trace", "cause", "what")
 
     def __init__(self):
         for k in self.__slots__:
             setattr(self, k, None)
 
     def error(self):
+        if self.what:
+            return self.what
         if self.signal:
             what = "signal %s" % self.signal
         elif self.exitcode is not None and self.exitcode < 0:

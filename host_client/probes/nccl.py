@@ -231,6 +231,8 @@ _CUDA_NUMBERS = (
     (re.compile(r"\b(?:cuda|cu)[A-Z]\w*(?:\(\))? (?:returned|failed with(?: error)?|error)[ :=(]*(\d+)\b"), False),
     (re.compile(r"\bError (\d+): "), False),
 )
+_CU_CALL = re.compile(r"\bcu[A-Z][A-Za-z]+\b")
+_CUDA_HEX = re.compile(r"returned \((0x[0-9a-fA-F]+)\)")
 # PyTorch's caching allocator words its own OOM (the program's sizing: P1 like cudaErrorMemoryAllocation)
 _TORCH_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError: CUDA")
 # NCCL's result names are their own context; its strings count after NCCL's error words
@@ -238,19 +240,24 @@ _NCCL_NAME = re.compile(
     r"\b(ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
     r"ncclInvalidUsage|ncclRemoteError)\b"
 )
+_NCCL_CALL = re.compile(r"\bnccl[A-Z]\w+ failed")
+# NCCL's own words for a program that used it wrongly (ncclInvalidUsage), wherever PyTorch prints NCCL's "Last error:"
+_NCCL_MISUSE = re.compile(r"Duplicate GPU detected|Attempt to use communicator before the previous operation returned")
 _NCCL_NUMBER = re.compile(r"NCCL (?:Error|error) (\d+)\b|\bretcode (\d+)\b|\bres=(\d+)\b")
 # a peer that went away, as NCCL's socket layer and PyTorch word it; the socket words only count on NCCL's own lines
 # (a dataloader's or a metrics client's "Connection reset by peer" is not the process group's)
 _PEER_SOCKET = re.compile(
     r"Connection closed by remote peer|Connection reset by peer|Broken pipe|Connection refused|"
-    r"Software caused connection abort|No route to host|Network is unreachable|Connect to \S+ failed"
+    r"Software caused connection abort|No route to host|Network is unreachable|Connection timed out|"
+    r"Connect to \S+ failed"
 )
 _NCCL_SOCKET_LINE = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|socketPollConnect|\bNet : ")
 _PEER_ADDR = re.compile(r"(?:from|to|peer) ((?:[0-9a-fA-F:.]+|[\w.-]+)<\d+>)")
 # NCCL's WARN lines at init and teardown that end the communicator (NCCL 2.18-2.28 wording): /dev/shm segments,
 # verbs calls, proxy calls and its service thread, socket accept, any "Call to X failed"
 _NCCL_WARN_FATAL = re.compile(
-    r"NCCL WARN (?:.*?(?P<shm>/dev/shm/\S+|shared memory segment)|"
+    r"NCCL WARN (?:.*?(?P<shm>/dev/shm/\S+|shared memory)|"
+    r".*?(?P<boot>no socket interface found|Bootstrap : .*?(?:failed|timed out|timeout)|Message truncated)|"
     r".*?(?P<ibv>ibv_\w+)(?: \S+)? failed|"
     r"(?P<proxy>\[Proxy Service \d+\]|Proxy Call|\[Service thread\] Error|Socket recv failed while polling)|"
     r".*?(?P<accept>[Aa]ccept(?:ed)? failed)|"
@@ -266,6 +273,8 @@ _GLOG_LEVEL = re.compile(r"(?:^|[\s\]:|])\[?([IWEF])(?:\d{3,4} [\d:.]+)? ?[\w./-
 _PY_WARNING = re.compile(
     r"\b(?:UserWarning|FutureWarning|DeprecationWarning|RuntimeWarning|WARNING|Warning:|warnings\.warn)"
 )
+# "exceeded error retry count": the retries are what failed, not a recovery
+_GAVE_UP = re.compile(r"exceeded|exhausted|giving up|gave up|too many retries|no more retries", re.IGNORECASE)
 _RECOVERED = re.compile(
     r"\b(?:retry|retrying|retried|will retry|recovered|recovering|falling back|fall back|fallback|ignor(?:e|ed|ing)|"
     r"skipping|trying again|succeeded|resuming|continuing)\b",
@@ -273,6 +282,8 @@ _RECOVERED = re.compile(
 )
 # c10d's store: a rendezvous that never completed (the client gave up on the store, or the store on its clients)
 _RDZV = re.compile(
+    r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store by key '[^']*', but store->get\('[^']*'\) got "
+    r"error: (?P<store>[^.\n]+)|"
     r"client socket has timed out after (\d+\w*) while trying to connect to \(?([^,()\s]+), ?(\d+)\)?|"
     r"Timed out after (\d+) seconds waiting for clients|"
     r"(RendezvousTimeoutError|RendezvousConnectionError|The connection to the C10d store has failed)"
@@ -350,7 +361,7 @@ def cuda_error(line, low=None):
             if row is not None:
                 return row, "name"
     low = line.lower() if low is None else low
-    ctx = "cuda" in low or "gpuassert" in low or "cuinit" in low
+    ctx = "cuda" in low or "gpuassert" in low or ("cu" in line and _CU_CALL.search(line) is not None)
     for d, row in _DESCRIPTIONS if ctx else _DISTINCT:
         if d in low:
             return row, "string"
@@ -358,6 +369,11 @@ def cuda_error(line, low=None):
         return None, None
     if "out of memory" in low and _TORCH_OOM.search(line):
         return cuda_errors.BY_NUMBER[2], "string"
+    if "returned (0x" in line:  # cuda-gdb: "Cuda API error detected: cudaLaunchKernel returned (0x2bd)"
+        m = _CUDA_HEX.search(line)
+        row = cuda_errors.lookup_number(int(m.group(1), 16), legacy=False) if m else None
+        if row is not None:
+            return row, "number"
     for lit, rx, legacy in _CUDA_NUMBER_GATES:
         if lit in line:
             m = rx.search(line)
@@ -375,10 +391,18 @@ def nccl_error(line, low=None):
         if m:
             return nccl_errors.BY_NAME[m.group(1).lower()]
     low = line.lower() if low is None else low
-    if "nccl error" in low or "nccl failure" in low or "ncclcomminit" in low:
+    if (
+        "nccl error" in low
+        or "nccl failure" in low
+        or "nccl: " in low
+        or (" failed" in line and _NCCL_CALL.search(line))
+    ):
         for text, row in nccl_errors.BY_STRING.items():
             if text in low:
                 return row
+    if "Duplicate GPU" in line or "Attempt to use communicator" in line:
+        if _NCCL_MISUSE.search(line):
+            return nccl_errors.BY_NUMBER[5]
     if "retcode" in line or "res=" in line or "NCCL Error " in line or "NCCL error " in line:
         m = _NCCL_NUMBER.search(line)
         if m and "NCCL" in line:
@@ -394,7 +418,9 @@ def _quiet(line, level, low):
     if "]" in line:
         g = _GLOG_LEVEL.search(line)
         lv = g.group(1) if g else None
-    if lv == "I" or (any(w in low for w in _RECOVERED_WORDS) and _RECOVERED.search(line) is not None):
+    if lv == "I":
+        return True
+    if any(w in low for w in _RECOVERED_WORDS) and _RECOVERED.search(line) and not _GAVE_UP.search(line):
         return True
     warn = lv == "W" or (lv is None and ("warn" in low) and _PY_WARNING.search(line) is not None)
     if not warn:
@@ -441,17 +467,23 @@ def parse_failure(line):
     nccl_warn = "NCCL WARN" in line
     m = (
         _RDZV.search(line)
-        if "has timed out after" in line or "endezvous" in line or "C10d store" in line or "waiting for clients" in line
+        if "has timed out after" in line
+        or "endezvous" in line
+        or "C10d store" in line
+        or "waiting for clients" in line
+        or "ncclUniqueId" in line
         else None
     )
     if m:
         cls, level = RDZV, "P0"
-        if m.group(2):
-            peer, error = "%s:%s" % (m.group(2), m.group(3)), "store connect timed out after %s" % m.group(1)
-        elif m.group(4):
-            error = "store waited %s s for its clients" % m.group(4)
+        if m.group("store"):
+            error = "the store did not give NCCL's unique id: %s" % m.group("store").strip()[:60]
+        elif m.group(3):
+            peer, error = "%s:%s" % (m.group(3), m.group(4)), "store connect timed out after %s" % m.group(2)
+        elif m.group(5):
+            error = "store waited %s s for its clients" % m.group(5)
         else:
-            error = m.group(5)
+            error = m.group(6)
     if cls is None and nccl_warn and _NCCL_WARN_QUIET.search(line):
         return None
     if cls is None:
@@ -477,7 +509,7 @@ def parse_failure(line):
     if cls is None and nccl_warn:
         m = _NCCL_WARN_FATAL.search(line)
         if m:
-            what = next(k for k in ("shm", "ibv", "proxy", "accept", "call") if m.group(k))
+            what = next(k for k in ("shm", "boot", "ibv", "proxy", "accept", "call") if m.group(k))
             cls, level = NCCL_ERR, "P0"
             error = line[line.index("NCCL WARN") + 10 :].strip()[:80] if what != "ibv" else m.group("ibv") + " failed"
     if cls is None:
@@ -645,6 +677,10 @@ class NcclLog:
         summary = self._summaries.get(source)
         if summary is None and launcher.starts(line):
             summary = self._summaries[source] = launcher.Summary()
+        if summary is None and launcher.may_tell_a_death(line):
+            d = launcher.death_line(clean(line))
+            if d is not None:
+                return self._death(d, source, now)
         f = parse_failure(line)
         if summary is not None:
             death = summary.feed(clean(line), f if f is not None and f.rank is None else None)
@@ -704,16 +740,20 @@ class NcclLog:
         """The launcher's root cause: one event, unless this log already told the failure (the rank's own lines, or
         lines with no rank, within LAUNCHER_WINDOW_S): the launcher's report is then the same death."""
         seen = self._recent.get(source, {})
-        if any(now - t <= LAUNCHER_WINDOW_S for r, t in seen.items() if r is None or r == d.rank):
+        if any(now - t <= LAUNCHER_WINDOW_S for r, t in seen.items() if d.rank is None or r is None or r == d.rank):
+            self._note(source, d.rank, now)  # the launcher's later lines about the same death join it too
             return None
         c = d.cause
         if c is not None:
             f = Failure(c.cls, rank=d.rank, error=c.error, code=c.code, level=c.level, peer=c.peer, text=c.text)
         else:
             f = Failure(JOB, rank=d.rank, host=d.host, pid=d.pid, error=d.error(), code=d.exitcode, level="P0")
+        if f.rank is None:
+            f.who = "launcher"
         self._note(source, f.rank, now)
         out = failure_finding(f, source, key=self._place(f, source, now))
         out.extra["exitcode"] = d.exitcode
+        out.extra["local_rank"] = d.local_rank
         out.extra["root_cause"] = d.trace
         return out
 
