@@ -6,8 +6,8 @@ Two logs, each fed line by line through one ``NcclLog`` as the daemon does:
 - healthy: an ``NCCL_DEBUG=INFO`` job log (the corpus's quiet lines: NCCL INFO at job start, NCCL_DEBUG dumps,
   PyTorch warnings, TensorFlow's info lines, loss lines), 9 lines of NCCL INFO to 1 of anything else;
 - storm: every failure line of the corpus, with rotating ``[rankN]:`` prefixes (a node whose ranks all die at once).
-``--baseline`` runs the same logs through another checkout's rules in a subprocess (issue 36's bound: the healthy
-cost within 1.5x of the baseline's). Best of 5 runs; the machine's load moves the absolute figures.
+``--baseline`` runs the same logs through another checkout's rules in a subprocess: issue 36 bounds the healthy cost
+against the baseline's (docs/PROBES.md). Best of 5 runs; the machine's load moves the absolute figures.
 """
 
 import argparse

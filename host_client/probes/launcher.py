@@ -106,9 +106,9 @@ class Summary:
         if "Root Cause" in line:
             self.root, self.death = True, Death()
             return None
-        if not self.root:
-            return None
         d = self.death
+        if not self.root or d is None:
+            return None
         if d.rank is not None and (_SEP.search(line) or "Other Failures" in line or "Failures:" in line):
             self.done = True
             return d
