@@ -402,3 +402,57 @@ def test_the_store_connect_timeout_is_a_rendezvous_failure_naming_the_store():
         ]
     )
     assert (f.event_type, f.extra["peer"]) == (events.RENDEZVOUS_FAILED, "33.145.124.128:29500")
+
+
+@pytest.mark.parametrize(
+    "line,etype,error",
+    [
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, "
+            "m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+            events.PROGRAM_ERROR,
+            "CUBLAS_STATUS_EXECUTION_FAILED",
+        ),
+        ("RuntimeError: No CUDA GPUs are available", events.CUDA_ERROR, "cudaErrorNoDevice"),
+        ("RuntimeError: Found no NVIDIA driver on your system.", events.CUDA_ERROR, "cudaErrorInitializationError"),
+        (
+            "h:1:2 [0] misc/socket.cc:564 NCCL WARN socketPollConnect: connect returned Connection refused, exceeded "
+            "error retry count (35)",
+            events.NCCL_PEER_LOST,
+            "Connection refused",
+        ),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: ncclCommInitRank(...) failed: unhandled system error",
+            events.NCCL_ERROR,
+            "ncclSystemError",
+        ),
+        ("torch.distributed.DistNetworkError: Connection reset by peer", events.RENDEZVOUS_FAILED, None),
+        (
+            "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+            "store by key '0', but store->get('0') got error: Socket Timeout",
+            events.RENDEZVOUS_FAILED,
+            None,
+        ),
+        (
+            "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/2 clients joined.",
+            events.RENDEZVOUS_FAILED,
+            None,
+        ),
+        (
+            "Cuda API error detected: cudaLaunchKernel returned (0x2bd)",
+            events.PROGRAM_ERROR,
+            "cudaErrorLaunchOutOfResources",
+        ),
+        ("srun: error: node12: task 3: Killed", events.JOB_FAILED, None),
+        (
+            "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1e000",
+            events.PROGRAM_ERROR,
+            "ncclInvalidUsage",
+        ),
+    ],
+)
+def test_more_wordings_of_the_same_errors(line, etype, error):
+    f = nccl.NcclLog().finding(line, LOG, now=0.0)
+    assert f is not None and f.event_type == etype, line
+    if error:
+        assert f.extra["error"] == error

@@ -183,6 +183,14 @@ LEGACY = {
 # unavailable", https://docs.nvidia.com/cuda/archive/10.0/cuda-runtime-api/group__CUDART__TYPES.html)
 ALIASES = {"all CUDA-capable devices are busy or unavailable": 46}
 
+# PyTorch's own words for three of these errors (torch/cuda/__init__.py), and the libraries on top of CUDA whose
+# statuses a job dies of (cuBLAS, cuDNN: the library's word does not say the node is at fault: P1)
+WORDINGS = {
+    "no cuda gpus are available": 100,
+    "found no nvidia driver on your system": 3,
+    "the nvidia driver on your system is too old": 35,
+}
+
 BY_NUMBER = {row[0]: row for row in TABLE}
 BY_NAME = {}
 BY_DESCRIPTION = {}

@@ -23,6 +23,9 @@ _AGENT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+
 _LONE_SIGNAL = re.compile(r"traceback\s*:\s*Signal (\d+) \((SIG[A-Z0-9]+)\) received by PID (\d+)")
 _MPIRUN = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?")
 _MPIRUN_EXIT = re.compile(r"mpirun detected that one or more processes exited with non-zero status")
+_SRUN = re.compile(
+    r"srun: error: (\S+): tasks? ([\d,\-\[\]]+): (Exited with exit code (\d+)|Killed|Aborted|Segmentation fault)"
+)
 _WRONG = re.compile(r"\|\|Ax-b\|\|.*?\.{3,}\s*FAILED|Out of bounds values\s*:\s*[1-9]\d*\s+FAILED")
 MAX_LINES = 400  # a summary is tens of lines; a stray "Root Cause" in prose must not hold the state for ever
 
@@ -34,6 +37,7 @@ def may_tell_a_death(line):
         or "exited on signal" in line
         or "mpirun detected" in line
         or "FAILED" in line
+        or "srun: error" in line
     )
 
 
@@ -52,6 +56,11 @@ def death_line(line):
     if m:
         d.rank, d.pid, d.host, d.exitcode = int(m.group(1)), int(m.group(2)), m.group(3), -int(m.group(4))
         d.signal = m.group(5) or None
+        return d
+    m = _SRUN.search(line)
+    if m:
+        d.host, d.what = m.group(1), "srun: task %s on %s: %s" % (m.group(2), m.group(1), m.group(3))
+        d.exitcode = int(m.group(4)) if m.group(4) else None
         return d
     if _MPIRUN_EXIT.search(line):
         d.what = "mpirun: a process exited with non-zero status"

@@ -231,6 +231,7 @@ _CUDA_NUMBERS = (
     (re.compile(r"\b(?:cuda|cu)[A-Z]\w*(?:\(\))? (?:returned|failed with(?: error)?|error)[ :=(]*(\d+)\b"), False),
     (re.compile(r"\bError (\d+): "), False),
 )
+_LIB_STATUS = re.compile(r"\b(CUBLAS_STATUS_(?!SUCCESS)[A-Z_]+|CUDNN_STATUS_(?!SUCCESS)[A-Z_]+)")
 _CU_CALL = re.compile(r"\bcu[A-Z][A-Za-z]+\b")
 _CUDA_HEX = re.compile(r"returned \((0x[0-9a-fA-F]+)\)")
 # PyTorch's caching allocator words its own OOM (the program's sizing: P1 like cudaErrorMemoryAllocation)
@@ -240,7 +241,7 @@ _NCCL_NAME = re.compile(
     r"\b(ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
     r"ncclInvalidUsage|ncclRemoteError)\b"
 )
-_NCCL_CALL = re.compile(r"\bnccl[A-Z]\w+ failed")
+_NCCL_CALL = re.compile(r"\bnccl[A-Z]\w+(?:\([^)]*\))? failed")
 # NCCL's own words for a program that used it wrongly (ncclInvalidUsage), wherever PyTorch prints NCCL's "Last error:"
 _NCCL_MISUSE = re.compile(r"Duplicate GPU detected|Attempt to use communicator before the previous operation returned")
 _NCCL_NUMBER = re.compile(r"NCCL (?:Error|error) (\d+)\b|\bretcode (\d+)\b|\bres=(\d+)\b")
@@ -249,6 +250,7 @@ _NCCL_NUMBER = re.compile(r"NCCL (?:Error|error) (\d+)\b|\bretcode (\d+)\b|\bres
 _PEER_SOCKET = re.compile(
     r"Connection closed by remote peer|Connection reset by peer|Broken pipe|Connection refused|"
     r"Software caused connection abort|No route to host|Network is unreachable|Connection timed out|"
+    r"exceeded (?:error )?retr\w*(?: count)?|"
     r"Connect to \S+ failed"
 )
 _NCCL_SOCKET_LINE = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|socketPollConnect|\bNet : ")
@@ -286,7 +288,8 @@ _RDZV = re.compile(
     r"error: (?P<store>[^.\n]+)|"
     r"client socket has timed out after (\d+\w*) while trying to connect to \(?([^,()\s]+), ?(\d+)\)?|"
     r"Timed out after (\d+) seconds waiting for clients|"
-    r"(RendezvousTimeoutError|RendezvousConnectionError|The connection to the C10d store has failed)"
+    r"(RendezvousTimeoutError|RendezvousConnectionError|The connection to the C10d store has failed)|"
+    r"DistNetworkError: (?P<net>[^\n]{1,80})"
 )
 
 
@@ -365,6 +368,9 @@ def cuda_error(line, low=None):
     for d, row in _DESCRIPTIONS if ctx else _DISTINCT:
         if d in low:
             return row, "string"
+    for text, n in cuda_errors.WORDINGS.items():
+        if text in low:
+            return cuda_errors.BY_NUMBER[n], "string"
     if not ctx:
         return None, None
     if "out of memory" in low and _TORCH_OOM.search(line):
@@ -446,6 +452,10 @@ _GATE_WORDS = (
     "device",
     "stack error",
     "program counter",
+    "nvidia driver",
+    "distnetworkerror",
+    "waiting for clients",
+    "_status_",
 )
 
 
@@ -472,6 +482,7 @@ def parse_failure(line):
         or "C10d store" in line
         or "waiting for clients" in line
         or "ncclUniqueId" in line
+        or "DistNetworkError" in line
         else None
     )
     if m:
@@ -482,8 +493,10 @@ def parse_failure(line):
             peer, error = "%s:%s" % (m.group(3), m.group(4)), "store connect timed out after %s" % m.group(2)
         elif m.group(5):
             error = "store waited %s s for its clients" % m.group(5)
-        else:
+        elif m.group(6):
             error = m.group(6)
+        else:
+            error = "the store's connection: %s" % m.group("net").strip()
     if cls is None and nccl_warn and _NCCL_WARN_QUIET.search(line):
         return None
     if cls is None:
@@ -506,6 +519,10 @@ def parse_failure(line):
             else:
                 cls = CUDA if row[4] == cuda_errors.P0 else PROGRAM
                 error, code, level = row[1], row[0], row[4]
+    if cls is None and "_STATUS_" in line:
+        m = _LIB_STATUS.search(line)
+        if m:  # cuBLAS / cuDNN: the job dies of it, the library does not say the node is at fault
+            cls, error, level = PROGRAM, m.group(1), "P1"
     if cls is None and nccl_warn:
         m = _NCCL_WARN_FATAL.search(line)
         if m:
@@ -514,7 +531,7 @@ def parse_failure(line):
             error = line[line.index("NCCL WARN") + 10 :].strip()[:80] if what != "ibv" else m.group("ibv") + " failed"
     if cls is None:
         return None
-    if cls != RDZV and _quiet(line, level if cls in (CUDA, PROGRAM) else "P0", low):
+    if _quiet(line, level if cls in (CUDA, PROGRAM) else "P0", low):
         return None
     rank, pg = _rank(line)
     head = _HEAD.search(line, 0, line.index("NCCL WARN") + 1) if nccl_warn else None
