@@ -232,7 +232,8 @@ _CUDA_NUMBERS = (
     (re.compile(r"\bError (\d+): "), False),
 )
 _LIB_STATUS = re.compile(r"\b(CUBLAS_STATUS_(?!SUCCESS)[A-Z_]+|CUDNN_STATUS_(?!SUCCESS)[A-Z_]+)")
-_CU_CALL = re.compile(r"\bcu[A-Z][A-Za-z]+\b")
+# the driver API's calls as they appear in messages (cuMemAlloc failed: out of memory): a CUDA context of their own
+_CU_CALLS = ("cuInit", "cuMem", "cuLaunch", "cuCtx", "cuModule", "cuStream", "cuEvent", "cuDevice")
 _CUDA_HEX = re.compile(r"returned \((0x[0-9a-fA-F]+)\)")
 # PyTorch's caching allocator words its own OOM (the program's sizing: P1 like cudaErrorMemoryAllocation)
 _TORCH_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError: CUDA")
@@ -364,7 +365,7 @@ def cuda_error(line, low=None):
             if row is not None:
                 return row, "name"
     low = line.lower() if low is None else low
-    ctx = "cuda" in low or "gpuassert" in low or ("cu" in line and _CU_CALL.search(line) is not None)
+    ctx = "cuda" in low or "gpuassert" in low or any(p in line for p in _CU_CALLS)
     for d, row in _DESCRIPTIONS if ctx else _DISTINCT:
         if d in low:
             return row, "string"
