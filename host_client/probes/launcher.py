@@ -22,6 +22,7 @@ _SEP = re.compile(r"(?:={20,}|\*{20,})\s*$")
 _AGENT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _LONE_SIGNAL = re.compile(r"traceback\s*:\s*Signal (\d+) \((SIG[A-Z0-9]+)\) received by PID (\d+)")
 _MPIRUN = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?")
+_PALS = re.compile(r"\brank (\d+) died from signal (\d+)")
 _MPIRUN_EXIT = re.compile(r"mpirun detected that one or more processes exited with non-zero status")
 _SRUN = re.compile(
     r"srun: error: (\S+): tasks? ([\d,\-\[\]]+): (Exited with exit code (\d+)|Killed|Aborted|Segmentation fault)"
@@ -38,6 +39,7 @@ def may_tell_a_death(line):
         or "mpirun detected" in line
         or "FAILED" in line
         or "srun: error" in line
+        or "died from signal" in line
     )
 
 
@@ -56,6 +58,10 @@ def death_line(line):
     if m:
         d.rank, d.pid, d.host, d.exitcode = int(m.group(1)), int(m.group(2)), m.group(3), -int(m.group(4))
         d.signal = m.group(5) or None
+        return d
+    m = _PALS.search(line)
+    if m:
+        d.rank, d.exitcode = int(m.group(1)), -int(m.group(2))
         return d
     m = _SRUN.search(line)
     if m:

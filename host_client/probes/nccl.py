@@ -242,6 +242,11 @@ _NCCL_NAME = re.compile(
     r"\b(ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
     r"ncclInvalidUsage|ncclRemoteError)\b"
 )
+_NCCL_DISTINCT = (
+    "unhandled system error",
+    "unhandled cuda error",
+    "remote process exited or there was a network error",
+)
 _NCCL_CALL = re.compile(r"\bnccl[A-Z]\w+(?:\([^)]*\))? failed")
 # NCCL's own words for a program that used it wrongly (ncclInvalidUsage), wherever PyTorch prints NCCL's "Last error:"
 _NCCL_MISUSE = re.compile(r"Duplicate GPU detected|Attempt to use communicator before the previous operation returned")
@@ -251,7 +256,7 @@ _NCCL_NUMBER = re.compile(r"NCCL (?:Error|error) (\d+)\b|\bretcode (\d+)\b|\bres
 _PEER_SOCKET = re.compile(
     r"Connection closed by remote peer|Connection reset by peer|Broken pipe|Connection refused|"
     r"Software caused connection abort|No route to host|Network is unreachable|Connection timed out|"
-    r"exceeded (?:error )?retr\w*(?: count)?|"
+    r"exceeded (?:error )?retr\w*(?: count)?|exceeded timeouts?|"
     r"Connect to \S+ failed"
 )
 _NCCL_SOCKET_LINE = re.compile(r"NCCL WARN|socketProgress|socketStartConnect|socketPollConnect|\bNet : ")
@@ -398,6 +403,10 @@ def nccl_error(line, low=None):
         if m:
             return nccl_errors.BY_NAME[m.group(1).lower()]
     low = line.lower() if low is None else low
+    if "unhandled" in low or "remote process exited" in low:  # NCCL's own phrases: their own context
+        for text in _NCCL_DISTINCT:
+            if text in low:
+                return nccl_errors.BY_STRING[text]
     if (
         "nccl error" in low
         or "nccl failure" in low
