@@ -32,15 +32,7 @@ MAX_LINES = 400  # a summary is tens of lines; a stray "Root Cause" in prose mus
 
 
 def may_tell_a_death(line):
-    return (
-        "exitcode" in line
-        or "received by PID" in line
-        or "exited on signal" in line
-        or "mpirun detected" in line
-        or "FAILED" in line
-        or "srun: error" in line
-        or "died from signal" in line
-    )
+    return "exit" in line or "PID" in line or "FAILED" in line or "srun" in line or "died" in line
 
 
 def death_line(line):

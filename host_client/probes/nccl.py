@@ -344,7 +344,26 @@ def clean(line):
 
 # descriptions longest first, so "operation not supported on global/shared address space" wins over its prefix
 _DESCRIPTIONS = sorted(cuda_errors.BY_DESCRIPTION.items(), key=lambda kv: len(kv[0]), reverse=True)
-_DISTINCT = [(d, row) for d, row in _DESCRIPTIONS if d in cuda_errors.DISTINCT]
+# each description under its longest word: a line is searched for the words, and only the descriptions whose word
+# it holds are searched for (every string on every line was most of a healthy line's cost)
+_PUNCT = str.maketrans(dict.fromkeys("'\"`.,:;()[]{}<>=|!?", " "))
+_COMMON = frozenset(("a", "an", "the", "is", "was", "on", "of", "for", "to", "in", "error", "invalid", "device", "not"))
+
+
+def _key_word(d):
+    words = [w for w in d.translate(_PUNCT).split() if w not in _COMMON]
+    return max(words or d.split(), key=len)
+
+
+_BY_WORD = {}
+for _d, _row in _DESCRIPTIONS:
+    _BY_WORD.setdefault(_key_word(_d), []).append((_d, _row))
+_BY_WORD_ITEMS = tuple(_BY_WORD.items())
+_BY_WORD_DISTINCT = tuple(
+    (w, tuple(x for x in ds if x[0] in cuda_errors.DISTINCT))
+    for w, ds in _BY_WORD.items()
+    if any(x[0] in cuda_errors.DISTINCT for x in ds)
+)
 # each number form with the literal that must be on the line before its regex is worth running (cost: see bench/)
 _CUDA_NUMBER_GATES = (
     ("untime error (",) + _CUDA_NUMBERS[0],
@@ -360,7 +379,7 @@ _CUDA_NUMBER_GATES = (
 _RECOVERED_WORDS = ("retr", "recover", "fall", "ignor", "skipp", "again", "succeeded", "resum", "continu")
 
 
-def cuda_error(line, low=None):
+def cuda_error(line, low=None, *, strings=True):
     """The CUDA error row (cuda_errors.TABLE) a line names, by name, by string or by number in its context, and how
     it was named; (None, None) if none. The string wins over a number (CUDA <= 10.0 numbered differently)."""
     if "cudaError" in line or "CUDA_ERROR_" in line:
@@ -370,10 +389,13 @@ def cuda_error(line, low=None):
             if row is not None:
                 return row, "name"
     low = line.lower() if low is None else low
-    ctx = "cuda" in low or "gpuassert" in low or any(p in line for p in _CU_CALLS)
-    for d, row in _DESCRIPTIONS if ctx else _DISTINCT:
-        if d in low:
-            return row, "string"
+    ctx = "cuda" in low or "gpuassert" in low or ("cu" in line and any(p in line for p in _CU_CALLS))
+    # the longest string the line holds ("... not supported on global/shared address space" over its prefix)
+    words = _BY_WORD_ITEMS if ctx else _BY_WORD_DISTINCT if strings else ()
+    hits = [(d, row) for w, ds in words if w in low for d, row in ds if d in low]
+    if hits:
+        d, row = max(hits, key=lambda h: len(h[0]))
+        return row, "string"
     for text, n in cuda_errors.WORDINGS.items():
         if text in low:
             return cuda_errors.BY_NUMBER[n], "string"
@@ -398,6 +420,9 @@ def cuda_error(line, low=None):
 
 def nccl_error(line, low=None):
     """The ncclResult_t row (nccl_errors.TABLE) a line names, or None."""
+    low = line.lower() if low is None else low
+    if "nccl" not in low and "unhandled" not in low and "remote process" not in low and "duplicate gpu" not in low:
+        return None
     if "nccl" in line:
         m = _NCCL_NAME.search(line)
         if m:
@@ -444,14 +469,11 @@ def _quiet(line, level, low):
     return level != cuda_errors.P0
 
 
-_GATE_WORDS = (
+# a line holds none of these: it names no failure (one `in` each: most lines stop here). The first group are the
+# words every CUDA error string that counts without "cuda" on the line contains; a line that passes only on the second
+# group is not searched for those strings (the search is most of a passing line's cost)
+_STRING_GATES = (
     "cuda",
-    "nccl",
-    "socket",
-    "net : ",
-    "remote process",
-    "rendezvous",
-    "c10d store",
     "illegal",
     "ecc",
     "assert",
@@ -463,10 +485,23 @@ _GATE_WORDS = (
     "stack error",
     "program counter",
     "nvidia driver",
+    "ptx",
+    "not supported",
+    "not permitted",
+    "timed out",
+)
+_GATE_WORDS = _STRING_GATES + (
+    "nccl",
+    "socket",
+    "net : ",
+    "remote process",
+    "rendezvous",
+    "c10d store",
     "distnetworkerror",
     "waiting for clients",
     "_status_",
 )
+_N_STRING_GATES = len(_STRING_GATES)
 
 
 def parse_failure(line):
@@ -475,11 +510,12 @@ def parse_failure(line):
     if "NCCL INFO" in line:
         return None
     low = line.lower()
-    for w in _GATE_WORDS:
+    for i, w in enumerate(_GATE_WORDS):
         if w in low:
             break
     else:
         return None
+    strings = i < _N_STRING_GATES
     if "\x1b" in line or "\r" in line:
         line = clean(line)
         low = line.lower()
@@ -519,7 +555,7 @@ def parse_failure(line):
         if m and "ibv_" not in line:
             cls, error, level = PEER, m.group(0), "P0"
     if cls is None:
-        row, _how = cuda_error(line, low)
+        row, _how = cuda_error(line, low, strings=strings)
         if row is not None:
             if row[4] is None:
                 return None
@@ -700,15 +736,17 @@ class NcclLog:
         t = self.feed(line, source)
         if t is not None:
             return finding(t, source)
-        now = time.monotonic() if now is None else now
         summary = self._summaries.get(source)
         if summary is None and launcher.starts(line):
             summary = self._summaries[source] = launcher.Summary()
         if summary is None and launcher.may_tell_a_death(line):
             d = launcher.death_line(clean(line))
             if d is not None:
-                return self._death(d, source, now)
+                return self._death(d, source, time.monotonic() if now is None else now)
         f = parse_failure(line)
+        if f is None and summary is None:
+            return None
+        now = time.monotonic() if now is None else now
         if summary is not None:
             death = summary.feed(clean(line), f if f is not None and f.rank is None else None)
             if summary.done:
