@@ -512,10 +512,10 @@ def parse_failure(line):
     low = line.lower()
     for i, w in enumerate(_GATE_WORDS):
         if w in low:
+            strings = i < _N_STRING_GATES
             break
     else:
         return None
-    strings = i < _N_STRING_GATES
     if "\x1b" in line or "\r" in line:
         line = clean(line)
         low = line.lower()
