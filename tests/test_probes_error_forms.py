@@ -460,3 +460,8 @@ def test_more_wordings_of_the_same_errors(line, etype, error):
     assert f is not None and f.event_type == etype, line
     if error:
         assert f.extra["error"] == error
+
+
+def test_a_pasted_summary_in_one_call_is_read_a_line_at_a_time():
+    f = nccl.NcclLog().finding("\n".join(SUMMARY), LOG, now=0.0)
+    assert (f.event_type, f.extra["rank"]) == (events.JOB_FAILED, 11)

@@ -730,7 +730,11 @@ class NcclLog:
 
     def finding(self, line, source, now=None):
         """The Finding a training-log line gives (a hang form, a fabric warning or a job-killing failure), or None.
-        ``now`` (monotonic seconds) separates incidents: a failure after INCIDENT_GAP_S of quiet is a new one."""
+        ``now`` (monotonic seconds) separates incidents: a failure after INCIDENT_GAP_S of quiet is a new one. Text of
+        several lines (a pasted summary; the followers never pass one) is read a line at a time: its first finding."""
+        if "\n" in line:
+            found = [self.finding(part, source, now) for part in line.split("\n") if part.strip()]
+            return next((f for f in found if f is not None), None)
         if "NCCL INFO" in line:  # NCCL_DEBUG=INFO chatter, thousands of lines per job start: never an event
             return None
         t = self.feed(line, source)
