@@ -364,6 +364,19 @@ _BY_WORD_DISTINCT = tuple(
     for w, ds in _BY_WORD.items()
     if any(x[0] in cuda_errors.DISTINCT for x in ds)
 )
+
+
+def _candidates(first_gate, descriptions):
+    """The strings a line can hold whose first gate word is _GATE_WORDS[first_gate]: none holding an earlier one."""
+    earlier = _GATE_WORDS[:first_gate]
+    out = []
+    for w, ds in _BY_WORD.items():
+        keep = tuple(x for x in ds if x[0] in descriptions and not any(g in x[0] for g in earlier))
+        if keep:
+            out.append((w, keep))
+    return tuple(out)
+
+
 # each number form with the literal that must be on the line before its regex is worth running (cost: see bench/)
 _CUDA_NUMBER_GATES = (
     ("untime error (",) + _CUDA_NUMBERS[0],
@@ -379,9 +392,10 @@ _CUDA_NUMBER_GATES = (
 _RECOVERED_WORDS = ("retr", "recover", "fall", "ignor", "skipp", "again", "succeeded", "resum", "continu")
 
 
-def cuda_error(line, low=None, *, strings=True):
+def cuda_error(line, low=None, *, gate=None):
     """The CUDA error row (cuda_errors.TABLE) a line names, by name, by string or by number in its context, and how
-    it was named; (None, None) if none. The string wins over a number (CUDA <= 10.0 numbered differently)."""
+    it was named; (None, None) if none. The string wins over a number (CUDA <= 10.0 numbered differently). ``gate``:
+    the index of the first _GATE_WORDS word the line holds (the strings holding an earlier one cannot be on it)."""
     if "cudaError" in line or "CUDA_ERROR_" in line:
         m = _CUDA_NAME.search(line)
         if m:
@@ -391,7 +405,20 @@ def cuda_error(line, low=None, *, strings=True):
     low = line.lower() if low is None else low
     ctx = "cuda" in low or "gpuassert" in low or ("cu" in line and any(p in line for p in _CU_CALLS))
     # the longest string the line holds ("... not supported on global/shared address space" over its prefix)
-    words = _BY_WORD_ITEMS if ctx else _BY_WORD_DISTINCT if strings else ()
+    # a line that speaks of CUDA and says nothing went wrong names no error ("CUDA kernel errors might be ...")
+    quiet_ctx = gate == 0 and not (
+        "error" in low
+        or "fail" in low
+        or "assert" in low
+        or "->" in low
+        or "abort" in low
+        or "exception" in low
+        or "returned" in low
+    )
+    if gate is None:
+        words = _BY_WORD_ITEMS if ctx else _BY_WORD_DISTINCT
+    else:
+        words = () if quiet_ctx else _CANDIDATES[gate][0 if ctx else 1]
     hits = [(d, row) for w, ds in words if w in low for d, row in ds if d in low]
     if hits:
         d, row = max(hits, key=lambda h: len(h[0]))
@@ -399,7 +426,7 @@ def cuda_error(line, low=None, *, strings=True):
     for text, n in cuda_errors.WORDINGS.items():
         if text in low:
             return cuda_errors.BY_NUMBER[n], "string"
-    if not ctx:
+    if not ctx or quiet_ctx:
         return None, None
     if "out of memory" in low and _TORCH_OOM.search(line):
         return cuda_errors.BY_NUMBER[2], "string"
@@ -469,9 +496,9 @@ def _quiet(line, level, low):
     return level != cuda_errors.P0
 
 
-# a line holds none of these: it names no failure (one `in` each: most lines stop here). The first group are the
-# words every CUDA error string that counts without "cuda" on the line contains; a line that passes only on the second
-# group is not searched for those strings (the search is most of a passing line's cost)
+# a line holds none of these: it names no failure (one `in` each: most lines stop here). The first group are words of
+# the CUDA error strings; the first word a line holds also rules out every string holding an earlier one (_CANDIDATES:
+# the search of the strings is most of a passing line's cost)
 _STRING_GATES = (
     "cuda",
     "illegal",
@@ -501,7 +528,10 @@ _GATE_WORDS = _STRING_GATES + (
     "waiting for clients",
     "_status_",
 )
-_N_STRING_GATES = len(_STRING_GATES)
+_CANDIDATES = tuple(
+    (_candidates(i, frozenset(cuda_errors.BY_DESCRIPTION)), _candidates(i, cuda_errors.DISTINCT))
+    for i in range(len(_GATE_WORDS))
+)
 
 
 def parse_failure(line):
@@ -512,7 +542,7 @@ def parse_failure(line):
     low = line.lower()
     for i, w in enumerate(_GATE_WORDS):
         if w in low:
-            strings = i < _N_STRING_GATES
+            gate = i
             break
     else:
         return None
@@ -555,7 +585,7 @@ def parse_failure(line):
         if m and "ibv_" not in line:
             cls, error, level = PEER, m.group(0), "P0"
     if cls is None:
-        row, _how = cuda_error(line, low, strings=strings)
+        row, _how = cuda_error(line, low, gate=gate)
         if row is not None:
             if row[4] is None:
                 return None
@@ -740,8 +770,8 @@ class NcclLog:
         t = self.feed(line, source)
         if t is not None:
             return finding(t, source)
-        summary = self._summaries.get(source)
-        if summary is None and launcher.starts(line):
+        summary = self._summaries.get(source) if self._summaries else None
+        if summary is None and ("ChildFailedError" in line or "Root Cause" in line):  # launcher.starts, inlined
             summary = self._summaries[source] = launcher.Summary()
         if summary is None and launcher.may_tell_a_death(line):
             d = launcher.death_line(clean(line))
