@@ -76,7 +76,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.inner:
         return inner(a.lines)
-    rounds = 3 if a.baseline else 1
+    rounds = 5 if a.baseline else 1
     now = base = None
     for _ in range(rounds):  # interleaved, best of each: the machine's load drifts between runs
         r = run_in(ROOT, a.lines)

@@ -371,7 +371,9 @@ def _candidates(first_gate, descriptions):
     earlier = _GATE_WORDS[:first_gate]
     out = []
     for w, ds in _BY_WORD.items():
-        keep = tuple(x for x in ds if x[0] in descriptions and not any(g in x[0] for g in earlier))
+        keep = tuple(
+            x for x in ds if x[0] in descriptions and x[1][4] is not None and not any(g in x[0] for g in earlier)
+        )
         if keep:
             out.append((w, keep))
     return tuple(out)
@@ -516,6 +518,11 @@ _STRING_GATES = (
     "not supported",
     "not permitted",
     "timed out",
+    "forward compat",
+    "resource handle",
+    "symbol",
+    "initialization",
+    "destroyed",
 )
 _GATE_WORDS = _STRING_GATES + (
     "nccl",
