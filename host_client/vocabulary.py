@@ -181,6 +181,37 @@ TYPES = {
         "zh_phrase": "CUDA 致命错误",
         "en_phrase": "fatal CUDA error",
     },
+    # --- issue 36: the program's own bug, the launcher's report of a death, a rendezvous that never completed ---
+    "PROGRAM_ERROR": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rh",
+        "zh": "训练任务程序错误，机架 {rack} 节点 {host} 训练程序自身出错，任务中断",
+        "en": "Rack {rack} node {host}: training program error, the job died on its own bug",
+        "zh_phrase": "训练程序自身错误",
+        "en_phrase": "training program error",
+    },
+    "JOB_FAILED": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 {rack} 节点 {host} 训练进程退出，训练任务中断",
+        "en": "Rack {rack} node {host}: training cluster emergency, a training process died, the job is down",
+        "zh_phrase": "训练进程退出",
+        "en_phrase": "training process died",
+    },
+    "RENDEZVOUS_FAILED": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rh",
+        "zh": "训练集群紧急预警，机架 {rack} 节点 {host} 无法连接训练协调服务，任务无法启动",
+        "en": "Rack {rack} node {host}: training cluster emergency, cannot reach the rendezvous store, the job cannot start",
+        "zh_phrase": "训练协调服务连接超时",
+        "en_phrase": "rendezvous store unreachable",
+    },
     # --- the probe's own health (issue 37): a source it reads is gone, so the room is blind to what it would show ---
     "PROBE_SOURCE_DOWN": {
         "level": P1,
@@ -221,6 +252,10 @@ NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or e
 NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
 PROBE_SOURCE_DOWN = "PROBE_SOURCE_DOWN"  # a source of the probe cannot be read (probes/source_health.py)
 CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
+# issue 36: the program's own bug (device-side assert, invalid argument, out of memory, NCCL invalid usage): P1
+PROGRAM_ERROR = "PROGRAM_ERROR"
+JOB_FAILED = "JOB_FAILED"  # the launcher (torchelastic) reports a rank's process dead: exit code, signal
+RENDEZVOUS_FAILED = "RENDEZVOUS_FAILED"  # c10d store connect timed out: the job cannot start
 
 # Read off TYPES, never written by hand:
 NAMES = tuple(TYPES)
