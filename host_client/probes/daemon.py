@@ -458,6 +458,9 @@ class Daemon:
                     events.NCCL_PEER_LOST,
                     events.NCCL_ERROR,
                     events.CUDA_ERROR,
+                    events.PROGRAM_ERROR,
+                    events.JOB_FAILED,
+                    events.RENDEZVOUS_FAILED,
                 )
             ],
         )
