@@ -185,6 +185,139 @@ EVENT_TYPES = {
         "zh_phrase": "CUDA 致命错误",
         "en_phrase": "fatal CUDA error",
     },
+    # --- fabric and hardware under the GPU (issue 35): "c" is the event's component field (the NIC port, the
+    # switch and link, the PCI device); an event without one takes the _node wording ---
+    "IB_PORT_DOWN": {
+        "level": P0,
+        "fields": "rhc",
+        "zh": "网络致命故障，机架 %s 节点 %s InfiniBand 端口 %s 断开",
+        "en": "Fatal network fault: rack %s node %s InfiniBand port %s is down",
+        "zh_node": "网络致命故障，机架 %s 节点 %s 一个 InfiniBand 端口断开",
+        "en_node": "Fatal network fault: rack %s node %s: an InfiniBand port is down",
+        "zh_phrase": "InfiniBand 端口断开",
+        "en_phrase": "InfiniBand port down",
+    },
+    "IB_LINK_DEGRADED": {
+        "level": P1,
+        "fields": "rhc",
+        "zh": "网络链路降速预警，机架 %s 节点 %s 网卡端口 %s 速率下降",
+        "en": "Network warning: rack %s node %s port %s trained at a lower rate",
+        "zh_node": "网络链路降速预警，机架 %s 节点 %s 一个网卡端口速率下降",
+        "en_node": "Network warning: rack %s node %s: a NIC port trained at a lower rate",
+        "zh_phrase": "网络链路降速",
+        "en_phrase": "network link slowdown",
+    },
+    "OPTICS_WARNING": {
+        "level": P1,
+        "fields": "rhc",
+        "zh": "光模块误码告警，机架 %s 节点 %s 网卡端口 %s 光模块或链路报错，请检查光纤跳线",
+        "en": "Optical-module bit-error warning: rack %s node %s port %s, check the fibre jumpers",
+        "zh_node": "光模块误码告警，机架 %s 节点 %s 一个网卡端口光模块或链路报错，请检查光纤跳线",
+        "en_node": "Optical-module bit-error warning: rack %s node %s, check the fibre jumpers",
+        "zh_phrase": "光模块误码",
+        "en_phrase": "optical-module bit errors",
+    },
+    "NIC_CONGESTION": {
+        "level": P1,
+        "fields": "rhc",
+        "zh": "网络拥塞预警，机架 %s 节点 %s 网卡端口 %s 出现 PFC 暂停风暴或 RoCE 重传",
+        "en": "Network congestion warning: rack %s node %s port %s shows a PFC pause storm or RoCE retransmissions",
+        "zh_node": "网络拥塞预警，机架 %s 节点 %s 一个网卡端口出现 PFC 暂停风暴或 RoCE 重传",
+        "en_node": "Network congestion warning: rack %s node %s: a PFC pause storm or RoCE retransmissions",
+        "zh_phrase": "PFC 暂停风暴或重传",
+        "en_phrase": "PFC pause storm or retransmissions",
+    },
+    "NIC_FAILURE": {
+        "level": P0,
+        "fields": "rhc",
+        "zh": "网络致命故障，机架 %s 节点 %s 网卡 %s 故障",
+        "en": "Fatal network fault: rack %s node %s NIC %s failed",
+        "zh_node": "网络致命故障，机架 %s 节点 %s 一块网卡故障",
+        "en_node": "Fatal network fault: rack %s node %s: a NIC failed",
+        "zh_phrase": "网卡故障",
+        "en_phrase": "NIC failure",
+    },
+    "NVSWITCH_FATAL": {
+        "level": P0,
+        "fields": "rhc",
+        "zh": "硬件致命故障，机架 %s 节点 %s NVSwitch %s 致命错误",
+        "en": "Fatal hardware fault: rack %s node %s NVSwitch %s reported a fatal error",
+        "zh_node": "硬件致命故障，机架 %s 节点 %s 一个 NVSwitch 致命错误",
+        "en_node": "Fatal hardware fault: rack %s node %s: an NVSwitch reported a fatal error",
+        "zh_phrase": "NVSwitch 致命错误",
+        "en_phrase": "fatal NVSwitch error",
+    },
+    "NVSWITCH_WARNING": {
+        "level": P1,
+        "fields": "rhc",
+        "zh": "NVSwitch 预警，机架 %s 节点 %s NVSwitch %s 报错",
+        "en": "NVSwitch warning: rack %s node %s NVSwitch %s reported an error",
+        "zh_node": "NVSwitch 预警，机架 %s 节点 %s 一个 NVSwitch 报错",
+        "en_node": "NVSwitch warning: rack %s node %s: an NVSwitch reported an error",
+        "zh_phrase": "NVSwitch 报错",
+        "en_phrase": "NVSwitch errors",
+    },
+    "FABRIC_MANAGER_ERROR": {
+        "level": P0,
+        "fields": "rh",
+        "zh": "硬件致命故障，机架 %s 节点 %s Fabric Manager 失败，NVLink 网络不可用",
+        "en": "Fatal fabric fault: rack %s node %s Fabric Manager failed, the NVLink fabric is unusable",
+        "zh_phrase": "Fabric Manager 失败",
+        "en_phrase": "Fabric Manager failure",
+    },
+    "PCIE_FATAL": {
+        "level": P0,
+        "fields": "rhc",
+        "zh": "硬件致命故障，机架 %s 节点 %s PCIe 设备 %s 发生不可纠正错误",
+        "en": "Fatal hardware fault: rack %s node %s PCIe device %s reported an uncorrectable error",
+        "zh_node": "硬件致命故障，机架 %s 节点 %s 一个 PCIe 设备发生不可纠正错误",
+        "en_node": "Fatal hardware fault: rack %s node %s: a PCIe device reported an uncorrectable error",
+        "zh_phrase": "PCIe 不可纠正错误",
+        "en_phrase": "uncorrectable PCIe error",
+    },
+    "PCIE_AER_STORM": {
+        "level": P1,
+        "fields": "rhc",
+        "zh": "PCIe 预警，机架 %s 节点 %s PCIe 设备 %s 可纠正错误激增",
+        "en": "PCIe warning: rack %s node %s PCIe device %s reports a storm of corrected errors",
+        "zh_node": "PCIe 预警，机架 %s 节点 %s 一个 PCIe 设备可纠正错误激增",
+        "en_node": "PCIe warning: rack %s node %s: a PCIe device reports a storm of corrected errors",
+        "zh_phrase": "PCIe 可纠正错误激增",
+        "en_phrase": "corrected PCIe error storm",
+    },
+    "GPU_MEMORY_ERROR": {
+        "level": P0,
+        "fields": "rhg",
+        "zh": "硬件致命故障，机架 %s 节点 %s 第 %d 号卡显存不可纠正错误",
+        "en": "Fatal hardware fault: rack %s node %s GPU %d has an uncorrectable memory error",
+        "zh_node": "硬件致命故障，机架 %s 节点 %s 一张 GPU 卡显存不可纠正错误",
+        "en_node": "Fatal hardware fault: rack %s node %s: a GPU has an uncorrectable memory error",
+        "en_pci": "Fatal hardware fault: rack %s node %s GPU at PCI %s has an uncorrectable memory error",
+        "zh_phrase": "显存不可纠正错误",
+        "en_phrase": "uncorrectable GPU memory error",
+    },
+    "GPU_RESET_PENDING": {
+        "level": P1,
+        "fields": "rhg",
+        "zh": "显存预警，机架 %s 节点 %s 第 %d 号卡显存行重映射待生效，下次排空时请重置该卡",
+        "en": "GPU memory warning: rack %s node %s GPU %d has a pending row remap, reset it at the next drain",
+        "zh_node": "显存预警，机架 %s 节点 %s 一张 GPU 卡显存行重映射待生效，下次排空时请重置该卡",
+        "en_node": "GPU memory warning: rack %s node %s: a GPU has a pending row remap, reset it at the next drain",
+        "en_pci": "GPU memory warning: rack %s node %s GPU at PCI %s has a pending row remap",
+        "zh_phrase": "显存重映射待生效",
+        "en_phrase": "pending row remap",
+    },
+    "GPU_THROTTLE": {
+        "level": P1,
+        "fields": "rhg",
+        "zh": "降频预警，机架 %s 节点 %s 第 %d 号卡硬件降频",
+        "en": "Throttling warning: rack %s node %s GPU %d is held back by a hardware slowdown",
+        "zh_node": "降频预警，机架 %s 节点 %s 一张 GPU 卡硬件降频",
+        "en_node": "Throttling warning: rack %s node %s: a GPU is held back by a hardware slowdown",
+        "en_pci": "Throttling warning: rack %s node %s GPU at PCI %s is held back by a hardware slowdown",
+        "zh_phrase": "硬件降频",
+        "en_phrase": "hardware slowdown",
+    },
     "RECOVERED": {
         "level": NORMAL,
         "fields": "rh",
@@ -198,8 +331,24 @@ EVENT_TYPES = {
 # another's fault. The debounce stays on the RFC's key rack:host:type (see service.py for how a debounced second
 # GPU is still represented).
 GPU_SCOPED = frozenset(
-    ("XID_FATAL", "XID_WARNING", "NVLINK_ERROR", "PCIE_DOWNGRADE", "THERMAL", "GPU_UTIL_DROP", "GPU_LOST")
+    (
+        "XID_FATAL",
+        "XID_WARNING",
+        "NVLINK_ERROR",
+        "PCIE_DOWNGRADE",
+        "THERMAL",
+        "GPU_UTIL_DROP",
+        "GPU_LOST",
+        "GPU_MEMORY_ERROR",
+        "GPU_RESET_PENDING",
+        "GPU_THROTTLE",
+    )
 )
+# Faults of one part that is not a GPU (a NIC port, an NVSwitch, a PCIe device: issue 35): each component is its
+# own incident (key rack:host:type:<component>), so port mlx5_3/1 recovering cannot clear mlx5_5/1.
+COMPONENT_SCOPED = frozenset(t for t, spec in EVENT_TYPES.items() if "c" in spec["fields"])
+# the component as a probe names it ("mlx5_3/1", "nvswitch3 link 44", "0000:3b:00.0"): words the alarm, keys it
+_COMPONENT_RE = re.compile(r"[A-Za-z0-9_.:/ -]{1,40}\Z")
 
 # An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
 DEFAULT_TYPE = "GPU_UTIL_DROP"
@@ -239,6 +388,7 @@ class Event:
         "xid",
         "known",
         "pci",
+        "component",
         "ts",
         "fault_type",
         "rfc_key",
@@ -258,6 +408,7 @@ class Event:
         pci=None,
         ts=None,
         host=None,
+        component=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -270,12 +421,15 @@ class Event:
         self.detail = detail
         self.xid = xid
         self.pci = pci  # bus id without the "PCI:" prefix, or None
+        self.component = component  # the NIC port / switch / PCI device a COMPONENT_SCOPED type names, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
         fault = self.fault_type = event_type if recovers is None else recovers
         key = self.rfc_key = "%s:%s:%s" % (rack, host, fault)  # debounce_key(rack, host, fault), inline
         if fault in GPU_SCOPED and gpu_index is not None and gpu_index >= 0:
             key = "%s:gpu%d" % (key, gpu_index)
+        elif component is not None and fault in COMPONENT_SCOPED:
+            key = "%s:%s" % (key, component)
         self.key = key
 
     @property
@@ -346,6 +500,8 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
         if ev.pci and language + "_pci" in spec:
             return spec[language + "_pci"] % (ev.rack, ev.host, ev.pci)
         return spec[language + "_node"] % (ev.rack, ev.host)
+    if "c" in fields and not ev.component and language + "_node" in spec:
+        return spec[language + "_node"] % (ev.rack, ev.host)  # a component type without its component
     values = []
     for f in fields:
         if f == "r":
@@ -354,6 +510,8 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
             values.append(ev.host)
         elif f == "g":
             values.append(ev.gpu_index)
+        elif f == "c":
+            values.append(ev.component)
         else:
             values.append(ev.gpu_util)
     return tpl % tuple(values)
@@ -472,7 +630,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.event_type = ev.fault_type = etype
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
-                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.ts = None
+                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.component = ev.ts = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -545,6 +703,11 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         m = _PCI_RE.match(pci) if isinstance(pci, str) and len(pci) <= 40 else None
         pci = m.group(1) if m else None
 
+    # component only words and keys the alarm: one that is not a short name is ignored, never refused
+    component = body.get("component")
+    if component is not None and not (isinstance(component, str) and _COMPONENT_RE.match(component)):
+        component = None
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -561,6 +724,7 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         pci=pci,
         ts=ts,
         host=clean,
+        component=component,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]

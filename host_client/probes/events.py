@@ -25,6 +25,20 @@ NCCL_NET_ERROR = "NCCL_NET_ERROR"  # "NCCL WARN NET/IB ...": the earliest sign o
 NCCL_PEER_LOST = "NCCL_PEER_LOST"  # a peer closed or reset the connection, or exited ("ncclRemoteError")
 NCCL_ERROR = "NCCL_ERROR"  # NCCL's error classes, a process group's async exception
 CUDA_ERROR = "CUDA_ERROR"  # a sticky CUDA error in a training process (illegal memory access, uncorrectable ECC)
+# the fabric and the hardware under the GPU (issue 35; docs/PROBES.md "Fabric and hardware sources")
+IB_PORT_DOWN = "IB_PORT_DOWN"  # an InfiniBand/RoCE port that was ACTIVE left ACTIVE
+IB_LINK_DEGRADED = "IB_LINK_DEGRADED"  # a port trained below its first rate or the configured one
+OPTICS_WARNING = "OPTICS_WARNING"  # the RFC's 光模块误码告警: hot module, rx power, bit-error counters rising
+NIC_CONGESTION = "NIC_CONGESTION"  # PFC pause storm, RoCE retransmissions
+NIC_FAILURE = "NIC_FAILURE"  # mlx5 firmware health compromised, PCIe fatal below a NIC
+NVSWITCH_FATAL = "NVSWITCH_FATAL"  # SXid marked Fatal
+NVSWITCH_WARNING = "NVSWITCH_WARNING"  # SXid marked Non-fatal
+FABRIC_MANAGER_ERROR = "FABRIC_MANAGER_ERROR"  # the Fabric Manager log's failures
+PCIE_FATAL = "PCIE_FATAL"  # AER uncorrectable fatal / DPC / surprise down on a device that is neither GPU nor NIC
+PCIE_AER_STORM = "PCIE_AER_STORM"  # corrected AER errors at a storm rate
+GPU_MEMORY_ERROR = "GPU_MEMORY_ERROR"  # row remap failed, uncorrectable ECC rising with no spare row
+GPU_RESET_PENDING = "GPU_RESET_PENDING"  # a row remap / page retirement waiting for a GPU reset
+GPU_THROTTLE = "GPU_THROTTLE"  # HW slowdown / HW thermal / HW power brake held over a window
 RECOVERED = "RECOVERED"
 
 EVENT_TYPES = (
@@ -41,6 +55,19 @@ EVENT_TYPES = (
     NCCL_PEER_LOST,
     NCCL_ERROR,
     CUDA_ERROR,
+    IB_PORT_DOWN,
+    IB_LINK_DEGRADED,
+    OPTICS_WARNING,
+    NIC_CONGESTION,
+    NIC_FAILURE,
+    NVSWITCH_FATAL,
+    NVSWITCH_WARNING,
+    FABRIC_MANAGER_ERROR,
+    PCIE_FATAL,
+    PCIE_AER_STORM,
+    GPU_MEMORY_ERROR,
+    GPU_RESET_PENDING,
+    GPU_THROTTLE,
     RECOVERED,
 )
 
@@ -62,11 +89,24 @@ LEVELS = {
     NVLINK_ERROR: "P1",
     GPU_UTIL_DROP: "P1",
     NCCL_NET_ERROR: "P1",
+    IB_PORT_DOWN: "P0",
+    NIC_FAILURE: "P0",
+    NVSWITCH_FATAL: "P0",
+    FABRIC_MANAGER_ERROR: "P0",
+    PCIE_FATAL: "P0",
+    GPU_MEMORY_ERROR: "P0",
+    IB_LINK_DEGRADED: "P1",
+    OPTICS_WARNING: "P1",
+    NIC_CONGESTION: "P1",
+    NVSWITCH_WARNING: "P1",
+    PCIE_AER_STORM: "P1",
+    GPU_RESET_PENDING: "P1",
+    GPU_THROTTLE: "P1",
 }
 HANG_TYPES = frozenset((NCCL_TIMEOUT, PROGRESS_STALL, GPU_UTIL_DROP))
 
 # Types the sender keeps longest when its queue overflows: they are the ones the RFC pages on.
-CRITICAL_TYPES = frozenset((NCCL_TIMEOUT, XID_FATAL, PROGRESS_STALL, GPU_LOST, NCCL_PEER_LOST, NCCL_ERROR, CUDA_ERROR))
+CRITICAL_TYPES = frozenset(t for t, level in LEVELS.items() if level == "P0")
 
 # gpu_index for findings that belong to the node or a job rather than one GPU (an NCCL line names a rank,
 # not a device).
