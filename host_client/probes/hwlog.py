@@ -35,7 +35,7 @@ _BDF = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\Z")
 # "NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x55:1860)"; the bus-less "rm_init_adapter failed, device
 # minor number 0"; "RmInitAdapter: Cannot initialize GSP firmware RM"; "Timeout after 6s of waiting for RPC response
 # from GPU1 GSP!" outside an Xid line
-_RMINIT = re.compile(r"NVRM: GPU ((?:PCI:)?[0-9a-fA-F:.]+): RmInitAdapter failed!?\s*(.*)")
+_RMINIT = re.compile(r"NVRM: GPU ((?:PCI:)?[0-9a-fA-F:.]+): (?:RmInitAdapter|rm_init_adapter) failed!?,?\s*(.*)")
 _RMINIT_MINOR = re.compile(r"NVRM: .*rm_init_adapter failed, device minor number (\d+)")
 _GSP_INIT = re.compile(r"NVRM: .*Cannot initialize GSP firmware RM")
 _GSP_RPC = re.compile(r"NVRM: (?!Xid).*Timeout after (\d+)s of waiting for RPC response from GPU(\d+) GSP")
@@ -133,7 +133,7 @@ def parse_kernel(line):
                 "gpu_init",
                 events.GPU_LOST,
                 m.group(1),
-                "RmInitAdapter failed %s: the driver could not initialise the GPU" % m.group(2).strip(),
+                "the driver could not initialise the GPU (RmInitAdapter failed %s)" % m.group(2).strip(),
                 pci=pci_key(m.group(1)),
             )
         m = _RMINIT_MINOR.search(text)
@@ -144,8 +144,8 @@ def parse_kernel(line):
                 "minor %s" % m.group(1),
                 "rm_init_adapter failed, device minor %s" % m.group(1),
             )
-        if _GSP_INIT.search(text):
-            return HwLine("gpu_init", events.GPU_LOST, "gsp", "the driver cannot initialise the GSP firmware")
+        if _GSP_INIT.search(text):  # context: "GPU <bus>: RmInitAdapter failed!" follows it, naming the bus
+            return None
         m = _GSP_RPC.search(text)
         if m:
             return HwLine(
