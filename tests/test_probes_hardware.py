@@ -44,7 +44,7 @@ def _cfg(tmp_path, fb=None, et=None, gw=None, rack="A03", **over):
         "fabric_manager": {"log": str(tmp_path / "fabricmanager.log")},
     }
     for k, v in over.items():
-        raw[k].update(v)
+        raw.setdefault(k, {}).update(v)
     return config.build(raw), kern
 
 
@@ -422,3 +422,89 @@ def test_every_new_type_has_both_tables_and_words():
         spec = EVENT_TYPES[t]
         assert spec["zh"] and spec["en"] and spec["zh_phrase"] and spec["en_phrase"], t
     assert Path(__file__).name in (Path(__file__).parent / "README.md").read_text()
+
+
+# --- GPU memory health, throttling, init failures (NVML fakes and nvidia-smi -q) ----------------------------------
+def test_smi_q_sections():
+    from host_client.probes.gpu_health import SW_POWER_CAP, parse_smi_q
+
+    (h,) = parse_smi_q((FIXTURES / "smi-q-remap-pending.txt").read_text()).values()
+    assert h == {"remap": (1, 0, True, False), "pages_pending": False, "ecc_unc": 0, "reasons": SW_POWER_CAP}
+
+
+def test_smi_source_health_and_no_devices_found_is_every_gpu_lost(tmp_path):
+    from host_client.probes.gpu_source import SmiSource
+
+    csv = "0, 00000000:18:00.0, 5, 16, 60, 97, P0, 5, 16, 550.00, 700.00\n"
+    answer = {"csv": csv}
+
+    def run(argv):
+        return (FIXTURES / "smi-q-remap-pending.txt").read_text() if "-q" in argv else answer["csv"]
+
+    src = SmiSource(runner=run)
+    cfg, _ = _cfg(tmp_path, gpu_health={"memory_every": 1})
+    d = Daemon(cfg, gpu=src)
+    d.sample_gpus(0.0)
+    (ev,) = d.recent
+    assert ev["event_type"] == "GPU_RESET_PENDING" and ev["gpu_index"] == 0
+    assert speech(parse_event(ev), "en") == (
+        "GPU memory warning: rack A03 node gpu-worker-08 GPU 0 has a pending row remap, reset it at the next drain"
+    )
+    # the driver lost the GPU (RmInitAdapter failed, issue #789): nvidia-smi now says "No devices were found"
+    answer["csv"] = "No devices were found\n"
+    d.sample_gpus(1.0)
+    assert [e["event_type"] for e in d.recent[1:]] == ["GPU_LOST"] and d.recent[1]["gpu_index"] == 0
+
+
+@pytest.mark.serial
+def test_remap_ecc_and_throttle_through_nvml_reach_the_room_and_clear(tmp_path, chain):
+    import pynvml
+    from probe_fakes import FakeNvml
+
+    from host_client.probes.gpu_source import NvmlSource
+
+    h, gw = chain
+    nv = FakeNvml(count=8)
+    cfg, _ = _cfg(
+        tmp_path, gw=gw, rack="A07", gpu={"interval_s": 0.2}, gpu_health={"throttle_s": 0.6, "memory_every": 1}
+    )
+    d = Daemon(cfg, gpu=NvmlSource(nvml=nv)).start()
+    try:
+        nv.reasons[1] = pynvml.nvmlClocksEventReasonSwPowerCap  # the power limit at work: not a fault
+        time.sleep(1.0)
+        assert d.recent == []
+        t0 = time.monotonic()
+        nv.remap[2] = [0, 1, 1, 0]  # an uncorrectable error remapped a row: pending until a reset
+        nv.remap[5] = [0, 3, 0, 1]  # a remap failed: no spare row
+        nv.reasons[3] = pynvml.nvmlClocksEventReasonHwSlowdown | pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
+        t, a = _shown(h, "A07:gpu-worker-08:GPU_MEMORY_ERROR:gpu5", "P0", 3)
+        assert t - t0 < 2.0
+        assert a["text"] == "硬件致命故障，机架 A07 节点 gpu-worker-08 第 5 号卡显存不可纠正错误"
+        _shown(h, "A07:gpu-worker-08:GPU_RESET_PENDING:gpu2", "P1", 3)
+        t, a = _shown(h, "A07:gpu-worker-08:GPU_THROTTLE:gpu3", "P1", 3)
+        assert t - t0 < 2.0
+        (thr,) = _sent(d, "GPU_THROTTLE")
+        assert thr["reasons"] == "HW slowdown, HW power brake"
+        nv.remap[2] = [0, 1, 0, 0]  # reset: the remap took effect
+        nv.reasons[3] = 0
+        h.wait_for(
+            lambda s: all(
+                a["level"] == "NORMAL"
+                for a in s["active"]
+                if a["key"].endswith(("GPU_RESET_PENDING:gpu2", "GPU_THROTTLE:gpu3"))
+            ),
+            5,
+        )
+        assert not _sent(d, "GPU_LOST")
+    finally:
+        d.close()
+
+
+def test_a_short_hw_slowdown_and_the_sw_power_cap_stay_silent():
+    from host_client.probes.gpu_health import HW_SLOWDOWN, SW_POWER_CAP, HealthChecker
+
+    hc = HealthChecker(throttle_s=10.0)
+    for t in range(40):  # 40 samples: power cap throughout, a 5 s HW slowdown blip in the middle
+        bits = SW_POWER_CAP | (HW_SLOWDOWN if 10 <= t < 15 else 0)
+        health = {0: {"reasons": bits, "remap": (2, 0, False, False), "pages_pending": False, "ecc_unc": 0}}
+        assert hc.check(health, float(t)) == []

@@ -95,6 +95,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "corrected_storm": 100,
     },
     "fabric_manager": {"log": "/var/log/fabricmanager.log"},
+    "gpu_health": {"enabled": True, "throttle_s": 10.0, "memory_every": 5},
 }
 
 _CHOICES = {

@@ -16,7 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import config as config_mod
-from . import events, fabric, follow, hwlog, nccl, pcie, progress, xid
+from . import events, fabric, follow, gpu_health, hwlog, nccl, pcie, progress, xid
 from .commands import Commands
 from .gpu_checks import GpuChecker
 from .sender import Sender
@@ -98,6 +98,7 @@ class Daemon:
         self._fm_sources = set()
         self._pcie_windows = {}  # bdf -> fabric._Window of TOTAL_ERR_COR
         self.pcie_corrected = {}  # bdf -> TOTAL_ERR_COR, for /metrics
+        self.health_checker = gpu_health.HealthChecker(throttle_s=cfg["gpu_health"]["throttle_s"])
         # component -> (time, event type): the fabric's warnings a hang that follows is said to come after
         self._fabric_notes = {}
 
@@ -481,7 +482,23 @@ class Daemon:
             self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         findings = self.checker.check(readings, now)
         self._apply("gpu", findings)
+        self.sample_health(now)
         self.sample_seconds += time.perf_counter() - t0
+
+    def sample_health(self, now):
+        """ECC / row remapping / retired pages every ``memory_every`` samples, clock event reasons every sample."""
+        h = self.cfg["gpu_health"]
+        fn = getattr(self.gpu, "health", None)
+        if not h["enabled"] or fn is None:
+            return
+        memory = (self.samples - 1) % max(1, h["memory_every"]) == 0
+        try:
+            health = fn(memory=memory)
+        except Exception as e:  # noqa: BLE001 - a health read that fails is counted; the GPU sample stands
+            self.sample_errors += 1
+            log.warning("GPU health read failed: %s", e)
+            return
+        self._apply("gpu_health", self.health_checker.check(health, now))
 
     def evaluate_progress(self, now):
         self._apply("progress", self.tracker.evaluate(now))
