@@ -448,7 +448,7 @@ def test_smi_source_health_and_no_devices_found_is_every_gpu_lost(tmp_path):
     (ev,) = d.recent
     assert ev["event_type"] == "GPU_RESET_PENDING" and ev["gpu_index"] == 0
     assert speech(parse_event(ev), "en") == (
-        "GPU memory warning: rack A03 node gpu-worker-08 GPU 0 has a pending row remap, reset it at the next drain"
+        "GPU memory warning: rack A03 node gpu-worker-08 GPU 0 needs a reset at the next drain to apply a memory repair"
     )
     # the driver lost the GPU (RmInitAdapter failed, issue #789): nvidia-smi now says "No devices were found"
     answer["csv"] = "No devices were found\n"

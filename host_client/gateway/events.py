@@ -299,13 +299,15 @@ EVENT_TYPES = {
     "GPU_RESET_PENDING": {
         "level": P1,
         "fields": "rhg",
-        "zh": "显存预警，机架 %s 节点 %s 第 %d 号卡显存行重映射待生效，下次排空时请重置该卡",
-        "en": "GPU memory warning: rack %s node %s GPU %d has a pending row remap, reset it at the next drain",
-        "zh_node": "显存预警，机架 %s 节点 %s 一张 GPU 卡显存行重映射待生效，下次排空时请重置该卡",
-        "en_node": "GPU memory warning: rack %s node %s: a GPU has a pending row remap, reset it at the next drain",
-        "en_pci": "GPU memory warning: rack %s node %s GPU at PCI %s has a pending row remap",
-        "zh_phrase": "显存重映射待生效",
-        "en_phrase": "pending row remap",
+        "zh": "显存预警，机架 %s 节点 %s 第 %d 号卡显存坏行修复待重置生效，下次排空时请重置该卡",
+        "en": "GPU memory warning: rack %s node %s GPU %d needs a reset at the next drain to apply a memory repair",
+        "zh_node": "显存预警，机架 %s 节点 %s 一张 GPU 卡显存坏行修复待重置生效，下次排空时请重置该卡",
+        "en_node": (
+            "GPU memory warning: rack %s node %s: a GPU needs a reset at the next drain to apply a memory repair"
+        ),
+        "en_pci": "GPU memory warning: rack %s node %s GPU at PCI %s needs a reset to apply a memory repair",
+        "zh_phrase": "显存修复待重置",
+        "en_phrase": "memory repair pending a reset",
     },
     "GPU_THROTTLE": {
         "level": P1,
