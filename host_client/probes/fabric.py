@@ -10,6 +10,7 @@ findings standing now; the daemon's Conditions ledger turns them into raise / RE
 import os
 import re
 from collections import deque
+from typing import Any
 
 from . import events
 
@@ -127,7 +128,7 @@ def parse_ethtool_stats(text):
 def parse_module(text):
     """``ethtool -m`` output -> {"temp_c", "temp_warn_c", "temp_alarm_c", "rx_mw" (list), "rx_low_warn_mw",
     "rx_low_alarm_mw", "flags" (names of alarm/warning flags that are On)}; missing items are absent."""
-    m = {"rx_mw": [], "flags": []}
+    m: dict[str, Any] = {"rx_mw": [], "flags": []}
     for line in text.splitlines():
         key, sep, value = line.partition(" : ")
         if not sep:

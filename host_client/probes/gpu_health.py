@@ -11,6 +11,8 @@ Throttling (NVML's clocks event reasons): HW slowdown, HW thermal slowdown and H
 window are GPU_THROTTLE (P1); the SW power cap (the power limit at work) is not a fault.
 """
 
+from typing import Any
+
 from . import events
 
 HW_SLOWDOWN = 0x8
@@ -53,7 +55,9 @@ def read_nvml(nvml, handles, *, memory=True):
 def parse_smi_q(text):
     """``nvidia-smi -q`` -> {bus id as printed: health}. Sections are indented "Name : value" rows under a
     "GPU 00000000:3B:00.0" header; an older driver's "Clocks Throttle Reasons" is the same section."""
-    out, cur, path = {}, None, []
+    out: dict[str, dict[str, Any]] = {}
+    cur: dict[str, Any] | None = None
+    path: list[str] = []
     for raw in text.splitlines():
         if not raw.strip():
             continue
@@ -73,7 +77,7 @@ def parse_smi_q(text):
         where = " / ".join(path + [name])
         where_l = where.lower()
         if where_l.startswith("remapped rows"):
-            rows = list(cur["remap"] or (0, 0, False, False))
+            rows: list[Any] = list(cur["remap"] or (0, 0, False, False))
             if name == "Correctable Error" and value.isdigit():
                 rows[0] = int(value)
             elif name == "Uncorrectable Error" and value.isdigit():
