@@ -508,3 +508,41 @@ def test_a_short_hw_slowdown_and_the_sw_power_cap_stay_silent():
         bits = SW_POWER_CAP | (HW_SLOWDOWN if 10 <= t < 15 else 0)
         health = {0: {"reasons": bits, "remap": (2, 0, False, False), "pages_pending": False, "ecc_unc": 0}}
         assert hc.check(health, float(t)) == []
+
+
+@pytest.mark.serial
+def test_slower_link_aer_storm_and_nonfatal_sxid_are_p1_in_the_room(tmp_path, node, chain):
+    h, gw = chain
+    fb, et = node
+    cfg, kern = _cfg(tmp_path, fb, et, gw, rack="A08", pcie={"corrected_storm": 100})
+    d = Daemon(cfg, gpu=FakeSource(count=8)).start()
+    try:
+        time.sleep(0.5)  # every port seen ACTIVE at 400 Gb/sec
+        t0 = time.monotonic()
+        fb.port("mlx5_4", rate="200 Gb/sec (4X HDR)")  # retrained at half the rate
+        fb.aer_corrected(fb.nic_bdf["mlx5_6"], 5000)
+        with open(kern, "a") as f:
+            f.write(
+                "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error\n"
+            )
+        for key in (
+            "A08:gpu-worker-08:IB_LINK_DEGRADED:mlx5_4",
+            "A08:gpu-worker-08:PCIE_AER_STORM:%s" % fb.nic_bdf["mlx5_6"],
+            "A08:gpu-worker-08:NVSWITCH_WARNING:nvswitch3 link 32",
+        ):
+            t, a = _shown(h, key, "P1", 3)
+            assert t - t0 < 2.0, key
+        (storm,) = _sent(d, "PCIE_AER_STORM")
+        assert "(NIC mlx5_6)" in storm["detail"]
+        fb.port("mlx5_4", rate="400 Gb/sec (4X NDR)")
+        h.wait_for(
+            lambda s: all(a["level"] == "NORMAL" for a in s["active"] if a["key"].endswith("IB_LINK_DEGRADED:mlx5_4")),
+            5,
+        )
+        # the totals stop rising: the storm ends with the window (2 s here)
+        h.wait_for(
+            lambda s: all(a["level"] == "NORMAL" for a in s["active"] if "PCIE_AER_STORM" in a["key"]),
+            6,
+        )
+    finally:
+        d.close()

@@ -34,6 +34,7 @@ RETRANSMIT_COUNTERS = (
 CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
 LINK_DOWNED = "link_downed"
 WATCHED = BIT_ERROR_COUNTERS + RETRANSMIT_COUNTERS + CNP_COUNTERS + (LINK_DOWNED,)
+_WATCHED_SET = frozenset(WATCHED)
 _PAUSE_DURATION = re.compile(r"([rt]x)_prio(\d)_pause_duration\Z")
 _STORM_EVENTS = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(mW|degrees C)")
@@ -94,7 +95,11 @@ def read_ports(root):
                 layer = "InfiniBand"
             counters = {}
             for sub in ("counters", "hw_counters"):
-                for name in WATCHED:
+                try:
+                    present = _WATCHED_SET.intersection(os.listdir(os.path.join(base, sub)))
+                except OSError:
+                    continue  # no hw_counters on an InfiniBand port; counters/ missing: no rates for this port
+                for name in present:
                     try:
                         v = _int(_read(os.path.join(base, sub, name)))
                     except OSError:
