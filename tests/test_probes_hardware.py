@@ -546,3 +546,25 @@ def test_slower_link_aer_storm_and_nonfatal_sxid_are_p1_in_the_room(tmp_path, no
         )
     finally:
         d.close()
+
+
+def test_status_and_metrics_serve_the_hardware_sources(tmp_path, node):
+    """/status is JSON with the sources' state; /metrics has the counters (real HTTP on loopback)."""
+    import urllib.request
+
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et, status={"listen": "127.0.0.1:0"}, node={"gateway": "http://127.0.0.1:9"})
+    d = Daemon(cfg, gpu=FakeSource(count=8)).start()
+    try:
+        deadline = time.monotonic() + 5
+        while d.hw_polls < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        host, port = d.status_address
+        st = json.loads(urllib.request.urlopen("http://%s:%d/status" % (host, port), timeout=5).read())
+        assert st["hardware"]["fabric"] is True and st["hardware"]["fabric_ports"] == 8
+        assert st["hardware"]["commands"] == {} and st["hardware"]["errors"] == {}
+        text = urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=5).read().decode()
+        assert 'sentinel_probe_fabric_port_counter{device="mlx5_0",port="1",counter="symbol_error"} 0' in text
+        assert 'sentinel_probe_pcie_corrected_errors{device="%s"} 0' % fb.gpu_bdf[0] in text
+    finally:
+        d.close()

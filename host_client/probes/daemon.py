@@ -619,6 +619,9 @@ class Daemon:
 
     def metrics(self):
         s = self.snapshot()
+        with self.lock:  # copied under the lock: the loop thread updates them
+            corrected = dict(self.pcie_corrected)
+            port_counters = dict(self.fabric_checker.totals)
         lines = []
 
         def m(name, help_, typ, samples):
@@ -670,7 +673,7 @@ class Daemon:
             "pcie_corrected_errors",
             "Corrected PCIe (AER) errors per device since boot (TOTAL_ERR_COR); an alarm only when they storm.",
             "gauge",
-            [((("device", b),), n) for b, n in sorted(self.pcie_corrected.items())],
+            [((("device", b),), n) for b, n in sorted(corrected.items())],
         )
         m(
             "fabric_port_counter",
@@ -678,7 +681,7 @@ class Daemon:
             "gauge",
             [
                 ((("device", p[0]), ("port", p[1]), ("counter", c)), v)
-                for (p, c), v in sorted(self.fabric_checker.totals.items(), key=str)
+                for (p, c), v in sorted(port_counters.items(), key=str)
             ],
         )
         m(
