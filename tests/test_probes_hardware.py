@@ -290,10 +290,18 @@ def test_hot_module_is_the_rfc_p1_and_a_hang_after_it_says_so(tmp_path, node, ch
         for i in range(12):
             b.beat(i)
             time.sleep(0.15)
-        _shown(h, "A04:gpu-worker-08:PROGRESS_STALL", "P0", 5)
+        _, a = _shown(h, "A04:gpu-worker-08:PROGRESS_STALL", "P0", 5)
+        # the P0 says where to look first, in the room's words
+        assert a["text"] == (
+            "训练进度停滞，机架 A04 节点 gpu-worker-08 训练步数停止增长，此前网卡端口 mlx5_5 光模块误码"
+        )
         (stall,) = _sent(d, "PROGRESS_STALL")
         assert stall["detail"].startswith("after optical-module errors on mlx5_5")
         assert stall["after"] == "after optical-module errors on mlx5_5"
+        assert speech(parse_event(stall), "en") == (
+            "Training stalled: rack A04 node gpu-worker-08 stopped making progress, "
+            "after optical-module bit errors on port mlx5_5"
+        )
         et.set("ens6np0", "m", "ethtool-m-sfp-normal.txt")  # the module cools: the source says healthy
         h.wait_for(
             lambda s: all(a["level"] == "NORMAL" for a in s["active"] if a["key"].endswith("OPTICS_WARNING:mlx5_5")),

@@ -391,6 +391,7 @@ class Event:
         "known",
         "pci",
         "component",
+        "after",
         "ts",
         "fault_type",
         "rfc_key",
@@ -411,6 +412,7 @@ class Event:
         ts=None,
         host=None,
         component=None,
+        after=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -424,6 +426,7 @@ class Event:
         self.xid = xid
         self.pci = pci  # bus id without the "PCI:" prefix, or None
         self.component = component  # the NIC port / switch / PCI device a COMPONENT_SCOPED type names, or None
+        self.after = after  # (type, component) of the fabric warning a hang followed on this node, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
         fault = self.fault_type = event_type if recovers is None else recovers
@@ -504,6 +507,20 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
         return spec[language + "_node"] % (ev.rack, ev.host)
     if "c" in fields and not ev.component and language + "_node" in spec:
         return spec[language + "_node"] % (ev.rack, ev.host)  # a component type without its component
+    if ev.after is not None and ev.recovers is None:
+        # the RFC's story: a hang that follows the fabric's warning says where to look first (issue 35)
+        clause = AFTER.get(language, AFTER["en"]).format(c=ev.after[1], p=phrase(ev.after[0], language))
+        return _fill(tpl, fields, ev) + clause
+    return _fill(tpl, fields, ev)
+
+
+# the clause a hang's text gains when the probe saw a fabric warning on the node first (field "after_type")
+AFTER = {"zh": "，此前网卡端口 {c} {p}", "en": ", after {p} on port {c}"}
+# the fabric warnings a hang may be said to follow
+AFTER_TYPES = frozenset(("OPTICS_WARNING", "NIC_CONGESTION", "IB_PORT_DOWN", "IB_LINK_DEGRADED"))
+
+
+def _fill(tpl, fields, ev):
     values = []
     for f in fields:
         if f == "r":
@@ -632,7 +649,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.event_type = ev.fault_type = etype
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
-                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.component = ev.ts = None
+                    ev.recovers = ev.detail = ev.xid = ev.pci = ev.component = ev.after = ev.ts = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -710,6 +727,11 @@ def _parse_full(body, accept_unknown: bool) -> Event:
     if component is not None and not (isinstance(component, str) and _COMPONENT_RE.match(component)):
         component = None
 
+    after = None
+    after_type, after_comp = body.get("after_type"), body.get("after_component")
+    if after_type in AFTER_TYPES and isinstance(after_comp, str) and _COMPONENT_RE.match(after_comp):
+        after = (after_type, after_comp)
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -727,6 +749,7 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         ts=ts,
         host=clean,
         component=component,
+        after=after,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]

@@ -535,7 +535,7 @@ class Daemon:
             return finding
         t, comp, ty = max(notes)
         after = "after %s on %s" % (self.NOTE_WORDS[ty], comp)
-        extra = dict(finding.extra, after=after)
+        extra = dict(finding.extra, after=after, after_type=ty, after_component=comp)  # the gateway words it
         return events.Finding(
             finding.key, finding.event_type, finding.gpu_index, "%s: %s" % (after, finding.detail or ""), **extra
         )
