@@ -576,3 +576,27 @@ def test_status_and_metrics_serve_the_hardware_sources(tmp_path, node):
         assert 'sentinel_probe_pcie_corrected_errors{device="%s"} 0' % fb.gpu_bdf[0] in text
     finally:
         d.close()
+
+
+def test_once_reads_the_fabric_and_memory_and_exits_1_on_a_weak_module(tmp_path, node, monkeypatch):
+    import io
+
+    from probe_fakes import FakeNvml
+
+    from host_client.probes import cli
+    from host_client.probes.gpu_source import NvmlSource
+
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et)
+    nv = FakeNvml(count=8)
+    out = io.StringIO()
+    monkeypatch.setattr(cli, "_open_gpu", lambda cfg, required: (NvmlSource(nvml=nv), None))  # the fake NVML
+    assert cli.run_once(cfg, out=out) == 0
+    assert "fabric" in out.getvalue() and "8 ports, 8 ACTIVE" in out.getvalue()
+    et.set("ens3np0", "m", "ethtool-m-sfp-rxlow.txt")  # mlx5_2's rx power under its own low warning threshold
+    nv.remap[1] = [0, 1, 1, 0]
+    out = io.StringIO()
+    assert cli.run_once(cfg, out=out) == 1
+    text = out.getvalue()
+    assert "OPTICS_WARNING" in text and "rx power 0.0501 mW" in text
+    assert "GPU_RESET_PENDING" in text
