@@ -600,3 +600,20 @@ def test_once_reads_the_fabric_and_memory_and_exits_1_on_a_weak_module(tmp_path,
     text = out.getvalue()
     assert "OPTICS_WARNING" in text and "rx power 0.0501 mW" in text
     assert "GPU_RESET_PENDING" in text
+
+
+def test_a_port_whose_device_vanished_is_down_and_an_unreadable_tree_keeps_what_stood(tmp_path, node):
+    import shutil
+
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et)
+    d = Daemon(cfg, gpu=FakeSource(count=8))
+    d.on_fabric(d.read_fabric(), 0.0)
+    shutil.rmtree(fb.ib / "mlx5_2")  # the HCA fell off the bus: its sysfs directory is gone
+    d.on_fabric(d.read_fabric(), 1.0)
+    (ev,) = d.recent
+    assert ev["event_type"] == "IB_PORT_DOWN" and ev["component"] == "mlx5_2" and "no longer in sysfs" in ev["detail"]
+    (fb.ib / "mlx5_3" / "ports" / "1" / "state").unlink()  # a read error: mlx5_3 unknown this time, not down
+    d.on_fabric(d.read_fabric(), 2.0)
+    assert len(d.recent) == 1  # mlx5_2 still down (not cleared by an unreadable poll), mlx5_3 not raised
+    assert "mlx5_3" in str(d.snapshot()["hardware"]["errors"]["fabric"])

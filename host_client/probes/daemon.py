@@ -237,7 +237,9 @@ class Daemon:
     def on_fabric(self, reading, now):
         self.hw_errors["fabric"] = reading["errors"]
         self.fabric_ports = len(reading["ports"])
-        found = self.fabric_checker.check(reading["ports"], now, stats=reading["stats"], modules=reading["modules"])
+        found = self.fabric_checker.check(
+            reading["ports"], now, stats=reading["stats"], modules=reading["modules"], unread=bool(reading["errors"])
+        )
         self._apply("fabric", found)
 
     def on_pcie(self, reading, now):

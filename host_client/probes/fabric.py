@@ -224,6 +224,7 @@ class FabricChecker:
         self.optics = {}  # port -> standing module finding reason (kept until the module reads healthy)
         self.totals = {}  # (port, counter) -> last value, for /metrics
         self.pfc = {}  # port -> the PFC storm reasons of the last ethtool -S read (kept between reads)
+        self.last = {}  # port -> its findings of the last read (standing while the port cannot be read)
 
     def _win(self, key, t, v):
         w = self.windows.get(key)
@@ -232,12 +233,35 @@ class FabricChecker:
         w.add(t, v, self.rules.window_s)
         return w.delta()
 
-    def check(self, ports, now, *, stats=None, modules=None):
+    def check(self, ports, now, *, stats=None, modules=None, unread=False):
         """ports: read_ports()'s map; stats / modules: {port: parsed ethtool -S / -m} for the ports read this time
-        (a port missing there keeps what it had: an ethtool that did not run this poll is not a recovery)."""
+        (a port missing there keeps what it had: an ethtool that did not run this poll is not a recovery).
+        unread: some of the tree could not be read this time; a port seen ACTIVE that is missing then keeps what
+        it had, where otherwise it is gone (the HCA fell off the bus, its driver went away): down."""
         r = self.rules
         out = []
+        for p in sorted(self.was_active - set(ports), key=str):
+            if unread:
+                out.extend(self.last.get(p, ()))
+                continue
+            d = self.down.get(p)
+            if d is None:
+                d = self.down[p] = {"downs": 1, "up_since": None, "revision": 0}
+                d["detail"] = "%s port %s is no longer in sysfs (the device is gone), was ACTIVE" % p
+            d["up_since"] = None
+            gone = events.Finding(
+                ("ibport", p[0], p[1]),
+                events.IB_PORT_DOWN,
+                events.NODE_WIDE,
+                d["detail"],
+                component=component(*p),
+                revision=d["revision"],
+                downs=d["downs"],
+            )
+            self.last[p] = [gone]
+            out.append(gone)
         for p, st in ports.items():
+            start = len(out)
             dev, num = p
             comp = component(dev, num)
             name = "%s port %s%s" % (dev, num, " (%s)" % st["netdev"] if st["netdev"] else "")
@@ -357,6 +381,7 @@ class FabricChecker:
                         component=comp,
                     )
                 )
+            self.last[p] = out[start:]
         return out
 
 
