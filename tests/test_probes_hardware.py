@@ -16,6 +16,7 @@ from probe_fakes import FakeSource
 from host_client.gateway.events import parse_event, speech
 from host_client.probes import config, events, fabric, hwlog
 from host_client.probes.daemon import Daemon
+from sentinel_core.alarm import P0, P1
 
 
 def _rows(name):
@@ -76,8 +77,8 @@ def test_every_kernel_line_gives_its_event_through_the_daemon(tmp_path, node):
         assert got[0]["event_type"] == r["event_type"], r["line"]
         if r["component"]:
             assert got[0]["component"] == r["component"], r["line"]
-        ev = parse_event(got[0])  # the gateway takes it, with its level
-        assert ev.level() == {"P0": 2, "P1": 1}[events.LEVELS[r["event_type"]]] or ev.level() > 0
+        ev = parse_event(got[0])  # the gateway takes it, at the probe's level for the type
+        assert ev.level() == {"P0": P0, "P1": P1}[events.LEVELS[r["event_type"]]], r["line"]
 
 
 def test_fatal_aer_on_a_root_port_is_the_gpu_and_the_nic_below_it(tmp_path, node):
