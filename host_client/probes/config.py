@@ -69,12 +69,55 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "token_file": "",
     },
     "status": {"listen": "127.0.0.1:9410"},
+    # issue 35: the fabric and the hardware under the GPU; each source is on where it exists on the node
+    "fabric": {
+        "enabled": True,
+        "sysfs_root": "/sys/class/infiniband",
+        "interval_s": 1.0,
+        "window_s": 60.0,
+        "expected_rate_gbps": 0.0,
+        "bit_errors": 10,
+        "retransmits": 1000,
+        "cnps": 0,
+        "flap_downs": 3,
+        "up_hold_s": 10.0,
+        "pause_share": 0.5,
+        "ethtool": "ethtool",
+        "stats_interval_s": 10.0,
+        "module_interval_s": 60.0,
+        "command_timeout_s": 2.0,
+    },
+    "pcie": {
+        "enabled": True,
+        "sysfs_root": "/sys/bus/pci/devices",
+        "interval_s": 5.0,
+        "window_s": 60.0,
+        "corrected_storm": 100,
+    },
+    "fabric_manager": {"log": "/var/log/fabricmanager.log"},
+    "gpu_health": {"enabled": True, "throttle_s": 10.0, "memory_every": 5},
 }
 
 _CHOICES = {
     ("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
     ("xid", "source"): ("auto", "kmsg", "journal", "file", "none"),
 }
+
+
+def fabric_rules(cfg):
+    from .fabric import FabricRules
+
+    f = cfg["fabric"]
+    return FabricRules(
+        window_s=f["window_s"],
+        expected_rate_gbps=f["expected_rate_gbps"],
+        bit_errors=f["bit_errors"],
+        retransmits=f["retransmits"],
+        cnps=f["cnps"],
+        flap_downs=f["flap_downs"],
+        up_hold_s=f["up_hold_s"],
+        pause_share=f["pause_share"],
+    )
 
 
 def _check_type(section, key, value, default):
@@ -128,6 +171,9 @@ def build(raw):
         raise ConfigError("[gpu] interval_s must be >= 0.05 s")
     if cfg["gpu"]["source"] == "replay" and not cfg["gpu"]["replay"]:
         raise ConfigError('[gpu] source = "replay" needs [gpu] replay = <file>')
+    for section in ("fabric", "pcie"):
+        if cfg[section]["interval_s"] < 0.05 or cfg[section]["window_s"] <= 0:
+            raise ConfigError("[%s] interval_s must be >= 0.05 s and window_s > 0" % section)
     if cfg["nccl"]["rescan_s"] < 0.05:
         raise ConfigError("[nccl] rescan_s must be >= 0.05 s")
     if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:
