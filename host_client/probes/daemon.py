@@ -15,6 +15,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from host_client import vocabulary
 from host_client.logs import error_words, log_event
 
 from . import config as config_mod
@@ -590,9 +591,7 @@ class Daemon:
         for f in cleared:
             self.emit(f, recovered=True)
 
-    FABRIC_NOTE = frozenset(
-        (events.OPTICS_WARNING, events.NIC_CONGESTION, events.IB_PORT_DOWN, events.IB_LINK_DEGRADED)
-    )
+    FABRIC_NOTE = vocabulary.AFTER_TYPES  # the fabric warnings the gateway words a hang after
     HANG_AFTER = frozenset(
         (events.NCCL_TIMEOUT, events.PROGRESS_STALL, events.NCCL_PEER_LOST, events.NCCL_ERROR, events.GPU_UTIL_DROP)
     )
