@@ -72,15 +72,14 @@ class _Socket:
 
 
 def run_front(gw, n, made):
-    from host_client.gateway import server
+    from host_client.gateway import connection, server
 
     front = server.IngestFront(gw, gw.cfg)
     loop = server._Loop.__new__(server._Loop)  # its thread, epoll and pipe are not needed to read a connection
-    loop.front, loop.now, loop.conns = front, 0.0, {}
-    loop.rbuf = bytearray(server._RECV)
-    loop.rview = memoryview(loop.rbuf)
+    loop.now, loop.conns = 0.0, {}
+    loop.rview = memoryview(bytearray(connection.RECV))
     sock = _Socket()
-    conn = server._Conn(front, loop, sock, 0.0)
+    conn = connection.Conn(front.app, front.limits, loop, sock, 0.0)
     requests = [request(body(i)) for i in range(WARM + made)]
     for raw in requests[: WARM + n]:
         sock.pieces.append(raw)
@@ -111,8 +110,8 @@ def run(n, made, full, front=False):
         return
     bodies = [body(i) for i in range(WARM + made)]
     for raw in bodies[: WARM + n]:
-        status, _ = gw.gpu_event(decode_body(raw), [])
-        assert status == 200, status
+        verdict, _ = gw.gpu_event(decode_body(raw), [])
+        assert verdict == service.TAKEN, verdict
 
 
 def instructions(n, made, full, front=False):

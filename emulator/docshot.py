@@ -27,6 +27,7 @@ def make(path, min_frames=40, max_frames=300):
 
     with tempfile.TemporaryDirectory() as tmp:
         h = Harness(tmp, voice="wav", wav_dir=os.path.join(tmp, "wav")).start()
+        assert h.engine is not None  # start() made it
         try:
             c = h.client()
             c.send(preset("p1", "NVLink slow-down on gpu-worker-11", key="A03:gpu-worker-11:NVLINK"))
@@ -35,7 +36,9 @@ def make(path, min_frames=40, max_frames=300):
             best = 0
             for i in range(max_frames):
                 win.draw()
-                frame = h.engine.view.frame
+                view = h.engine.view
+                assert view is not None  # the running engine has published its first view
+                frame = view.frame
                 n = lit_count(frame)
                 if i >= min_frames and n >= best and n > 40:
                     win.save(path)

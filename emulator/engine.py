@@ -15,6 +15,7 @@ import queue
 import sys
 import threading
 import time
+from typing import Any
 
 from emulator import png
 from host_client.logs import error_words
@@ -81,7 +82,7 @@ class _Pending:
     def __init__(self, args):
         self.args = args
         self.done = threading.Event()
-        self.result = None
+        self.result: Any = None  # what fn returned in the engine thread, or the exception it raised
         self.posted = time.perf_counter()
 
 
@@ -433,11 +434,15 @@ class Engine:
 
     def _speech(self, now):
         act = self.glue.speech(now, self._voice_busy())
+        voice = self.voice
+        if voice is None:  # nothing to speak with: the glue has consumed the utterance already
+            return
         if act == STOP:
-            self.voice.interrupt()
+            voice.interrupt()
         elif act == SAY:
             u = self.glue.utterance
-            self.voice.say(u.seq, u.text)
+            if u is not None:
+                voice.say(u.seq, u.text)
 
     def _step(self, now):
         glue = self.glue
@@ -470,7 +475,7 @@ class Engine:
             width=self.width,
             height=self.height,
             rgb=bytes(rgb),
-            display=display.to_dict(),
+            display=display.to_dict() if display is not None else None,
         )
         with self._frames_lock:
             self._frames.append(frame)

@@ -90,7 +90,7 @@ def silence(reason, snap, voice=None):
         speaking = (snap.get("speech") or {}).get("speaking")
         if voice is not None and speaking and speaking.get("key") == shown.get("key"):
             audible, why = voice_state(voice)
-            return None if audible else "speaking, but nobody hears it: " + why
+            return None if audible else "speaking, but nobody hears it: %s" % why
         return None
     mute = snap.get("mute") or {}
     if reason == core_silence.ACKED:

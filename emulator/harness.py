@@ -37,7 +37,7 @@ class Harness:
         self.config_path = os.path.join(config_dir, config_mod.APP_DIR, config_mod.FILE_NAME)
         self.logs = []
         self.log = log or self.logs.append
-        over = {"port": 0}
+        over: dict = {"port": 0}
         over.update(overrides)
         # Quiet hours off unless a test asks for them: otherwise what the terminal says would depend on the hour
         # the suite happens to run (a P1 is rightly silent after 22:00).
@@ -77,6 +77,7 @@ class Harness:
 
     @property
     def url(self):
+        assert self.server is not None, "start() first"
         return self.server.url
 
     def client(self, **kwargs):

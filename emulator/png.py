@@ -45,6 +45,8 @@ def decode(data):
                 raise ValueError("only 8-bit RGB PNGs are supported")
         elif kind == b"IDAT":
             idat += body
+    if width is None or height is None:
+        raise ValueError("no IHDR chunk")
     raw = zlib.decompress(idat)
     stride = width * 3
     out = bytearray()

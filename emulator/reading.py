@@ -76,7 +76,7 @@ SAY_EN = {
     "os": "O S",
 }
 # A lone capital A is read as the article ("a#"): its letter name is written out.
-_LETTER = {"a": "eh"}
+_LETTER: dict[str, str] = {"a": "eh"}
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[-_:/.][A-Za-z0-9]+)*%?")
 _PIECES = re.compile(r"[A-Za-z]+|[0-9]+")
 _CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -196,7 +196,7 @@ def _say_letters(piece):
     return piece
 
 
-def _letter(c):
+def _letter(c: str) -> str:
     return _LETTER.get(c.lower(), c.upper())
 
 

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import wave
+from typing import Any
 
 from emulator import reading
 from emulator.reading import is_chinese
@@ -82,10 +83,10 @@ class Spoken:
         self.runs = []  # [(lang, voice id, words)] as spoken, in order
         self.path = None
         self.seconds = 0.0
-        self.started = None
-        self.ended = None
+        self.started: float | None = None
+        self.ended: float | None = None
         self.completed = False
-        self.error = None
+        self.error: str | None = None
 
     def as_dict(self):
         return {
@@ -129,14 +130,16 @@ class _Pyttsx3Synth:
             import pyttsx3.drivers.espeak as espeak_driver
 
             # The espeak driver prints "Audio saved to ..." for every file; the emulator logs that itself.
-            espeak_driver.print = lambda *a, **k: None
+            # a module global the driver looks up
+            espeak_driver.print = lambda *a, **k: None  # pyright: ignore[reportAttributeAccessIssue]
             self._espeak_busy = espeak_driver._espeak.IsPlaying
         except Exception:  # noqa: BLE001  (other platforms have other drivers)
             pass
         self.engine = pyttsx3.init()
         self.lock = threading.Lock()
         self.available = {}
-        for v in self.engine.getProperty("voices") or []:
+        voices: Any = self.engine.getProperty("voices")  # a list of pyttsx3 Voice objects
+        for v in voices or []:
             self.available[str(v.id).lower()] = v
         self.warnings = []
         self.notes = []
@@ -157,11 +160,11 @@ class _Pyttsx3Synth:
                 driver.destroy()
             except Exception:  # noqa: BLE001  (best effort at exit)
                 pass
-            proxy._driver = None
+            proxy._driver = None  # pyright: ignore[reportOptionalMemberAccess]  (driver is not None: nor is proxy)
             # The proxy itself must go now, not at teardown: its __del__ uses the module global `contextlib`, which
             # the interpreter may already have set to None by then ("'NoneType' object has no attribute
             # 'suppress'", seen in pytest's worker processes). The engine holds the only strong reference.
-            self.engine.proxy = None
+            self.engine.proxy = None  # pyright: ignore[reportAttributeAccessIssue]  (pyttsx3's own field)
             del proxy
         finally:
             if locked:
@@ -341,6 +344,8 @@ def join_wavs(parts, out_path, tail_s=0.25):
         if i:
             out.extend(array.array("h", bytes(2 * int(params[2] * pause))))
         out.extend(_trim(samples, params[2]))
+    if params is None:
+        raise RuntimeError("no audio to join")
     out.extend(array.array("h", bytes(2 * int(params[2] * tail_s))))
     if sys.byteorder == "big":
         out.byteswap()
@@ -399,6 +404,7 @@ class _Player:
     def play(self, path, seconds, cancel):
         """Block until the audio ends or cancel (a threading.Event) is set. Returns True if it played to the end."""
         if self.kind == "pygame.mixer":
+            assert self._mixer is not None  # kind says pygame's mixer was set up
             sound = self._mixer.Sound(path)
             self._channel = sound.play()
             deadline = time.monotonic() + seconds + 0.5
@@ -489,6 +495,7 @@ class Voice:
     # -- control (any thread) -------------------------------------------------------------------------------------
     def start(self, wait=5.0):
         if self.mode == "wav":
+            assert self.wav_dir  # __init__ refuses mode wav without one
             os.makedirs(self.wav_dir, exist_ok=True)
             remove_parts(self.wav_dir)  # a run killed while it spoke left them
         self._thread = threading.Thread(target=self._run, name="voice", daemon=True)
@@ -586,8 +593,10 @@ class Voice:
     def _speak(self, synth, player, rec):
         self._count += 1
         if self.mode == "wav":
+            assert self.wav_dir
             path = os.path.join(self.wav_dir, "%04d-%s.wav" % (self._count, rec.lang))
         else:
+            assert self._tmp is not None  # made by the voice thread before its first job
             path = os.path.join(self._tmp, "utterance.wav")
         runs = reading.runs(rec.text) or [reading.Run(rec.lang, rec.text, 0.0, rec.text)]
         try:

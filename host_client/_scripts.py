@@ -32,3 +32,7 @@ def gateway():
 
 def emulator():
     return _run("emulator.__main__", "emulator", "sentinel-emulator")
+
+
+def remedy():
+    return _run("host_client.remedy.cli", "remedy", "sentinel-remedy")

@@ -10,6 +10,17 @@
     with pause("checkpoint"):           # long, legitimate gaps: only the ceiling applies meanwhile
         save_checkpoint()
 
+When sentinel-remedy isolates the node, Slurm delivers the checkpoint signal (USR1 by default) to the job: ask for
+it once, before the loop, and save at the next step boundary (never inside the signal handler, mid-step):
+
+    ckpt = on_checkpoint()              # SENTINEL_CHECKPOINT_SIGNAL, else USR1; call it from the main thread
+    for step, batch in enumerate(loader):
+        loss = train_step(batch)
+        beat(step)
+        if ckpt.requested():            # true once per signal
+            with pause("checkpoint"):
+                save_checkpoint()       # the job is requeued after checkpoint_grace_s and resumes from it
+
 The daemon learns this process's normal step time and raises PROGRESS_STALL when no beat arrives within a
 multiple of it. Everything here is best effort: no daemon, a full socket buffer or a bad path never disturbs
 the training loop. Environment: SENTINEL_PROBE_SOCKET (default /run/sentinel-probe/progress.sock),
@@ -19,13 +30,14 @@ SENTINEL_JOB (else SLURM_JOB_ID / TORCHELASTIC_RUN_ID / the script name), RANK a
 import atexit
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 
 DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
 
-__all__ = ["Beat", "beat", "start", "pause", "end", "DEFAULT_SOCKET"]
+__all__ = ["Beat", "beat", "start", "pause", "end", "on_checkpoint", "CheckpointRequest", "DEFAULT_SOCKET"]
 
 
 def _env_int(name):
@@ -161,3 +173,37 @@ def pause(reason=None):
 
 def end():
     _get().end()
+
+
+class CheckpointRequest:
+    """Set by the checkpoint signal; ``requested()`` is true once per signal (it clears as it reads)."""
+
+    def __init__(self, signum):
+        self.signum = signum
+        self.count = 0  # signals received
+        self._flag = threading.Event()
+
+    def _handler(self, signum, frame):
+        # only a flag: the handler runs between two bytecodes of the training step; saving there could tear it
+        self.count += 1
+        self._flag.set()
+
+    def requested(self) -> bool:
+        if self._flag.is_set():
+            self._flag.clear()
+            return True
+        return False
+
+
+def on_checkpoint(signal_name=None) -> CheckpointRequest:
+    """Register the checkpoint signal (``signal_name`` such as "USR1", else SENTINEL_CHECKPOINT_SIGNAL, else USR1:
+    what sentinel-remedy's [slurm] checkpoint_signal sends). Call it from the main thread (Python's rule for signal
+    handlers); ValueError names a signal that does not exist."""
+    name = (signal_name or os.environ.get("SENTINEL_CHECKPOINT_SIGNAL") or "USR1").upper()
+    name = name[3:] if name.startswith("SIG") else name
+    signum = getattr(signal, "SIG" + name, None)
+    if signum is None:
+        raise ValueError("no signal SIG%s on this system" % name)
+    req = CheckpointRequest(signum)
+    signal.signal(signum, req._handler)
+    return req

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from host_client.backoff import backoff_delay
 from host_client.config import Target, resolve
 from host_client.errors import AuthError, ConfigError, RefusedError, SentinelError, ServerError, TransportError
+from host_client.schema import deprecated
 from host_client.transport import HTTPTransport, Transport
 from sentinel_core.alarm import Alarm
 from sentinel_core.errors import ProtocolError
@@ -64,7 +65,9 @@ class AlarmClient:
 
     timeout is per attempt (the RFC's gateway uses 3 s). retries counts extra attempts after connection errors,
     5xx and 429; a 4xx is never retried. on_retry(attempt, tries, delay, error), when given, is called before each
-    retry: attempt is the one about to be made (2..tries), delay the pause before it, error what failed.
+    retry: attempt is the one about to be made (2..tries), delay the pause before it, error what failed. The
+    pause grows from backoff_initial_s to backoff_max_s (host_client.backoff; backoff= and backoff_max=, their names
+    before, are still taken).
     The error raised after the last attempt carries attempts (how many were made).
     Every attempt is signed afresh, and an alarm without an id gets one, so a
     retry the terminal already acted on is answered as a duplicate instead of sounding twice.
@@ -79,12 +82,14 @@ class AlarmClient:
         *,
         timeout: float = 3.0,
         retries: int = 3,
-        backoff: float = 0.2,
-        backoff_max: float = 2.0,
+        backoff_initial_s: float = 0.2,
+        backoff_max_s: float = 2.0,
         transport: Transport | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         on_retry: Callable[[int, int, float, SentinelError], None] | None = None,
+        backoff: float | None = None,
+        backoff_max: float | None = None,
     ):
         self.target = Target(url, key_id, secret)
         if not timeout > 0:  # 0 would make the socket non-blocking: "Operation now in progress"
@@ -94,8 +99,14 @@ class AlarmClient:
         self.on_retry = on_retry
         self.timeout = timeout
         self.retries = retries
-        self.backoff = backoff
-        self.backoff_max = backoff_max
+        if backoff is not None:  # the names before issue 38: still taken, said once
+            deprecated("AlarmClient(backoff=)", "backoff_initial_s")
+            backoff_initial_s = backoff
+        if backoff_max is not None:
+            deprecated("AlarmClient(backoff_max=)", "backoff_max_s")
+            backoff_max_s = backoff_max
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
         self.transport = transport or HTTPTransport()
         self._signer = Signer(self.target.secret)
         self._clock = clock
@@ -139,9 +150,11 @@ class AlarmClient:
             raise RefusedError(self.target.url, e.status, e.code, e.message) from None
         return self._deliver(PATH_ALARM, wire)
 
-    def ack(self, key: str | None = None, *, long: bool = False) -> Ack:
-        """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all."""
-        body = {"long": bool(long), "id": uuid.uuid4().hex[:16]}
+    def ack(self, key: str | None = None, *, long: bool = False, id: str | None = None) -> Ack:
+        """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all. id: the message id
+        (default random); two senders of one ACK that give it the same id have it applied once (the terminal's
+        replay memory answers the second a duplicate)."""
+        body = {"long": bool(long), "id": id or uuid.uuid4().hex[:16]}
         if key is not None:
             body["key"] = key
         return self._deliver(PATH_ACK, body)
@@ -208,10 +221,10 @@ class AlarmClient:
             raise RefusedError(req.url, r.status, code, message)
 
     def _pause(self, attempt, retry_after, error):
-        delay = backoff_delay(attempt, self.backoff, self.backoff_max)
+        delay = backoff_delay(attempt, self.backoff_initial_s, self.backoff_max_s)
         if retry_after:
             try:
-                delay = max(delay, min(float(retry_after), self.backoff_max))
+                delay = max(delay, min(float(retry_after), self.backoff_max_s))
             except ValueError:
                 pass
         if self.on_retry is not None:

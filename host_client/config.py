@@ -11,16 +11,19 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import urllib.parse
 from collections.abc import Mapping
 
+from host_client import schema
 from host_client.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
+# The keys a sender reads from a file (other keys are left alone: the emulator's own file holds its settings too)
+FILE_KEYS = {
+    "url": schema.Key("str"),
+    "key_id": schema.Key("str"),
+    "secret": schema.Key("str"),
+    "secret_file": schema.Key("str"),
+}
 
 
 def emulator_config_path() -> str:
@@ -82,13 +85,16 @@ def read_file(path: str) -> dict:
         raise ConfigError("cannot read config file %s: %s" % (path, e.strerror or e)) from None
     try:
         if path.endswith(".toml"):
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = schema.parse_toml(raw.decode("utf-8"))
         else:
             data = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError is a ValueError
         raise ConfigError("config file %s is malformed: %s" % (path, e)) from None
     if not isinstance(data, dict):
         raise ConfigError("config file %s must hold an object/table" % path)
+    for k, key in FILE_KEYS.items():
+        if data.get(k) is not None:
+            schema.check(data[k], key, "config file %s: %s" % (path, k))
     return data
 
 

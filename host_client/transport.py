@@ -39,24 +39,58 @@ class HTTPTransport(Transport):
         return self._request("POST", url, headers, body, timeout, 65536)
 
     def get(self, url: str, timeout: float, *, limit: int = 65536) -> Response:
-        return self._request("GET", url, {}, None, timeout, limit + 1)
+        # timeout bounds the whole answer, not each recv: a page dripped a byte a second is cut at it
+        return self._request("GET", url, {}, None, timeout, limit + 1, total=timeout)
 
-    def _request(self, method, url, headers, body, timeout, limit):
+    def _request(self, method, url, headers, body, timeout, limit, total=None):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError("not an http(s) URL: %r" % url)
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         conn = cls(u.hostname, u.port, timeout=timeout)
         path = u.path or "/"
+        cut = _Cutoff(conn, total) if total is not None else None
         try:
             conn.request(method, path, body=body, headers=headers)
             r = conn.getresponse()
             data = r.read(limit)
+            if cut is not None and cut.fired:
+                raise TimeoutError("the whole answer took over %g s" % total)
             return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
         except (TimeoutError, OSError, http.client.HTTPException) as e:
+            if cut is not None and cut.fired:
+                raise TransportError(url, "timed out (the whole answer took over %g s)" % total) from None
             raise TransportError(url, describe(e)) from None
         finally:
+            if cut is not None:
+                cut.cancel()
             conn.close()
+
+
+class _Cutoff:
+    """Shuts a connection's socket down once `total` seconds have passed (a timer thread), so a read that gets a
+    byte just often enough to beat the per-recv timeout still ends on time."""
+
+    def __init__(self, conn, total):
+        import threading
+
+        self.conn = conn
+        self.fired = False
+        self._timer = threading.Timer(total, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self):
+        self.fired = True
+        sock = self.conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self):
+        self._timer.cancel()
 
 
 def describe(e: BaseException) -> str:

@@ -23,9 +23,39 @@ def test_never_zero_never_past_max_even_at_huge_attempts():
 def test_client_sleeps_by_the_rule_between_real_retries():
     slept = []
     with LoopbackTerminal({"ops": "s3cret-for-tests"}, fail_first=3) as t:
-        c = AlarmClient(t.url, "ops", "s3cret-for-tests", backoff=0.01, backoff_max=0.03, sleep=slept.append)
+        c = AlarmClient(
+            t.url, "ops", "s3cret-for-tests", backoff_initial_s=0.01, backoff_max_s=0.03, sleep=slept.append
+        )
         ack = c.send(preset("p0", "x"))
     assert ack.attempts == 4 and len(t.accepted) == 1
     assert len(slept) == 3
     for got, step in zip(slept, (0.01, 0.02, 0.03), strict=True):
         assert step / 2 <= got <= step
+
+
+def test_one_spelling_everywhere_and_the_old_names_still_work_with_one_line(caplog, tmp_path):
+    """Issue 38: backoff_initial_s / backoff_max_s in the client, the gateway's [delivery] and the probe's [sender];
+    the names before (backoff=, backoff_max=, backoff_min_s) are taken, each said once, never twice."""
+    from host_client import schema
+    from host_client.gateway.config import Config
+    from host_client.probes import config as probe_config
+
+    schema._said.clear()  # the once-per-process memory, for a test that counts the lines
+    assert Config.from_dict({"delivery": {"backoff_initial_s": 0.2}}).backoff_initial_s == 0.2
+    assert probe_config.build({"sender": {"backoff_initial_s": 0.3}})["sender"]["backoff_initial_s"] == 0.3
+    new = AlarmClient("http://127.0.0.1:9", "ops", "s3cret-for-tests", backoff_initial_s=0.4, backoff_max_s=4.0)
+    assert (new.backoff_initial_s, new.backoff_max_s) == (0.4, 4.0) and not caplog.records
+
+    with caplog.at_level("WARNING", logger="sentinel.config"):
+        for _ in range(2):
+            old = AlarmClient("http://127.0.0.1:9", "ops", "s3cret-for-tests", backoff=0.5, backoff_max=5.0)
+            cfg = probe_config.build({"sender": {"backoff_min_s": 0.6}})
+    assert (old.backoff_initial_s, old.backoff_max_s) == (0.5, 5.0) and cfg["sender"]["backoff_initial_s"] == 0.6
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "AlarmClient(backoff=) is deprecated: call it backoff_initial_s (the old name is still taken)",
+        "AlarmClient(backoff_max=) is deprecated: call it backoff_max_s (the old name is still taken)",
+        "[sender] backoff_min_s is deprecated: call it [sender] backoff_initial_s (the old name is still taken)",
+    ]
+    with pytest.raises(schema.ConfigError, match="are the same setting: keep backoff_initial_s"):
+        probe_config.build({"sender": {"backoff_min_s": 0.6, "backoff_initial_s": 0.2}})

@@ -28,7 +28,7 @@ KEYS = {"ops": "s3cret-for-tests"}
 
 
 def client(url, **kw):
-    kw.setdefault("backoff", 0.001)
+    kw.setdefault("backoff_initial_s", 0.001)
     return AlarmClient(url, "ops", "s3cret-for-tests", **kw)
 
 

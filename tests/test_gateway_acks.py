@@ -11,6 +11,7 @@ from host_client.gateway.acks import STATUS_MAX, AckBook, AckPoller
 from host_client.gateway.config import Config
 from host_client.gateway.delivery_queue import Item, ItemKind
 from host_client.gateway.incident import Incident
+from host_client.gateway.service import TAKEN
 from host_client.gateway.wire import wire_key
 from sentinel_core.alarm import NORMAL, P0, P1
 from sentinel_core.terminal import Terminal
@@ -177,12 +178,12 @@ class FakeClient:
         self.acked = []
 
     def status_page(self, limit):
-        p = self.pages.pop(0)
+        p = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]  # the last page stays
         if isinstance(p, Exception):
             raise p
         return p
 
-    def ack(self, key=None, *, long=False):
+    def ack(self, key=None, *, long=False, id=None):
         self.acked.append(key)
 
 
@@ -221,12 +222,12 @@ def test_a_group_member_that_does_not_answer_delays_no_other_members_ack():
             release.wait(10)
             raise OSError("timed out")
 
-        def ack(self, key=None, *, long=False):
+        def ack(self, key=None, *, long=False, id=None):
             release.wait(10)
             raise OSError("timed out")
 
     class Office(FakeClient):
-        def ack(self, key=None, *, long=False):
+        def ack(self, key=None, *, long=False, id=None):
             super().ack(key)
             office_acked.set()
 
@@ -321,7 +322,7 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
     gw.start()
     try:
         ev = {"cluster_rack": "A03", "node_host": "gpu-worker-08", "event_type": "NCCL_TIMEOUT"}
-        assert gw.gpu_event(ev)[0] == 200
+        assert gw.gpu_event(ev)[0] == TAKEN
         end = time.monotonic() + 10
         m = ""
         while time.monotonic() < end:
@@ -335,7 +336,7 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
         assert [p for p, _b in term.posts if p == "/api/v1/send_msg"], term.posts
         # delivery goes on: a second P0 is delivered too
         ev2 = {"cluster_rack": "B01", "node_host": "gpu-1", "event_type": "XID_FATAL", "gpu_index": 0}
-        assert gw.gpu_event(ev2)[0] == 200
+        assert gw.gpu_event(ev2)[0] == TAKEN
         end = time.monotonic() + 5
         while time.monotonic() < end and len([p for p, _b in term.posts if p == "/api/v1/send_msg"]) < 2:
             time.sleep(0.05)
@@ -343,3 +344,63 @@ def test_a_hostile_status_page_is_counted_and_the_p0_still_escalates(page, reaso
     finally:
         gw.stop()
         term.close()
+
+
+def test_a_status_page_dripped_a_byte_a_second_is_cut_at_the_timeout_in_total():
+    """The per-recv timeout alone would never fire (a byte comes every second, under the 1.5 s timeout)."""
+    import time
+
+    from ack_world import DripTerminal
+
+    from host_client import AlarmClient
+    from host_client.errors import TransportError
+    from testkit.net import free_port
+
+    drip = DripTerminal(free_port())
+    try:
+        client = AlarmClient(drip.url, "k", "x" * 32, timeout=1.5, retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(TransportError, match="the whole answer took over 1.5 s"):
+            client.status_page(STATUS_MAX)
+        assert time.monotonic() - t0 < 5
+    finally:
+        drip.close()
+
+
+def test_a_group_ack_already_applied_on_the_member_by_an_ha_peer_is_not_sent_again():
+    """The peer gateway's ACK reached office first: this gateway reads office's page before sending, sees the
+    incident acknowledged there, and sends nothing. Were it to send, the id is the peer's (same terminal, key and
+    window), so office would apply it once."""
+    book = AckBook(config())
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    room, office = FakeClient([status([KEY])]), FakeClient([status([KEY])])
+    poller = AckPoller(book, {"room": room, "office": office, "lab": FakeClient([])}, clock=lambda: T0 + 9)
+    try:
+        poller.poll_once()
+        assert office.acked == [] and book.terminals_open() == [] and book.group_due(T0 + 10) == []
+    finally:
+        poller.stop()
+    peer = AckBook(config())
+    for b in (book, peer):
+        b.to_send[("office", KEY)] = T0 + 9.4
+    assert book.ack_id("office", KEY) == peer.ack_id("office", KEY) != book.ack_id("room", KEY)
+
+
+def test_the_ledger_keeps_what_a_restart_needs_an_ack_due_a_deadline_an_escalation():
+    """kill -9 between reading an ACK and sending the group's: the ACK still due, the office P0 still open with its
+    deadline and its escalation (the same labels: it pages once), the keys sent known."""
+    book = AckBook(config(escalate_after_s=5))
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    book.due_escalations(T0 + 6)
+    book.read_status("room", status([KEY]), T0 + 7)
+    _gen, recs = book.snapshot()
+    again = AckBook(config(escalate_after_s=5))
+    assert again.restore(json.loads(json.dumps(recs))) == (len(recs), 0)
+    assert again.group_due(T0 + 8) == [("office", KEY)]
+    ((o, shown),) = again.deadlines()
+    assert (o.terminal, o.deadline, o.escalated, shown) == ("office", T0 + 5, True, "true")
+    assert again.ack_id("office", KEY) == book.ack_id("office", KEY)
+    r = again.read_status("office", status([KEY]), T0 + 9)  # office took it: a group ACK, not a new one
+    assert [a.via for a in r.acked] == ["group"] and again.group_due(T0 + 9) == []

@@ -261,8 +261,8 @@ def test_probe_sender_sends_the_token(tmp_path):
             {"node": {"rack": "A03", "host": "gpu-worker-08", "gateway": s.url}, "sender": {"token_file": str(tf)}}
         )
         assert pcfg.ingest_token(cfg) == TOKEN
-        good = Sender(s.url + "/api/v1/gpu_event", token=pcfg.ingest_token(cfg), backoff_min_s=0.05)
-        bad = Sender(s.url + "/api/v1/gpu_event", backoff_min_s=0.05)
+        good = Sender(s.url + "/api/v1/gpu_event", token=pcfg.ingest_token(cfg), backoff_initial_s=0.05)
+        bad = Sender(s.url + "/api/v1/gpu_event", backoff_initial_s=0.05)
         for snd in (good, bad):
             snd.start()
             snd.submit(dict(EV, node_host="gpu-worker-%d" % id(snd)))

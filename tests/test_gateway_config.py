@@ -66,7 +66,14 @@ def test_the_slow_client_bounds_default_and_are_taken():
     "d,msg",
     [
         ({"gatway": {}}, "unknown section [gatway]"),
-        ({"gateway": {"prot": 1}}, "unknown key gateway.prot"),
+        (
+            {"gateway": {"prot": 1}},
+            "unknown key gateway.prot: did you mean port? (known: body_timeout_s, head_timeout_s,",
+        ),
+        (
+            {"routes": [{"terminal": ["room"]}]},
+            "unknown key routes[0].terminal: did you mean terminals? (known: racks, labels",
+        ),
         ({"gateway": {"port": "80"}}, "gateway.port must be an integer"),
         ({"gateway": {"language": "fr"}}, "gateway.language must be one of zh, en"),
         # removed with issue 23: the C sender, the WSGI front and its thread count

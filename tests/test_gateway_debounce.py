@@ -82,3 +82,54 @@ def test_hard_cap_evicts_oldest_and_counts():
     assert len(d) == 3 and d.evicted == 1
     assert d.fire("a", 1.0)  # evicted early: alarms again (counted in metrics)
     assert not d.fire("d", 1.0)
+
+
+def test_after_a_flood_keys_past_their_window_go_without_another_event():
+    """A flood of events for distinct nodes, then silence: the front's tick (about once a second) has the gateway
+    forget each debounce key once its window has passed, though no event comes to prune them; a key inside its
+    window stays (it still suppresses). /metrics says so. A closed group's summary lets go of the group."""
+    from host_client.gateway.application import TIDY_MANY, Application
+    from host_client.gateway.config import Config
+    from host_client.gateway.service import Gateway
+
+    t = [1000.0]
+    cfg = Config.from_dict(
+        {
+            "debounce": {"window_s": 120},
+            "grouping": {"window_s": 60},
+            "terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}},
+            "delivery": {"rate_interval_s": 0},
+        },
+        env={"S": "s"},
+    )
+    gw = Gateway(cfg, clients={"room": object()}, clock=lambda: t[0], mono=lambda: t[0])
+    app = Application(gw, persist_wait_s=1.0)
+    n = TIDY_MANY + 100
+    for i in range(n):
+        ev = {
+            "cluster_rack": "R%02d" % (i % 50),
+            "node_host": "flood-%05d" % i,
+            "event_type": "THERMAL",
+            "gpu_index": 0,
+        }
+        assert gw.gpu_event(ev)[1]["result"] == "alarm"
+    summaries = [it for it in gw.lanes["room"].items if it.group is not None]
+    assert summaries  # the flood folded into summaries, each holding its group (every node it saw)
+    words = {id(it): it.text for it in summaries}
+    late = {"cluster_rack": "R00", "node_host": "late", "event_type": "THERMAL", "gpu_index": 0}
+    t[0] += 100.0
+    gw.gpu_event(late)
+    assert len(gw.debouncer) == n + 1
+    assert app.tick(t[0]) is False  # every key still inside its window
+    assert len(gw.debouncer) == n + 1
+    t[0] = 1119.5
+    assert app.tick(t[0]) is False and len(gw.debouncer) == n + 1
+    t[0] = 1120.2  # the flood's keys are past their window now, but the last tidy was 0.7 s ago
+    assert app.tick(t[0]) is False and len(gw.debouncer) == n + 1  # about once a second, not every turn
+    t[0] = 1120.5
+    assert app.tick(t[0]) is True  # the flood's keys went: many, so memory is worth handing back
+    assert len(gw.debouncer) == 1  # the late one stays, inside its window
+    assert not gw.gpu_event(late)[1]["result"] == "alarm"  # ... and still suppresses
+    assert "sentinel_gateway_debounce_keys 1\n" in gw.metrics_text()
+    # the flood's groups closed 60 s after their last incident: their summaries keep their words, not the group
+    assert all(it.group is None and it.text == words[id(it)] for it in summaries)

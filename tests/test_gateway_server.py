@@ -202,10 +202,10 @@ def test_expect_100_continue_and_connection_close(front):
 
 
 def test_answer_encoder_is_json_dumps():
-    """The C encoder called directly (server._ENCODE) writes exactly what json.dumps does, lone surrogates and
+    """The C encoder called directly (answers.encode_json) writes exactly what json.dumps does, lone surrogates and
     str-valued enums included (the answer's per-terminal outcome is one)."""
+    from host_client.gateway.answers import encode_json as _ENCODE
     from host_client.gateway.lane import Outcome
-    from host_client.gateway.server import _ENCODE
 
     for obj in [
         {
@@ -226,10 +226,10 @@ def test_answer_encoder_is_json_dumps():
 
 
 def test_the_answer_template_writes_what_the_encoder_does():
-    """server._encode_answer (a template for the answer nearly every event gets) against json.dumps, on the shapes
+    """answers.encode_answer (a template for the answer nearly every event gets) against json.dumps, on the shapes
     it takes and the ones one change away that it must leave to the general encoder."""
+    from host_client.gateway.answers import encode_answer as _encode_answer
     from host_client.gateway.lane import Outcome
-    from host_client.gateway.server import _encode_answer
 
     odd = 'A03:"gpu"\\\n\u00e9\ud800\u2028/</'
     shapes = [
@@ -323,7 +323,7 @@ def test_a_large_answer_the_socket_cannot_take_at_once_arrives_whole_and_in_orde
     """Answers go out with os.write while the transport has nothing queued; what the kernel does not take (a small
     receive buffer, a reader that waits) goes through the transport, and the next answer queues behind it."""
     f, gw, fake, _ = front
-    gw.cfg.max_body = f.max_body = 1 << 20
+    gw.cfg.max_body = f.limits.max_body = 1 << 20
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", f.port))
@@ -365,7 +365,7 @@ def test_many_request_targets_each_routed_by_its_own_path_in_bounded_memory(fron
     """The front keeps the path of the targets it has seen (a client sends the same few): a client that sends a
     thousand different ones gets each answered by its own path (a query string or absolute-form included, after
     the memo has been emptied and refilled) and the memo stays within its bound."""
-    from host_client.gateway import server
+    from host_client.gateway import connection
 
     f, gw, fake, _ = front
     s = socket.create_connection(("127.0.0.1", f.port))
@@ -374,7 +374,7 @@ def test_many_request_targets_each_routed_by_its_own_path_in_bounded_memory(fron
         s.sendall(request(target))
     answers = read_answers(s, 1000)
     assert [a[0] for a in answers] == [404 if i % 2 == 0 else 200 for i in range(1000)]
-    assert len(server._PATHS) <= server._PATH_MEMO
+    assert len(connection._PATHS) <= connection._PATH_MEMO
     s.sendall(request("/api/v1/gpu_event?from=probe", EV) + request("http://x/api/v1/gpu_event", EV))
     assert [a[0] for a in read_answers(s, 2)] == [200, 200]
     s.close()

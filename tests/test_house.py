@@ -109,6 +109,7 @@ DOC_TABLES = [
     ("host_client", "CONTRIBUTING.md"),
     ("host_client/gateway", "docs/GATEWAY.md"),
     ("host_client/probes", "docs/PROBES.md"),
+    ("host_client/remedy", "docs/REMEDY.md"),
     ("emulator", "docs/EMULATOR.md"),
     ("firmware/lib/sentinel_core", "docs/SHELL_CONTRACT.md"),
     ("firmware/lib/sentinel_fw", "docs/FIRMWARE.md"),
@@ -243,3 +244,73 @@ def test_pre_commit_config_is_valid_and_runs_make_tests_first_checks():
         run_tests = f.read()
     for args in ("format --check", "check"):
         assert "ruff " + args in text and '/ruff" %s .' % args in run_tests
+
+
+# The gateway's HTTP front in uvicorn's three parts (docs/GATEWAY.md): imports go one way, loop -> connection and
+# application, and neither of those two imports the loop, nor each other.
+FRONT_NEVER_IMPORTS = {
+    "application": {"server", "connection"},
+    "connection": {"server", "application", "service"},
+    "answers": {"server", "connection", "application", "service"},
+    "service": {"server", "connection", "application", "answers"},
+    "metrics": {"server", "connection", "application", "answers"},
+}
+
+
+def gateway_imports(module, root=ROOT):
+    """The host_client.gateway modules a gateway module imports (relative or absolute, at any depth)."""
+    path = os.path.join(root, "host_client", "gateway", module + ".py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level == 1:
+                found.add(mod.split(".")[0] if mod else "")
+                if not mod:
+                    found.update(a.name for a in node.names)
+            elif mod.startswith("host_client.gateway"):
+                rest = mod[len("host_client.gateway") :].lstrip(".")
+                found.add(rest.split(".")[0] if rest else "")
+                if not rest:
+                    found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("host_client.gateway."):
+                    found.add(a.name.split(".")[2])
+    return found - {""}
+
+
+@pytest.mark.parametrize("module", sorted(FRONT_NEVER_IMPORTS))
+def test_the_gateway_front_imports_one_way(module):
+    wrong = gateway_imports(module) & FRONT_NEVER_IMPORTS[module]
+    assert not wrong, "host_client/gateway/%s.py imports %s (docs/GATEWAY.md, the HTTP front)" % (module, sorted(wrong))
+
+
+def test_the_import_check_sees_each_form(tmp_path):
+    """gateway_imports reads relative, absolute and package-level imports, inside functions too."""
+    gw = tmp_path / "host_client" / "gateway"
+    gw.mkdir(parents=True)
+    (gw / "probe.py").write_text(
+        "from .server import x\nfrom . import connection\nimport host_client.gateway.application\n"
+        "def f():\n    from host_client.gateway.answers import y\n"
+    )
+    assert gateway_imports("probe", str(tmp_path)) == {"server", "connection", "application", "answers"}
+
+
+def test_one_python_version_in_the_tools():
+    """ruff and pyright check the oldest Python the package says it runs on (requires-python), the same one."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        pp = tomllib.load(f)
+    floor = re.fullmatch(r">=\s*3\.(\d+)", pp["project"]["requires-python"])
+    assert floor, "requires-python is a floor, >=3.N"
+    minor = floor.group(1)
+    assert pp["tool"]["ruff"]["target-version"] == "py3" + minor
+    assert pp["tool"]["pyright"]["pythonVersion"] == "3." + minor
+    assert set(pp["tool"]["pyright"]["include"]) >= {"host_client", "emulator"}

@@ -158,3 +158,36 @@ def test_the_inputs_are_counted_as_sent(tmp_path):
     assert page["sentinel_accepted_total"][2] == {
         'sentinel_accepted_total{kind="%s"}' % k: 1.0 + (k == "alarm") for k in ("alarm", "ack", "heartbeat", "unmute")
     }
+
+
+# A label value with every character the text format escapes (a backslash, a double quote, a line feed).
+HOSTILE = 'rack "A\\03"\nnext'
+ESCAPED = '"rack \\"A\\\\03\\"\\nnext"'
+
+
+def test_a_label_is_escaped_the_same_on_the_gateway_probe_and_emulator_pages(tmp_path):
+    """Issue 38: one escaper (sentinel_core.metrics.label) behind the three writers. Broken once: the probe's old
+    writer, which left the line feed raw, splits its sample across two lines and fails here."""
+    from host_client.gateway.config import Config
+    from host_client.gateway.metrics import metrics_text
+    from host_client.gateway.service import Gateway
+    from host_client.probes import config as probe_config
+    from host_client.probes.daemon import Daemon
+
+    gw = Gateway(Config.from_dict({}, env={}))
+    gw.events_in[("alertmanager", HOSTILE)] = 1
+    gateway = [x for x in metrics_text(gw).splitlines() if x.startswith("sentinel_gateway_events_total{")]
+
+    d = Daemon(probe_config.build({"node": {"gateway": "http://127.0.0.1:9"}, "progress": {"enabled": False}}))
+    d.counts[HOSTILE] = 1
+    probe = [x for x in d.metrics().splitlines() if x.startswith("sentinel_probe_events_total{") and "rack" in x]
+
+    with Harness(str(tmp_path / "emu"), key_id=KEY_ID, secret=SECRET) as emu:
+        emu.engine.glue.refused[HOSTILE] = 1  # the one free-text label of the terminal's page: a refusal's code
+        code, _, body = unixport.http_request(emu.server.port, "GET", "/metrics")
+    assert code == 200
+    emulator = [x for x in body.decode().splitlines() if x.startswith("sentinel_refusals_total{") and "rack" in x]
+
+    assert gateway == ['sentinel_gateway_events_total{source="alertmanager",type=%s} 1' % ESCAPED]
+    assert probe == ["sentinel_probe_events_total{type=%s} 1" % ESCAPED]
+    assert emulator == ["sentinel_refusals_total{code=%s} 1" % ESCAPED]

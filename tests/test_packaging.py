@@ -47,6 +47,7 @@ PARTS = {
     ),
     "gateway": (list((ROOT / "host_client/gateway").rglob("*.py")), "gateway"),
     "probes": (list((ROOT / "host_client/probes").rglob("*.py")), "probes"),
+    "remedy": (list((ROOT / "host_client/remedy").rglob("*.py")), "remedy"),
     "emulator": (list((ROOT / "emulator").rglob("*.py")), "emulator"),
 }
 

@@ -19,6 +19,8 @@ from host_client.probes.daemon import Daemon, gateway_url, proc_gpu_indexes
 from host_client.probes.follow import FileFollower
 from host_client.probes.gpu_source import ReplaySource
 from host_client.probes.sender import Sender
+from host_client.transport import HTTPTransport
+from testkit.net import free_port
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "probes")
 
@@ -26,7 +28,7 @@ FIX = os.path.join(os.path.dirname(__file__), "fixtures", "probes")
 class Sink:
     """A stand-in gateway on loopback that records every POSTed event with its arrival time."""
 
-    def __init__(self, status=200):
+    def __init__(self, status=200, port=0):
         self.events = []
         self.requests = []  # events per request: the sender batches what is queued together
         self.status = status
@@ -52,7 +54,7 @@ class Sink:
             def log_message(self, *a):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), H)
         self.url = "http://127.0.0.1:%d/api/v1/gpu_event" % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -93,7 +95,7 @@ def make_cfg(tmp_path, sink_url, **over):
         "xid": {"source": "file", "path": str(tmp_path / "kern.log")},
         "nccl": {"logs": [str(tmp_path / "train.fifo")]},
         "progress": {"socket": str(tmp_path / "p.sock")},
-        "sender": {"backoff_min_s": 0.05, "backoff_max_s": 0.2},
+        "sender": {"backoff_initial_s": 0.05, "backoff_max_s": 0.2},
         "status": {"listen": "127.0.0.1:0"},
     }
     for s, v in over.items():
@@ -206,7 +208,7 @@ def test_gateway_down_then_up_delivers_in_order(tmp_path):
             raise ConnectionRefusedError("refused")
         return 200
 
-    s = Sender("http://gw/api/v1/gpu_event", backoff_min_s=0.01, backoff_max_s=0.05, post=post).start()
+    s = Sender("http://gw/api/v1/gpu_event", backoff_initial_s=0.01, backoff_max_s=0.05, post=post).start()
     delivered = []
     s.delivered_hook = lambda ev: delivered.append(ev["event_id"])
     for i in range(5):
@@ -217,6 +219,37 @@ def test_gateway_down_then_up_delivers_in_order(tmp_path):
     assert s.flush(3)
     assert delivered == ["0", "1", "2", "3", "4"] and s.sent == 5
     s.close()
+
+
+def test_sender_posts_through_the_clients_transport_and_rides_out_a_real_outage():
+    """Issue 38: the sender posts through host_client.transport (the one place host_client touches the network).
+    Nothing listens at first: real refused connections, retried by the back-off, the transport's own words in
+    last_error; then a gateway comes up on that port and the events arrive in order, every request having gone
+    through the transport. Broken once (the sender back on urllib): posts stays 0 and last_error reads URLError."""
+    port = free_port()
+    posts = []
+
+    class Counting(HTTPTransport):
+        def post(self, url, headers, body, timeout):
+            posts.append(url)
+            return super().post(url, headers, body, timeout)
+
+    url = "http://127.0.0.1:%d/api/v1/gpu_event" % port
+    s = Sender(url, backoff_initial_s=0.01, backoff_max_s=0.05, transport=Counting()).start()
+    sink = None
+    try:
+        for i in range(3):
+            s.submit({"event_type": "THERMAL", "event_id": str(i)})
+        assert wait_for(lambda: s.failures >= 2)
+        assert s.last_error == "connection refused" and s.sent == 0
+        sink = Sink(port=port)
+        assert s.flush(5) and wait_for(lambda: s.sent == 3)
+        assert [e[1]["event_id"] for e in sink.events] == ["0", "1", "2"]
+        assert len(posts) == s.requests and set(posts) == {url}
+    finally:
+        s.close()
+        if sink is not None:
+            sink.close()
 
 
 def test_refused_event_is_dropped_not_retried():
@@ -363,7 +396,7 @@ def test_cli_config_errors(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[gpu]\nintervall_s = 1\n")
     assert cli.main(["--check-config", "-c", str(bad)]) == 2
-    assert "unknown key [gpu] intervall_s" in capsys.readouterr().err
+    assert "unknown key [gpu] intervall_s: did you mean interval_s?" in capsys.readouterr().err
     bad.write_text("[gpu\n")
     assert cli.main(["--check-config", "-c", str(bad)]) == 2
     good = tmp_path / "good.toml"
@@ -585,7 +618,7 @@ def test_gateway_outage_then_batch_retried_whole_in_order():
         seen.extend(obj if isinstance(obj, list) else [obj])
         return 200
 
-    s = Sender("http://gw/x", backoff_min_s=0.01, backoff_max_s=0.05, post=post).start()
+    s = Sender("http://gw/x", backoff_initial_s=0.01, backoff_max_s=0.05, post=post).start()
     for i in range(20):
         s.submit({"event_type": "THERMAL", "n": i})
     assert wait_for(lambda: s.failures >= 2)

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from render import PATTERNS  # tests/core/render.py: every Display.pattern
 
 from sentinel_core import curves, font, glyphs, power
-from sentinel_core.layout import ORDERS, Layout
+from sentinel_core.layout import Layout
 from sentinel_core.render import Renderer
+from sentinel_core.wiring import ORDERS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE = os.path.join(ROOT, "firmware", "lib", "sentinel_core")

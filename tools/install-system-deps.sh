@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the test suite drives for real: espeak-ng (pyttsx3's speech engine on Linux, for WAV output),
 # sox (measures the WAVs), prometheus-alertmanager (the gateway's end-to-end test against a real Alertmanager),
-# prometheus (promtool and the server, for deploy/prometheus).
+# prometheus (promtool and the server, for deploy/prometheus), slurm-wlm and munge (sentinel-remedy's real Slurm).
 # `install-system-deps.sh emulator` (what `make emulator` runs): only what the emulator itself needs at run time
 # (python3-venv, espeak-ng, a CJK font), not the test suite's servers and browser.
 set -euo pipefail
@@ -20,6 +20,10 @@ command -v sox >/dev/null 2>&1 || need+=(sox)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # prometheus: promtool checks and unit-tests deploy/prometheus; the real server scrapes in the deploy e2e test.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# slurm-wlm (slurmctld, slurmd, scontrol, sbatch...) and munge: sentinel-remedy's tests drain nodes and requeue jobs
+# on a real single-host Slurm (testkit/slurm_live.py); slurm-client alone lacks the daemons.
+command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
 fi
 # A CJK font so the emulator's window shows Chinese alarm text (without it: the ASCII label only).
 [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || need+=(fonts-wqy-microhei)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every stage runs even when one fails; the exit code is non-zero if any stage failed.
-#   1. ruff: the formatter's check, then the linter; pyright basic over host_client
+#   1. ruff: the formatter's check, then the linter; pyright basic over host_client and emulator
 #   2. the two MicroPython suites under node, in the background while
 #   3. pytest in parallel (pytest-xdist, PYTEST_JOBS workers, default 4: most of the suite waits on real servers,
 #      timers and subprocesses, not on the CPU); --dist loadfile: each file's tests run on one worker, so a
@@ -18,9 +18,9 @@ failed=()
 
 "$BIN/ruff" format --check . || failed+=("ruff format")
 "$BIN/ruff" check . || failed+=(ruff)
-# pyright basic over host_client (pyproject.toml's [tool.pyright]); the firmware's, against the ESP32's stubs, is
-# tests/test_firmware_pyright.py in the pytest stage
-"$BIN/pyright" -p pyproject.toml || failed+=("pyright host_client")
+# pyright basic over host_client and emulator (pyproject.toml's [tool.pyright]); the firmware's, against the ESP32's
+# stubs, is tests/test_firmware_pyright.py in the pytest stage
+"$BIN/pyright" -p pyproject.toml || failed+=("pyright host_client, emulator")
 
 mpy_log=$(mktemp)
 trap 'rm -f "$mpy_log"' EXIT

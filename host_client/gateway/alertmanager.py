@@ -26,6 +26,7 @@ from .incident import Incident
 RESOLVED_TEXT = {"zh": "%s 已恢复正常", "en": "Resolved: %s"}
 MAX_ALERTS = 1000
 VERSIONS = {"4": "alertmanager", "1": "grafana"}
+LANGS = ("zh", "en")
 
 
 def _labels(obj, where):
@@ -112,6 +113,12 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
         if not text:
             text = "%s %s %s" % (name, rack, host) if (rack or host) else name
         text = " ".join(text.split())  # annotations are often multi-line; speech and the wire want one line
+        # summary_zh / summary_en beside summary: each terminal speaks its own language (sentinel-remedy sends both)
+        by_lang = {
+            lang: " ".join(_first(ann, [a + "_" + lang for a in cfg.am_text_annotations]).split()) for lang in LANGS
+        }
+        if all(by_lang.values()):
+            text = by_lang
         sev = labels.get(cfg.am_severity_label, "").lower()
         level = cfg.am_levels.get(sev, cfg.am_default_level)
         inc_labels = dict(labels)
@@ -122,7 +129,7 @@ def parse_webhook(body, cfg, language: str = "zh") -> list:
                 key, level, rack=rack, host=host, kind=name, text=text, labels=inc_labels, source="alertmanager"
             )
         else:
-            rt = {lang: tpl % text for lang, tpl in RESOLVED_TEXT.items()}
+            rt = {lang: tpl % (text[lang] if isinstance(text, dict) else text) for lang, tpl in RESOLVED_TEXT.items()}
             inc = Incident(
                 key,
                 NORMAL,

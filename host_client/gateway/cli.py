@@ -1,4 +1,5 @@
-"""sentinel-gateway: run the gateway (its HTTP front, server.py), or check a configuration and exit."""
+"""sentinel-gateway: run the gateway (its HTTP front, server.py, with the process set-up of process.py), or check a
+configuration and exit."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ LOCK_NAME = "gateway.lock"
 EPILOG = """exit status: 0 stopped cleanly (or --check-config: valid), 2 configuration error,
 3 cannot start: the port is in use or the address is not this host's, the state_dir cannot be written, or another
 gateway holds the state_dir. Each is one line on stderr naming the thing and the fix; nothing is written to the
-state_dir before the port is bound and the state_dir locked."""
+state_dir before the port is bound and the state_dir locked.
+
+commands for a running gateway: `incidents [--open] [--json]` (its incident history) and `ack KEY` (acknowledge an
+incident on every terminal showing it); `sentinel-gateway incidents -h` says more."""
 
 
 class CannotStart(SentinelError):
@@ -97,6 +101,12 @@ def setup_logging(fmt: str, level: str) -> None:
 
 
 def main(argv=None) -> int:
+    from .incidents_cli import subcommand
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    sub = subcommand(argv)  # `incidents`, `ack KEY`: a running gateway's history (incidents_cli.py)
+    if sub is not None:
+        return sub
     p = argparse.ArgumentParser(
         prog="sentinel-gateway",
         description="GPU Sentinel gateway: GPU events and Alertmanager webhooks in, signed alarms to terminals out.",
@@ -173,12 +183,14 @@ def _port(v):
 
 
 def _serve(cfg, socks) -> int:
+    from .process import give_back_memory, prepare_heap
     from .server import IngestFront
     from .service import Gateway
 
     gw = Gateway(cfg)
-    front = IngestFront(gw, cfg)
+    front = IngestFront(gw, cfg, after_flood=give_back_memory)
     gw.start()
+    prepare_heap()
 
     def on_term(_sig, _frm):
         front.stop()

@@ -7,22 +7,17 @@ Unknown keys are errors, so a typo does not silently fall back to a default.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
-import sys
-from typing import Any, overload
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+from host_client import schema
 from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
+from host_client.schema import Key
 from host_client.vocabulary import FIELDS
 from sentinel_core.alarm import LEVEL_NAMES
 
+from . import routing
 from .events import _TYPE_RE, EVENT_TYPES, template_fields
 
 
@@ -90,92 +85,92 @@ class Terminal:
         }
 
 
-class Route:
-    def __init__(self, terminals, racks=None, labels=None, escalate_after_s=None):
-        self.terminals = list(terminals)
-        self.racks = list(racks or [])
-        self.labels = dict(labels or {})
-        self.escalate_after_s = escalate_after_s  # None: [routing].escalate_after_s
-
-    def matches(self, labels: dict) -> bool:
-        if self.racks:
-            rack = labels.get("rack", "")
-            if not any(fnmatch.fnmatchcase(rack, p) for p in self.racks):
-                return False
-        for name, pattern in self.labels.items():
-            v = labels.get(name)
-            if v is None or not fnmatch.fnmatchcase(str(v), pattern):
-                return False
-        return True
-
-
-_SECTIONS = {
-    "gateway": {
-        "host",
-        "port",
-        "language",
-        "unknown_event_types",
-        "state_dir",
-        "max_body",
-        "log_format",
-        "instance",
-        "server",
-        "io_loops",
-        "head_timeout_s",
-        "body_timeout_s",
-        "max_connections",
-        "max_partial_body_bytes",
-    },
-    "debounce": {"window_s", "max_keys"},
-    "grouping": {"enabled", "group_by", "window_s", "cluster_threshold"},
-    "delivery": {
-        "queue_size",
-        "timeout_s",
-        "backoff_initial_s",
-        "backoff_max_s",
-        "rate_burst",
-        "rate_interval_s",
-        "deadline_s",
-        "max_tracked",
-        "track_s",
-        "status_poll_s",
-    },
-    "alertmanager": {
-        "severity_label",
-        "levels",
-        "default_level",
-        "text_annotations",
-        "rack_labels",
-        "host_labels",
-        "debounce",
-        "resolved_hold_s",
-    },
-    "routing": {"default", "escalate_after_s"},
-    "templates": {"zh", "en"},
-    "ingest": {"token_env", "token_file"},
-    "terminals": None,
-    "routes": None,
-}
-_TERMINAL_KEYS = {
-    "url",
-    "key_id",
-    "secret_env",
-    "secret_file",
-    "heartbeat_s",
-    "language",
-    "queue_size",
-    "rate_burst",
-    "rate_interval_s",
-    "timeout_s",
-    "compat",
-    "fallback",
-    "ack_group",
-}
-# The label the shipped Prometheus rules and scrape configs put on an alert about one terminal
-# (deploy/prometheus): such an alert is never delivered to the terminal it names.
-ABOUT_TERMINAL_LABEL = "terminal"
 # compat = "rfc": the terminal answers as the RFC's does (a 2xx, maybe without a body): a 2xx counts as delivered
 COMPAT_MODES = ("sentinel", "rfc")
+SERVERS = ("epoll", "asyncio")  # "asyncio": the old name of the epoll front (server.py), still taken
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_DAY = 86400
+
+# Every key of the file, its kind, default and range (host_client/schema.py). "any": read below, by its own rules.
+KEYS: dict[str, dict[str, Key] | None] = {
+    "gateway": {
+        "host": Key("str", "127.0.0.1"),
+        "port": Key("int", 8080, lo=0, hi=65535),
+        "language": Key("str", "zh", choices=("zh", "en")),
+        "unknown_event_types": Key("str", "accept", choices=("accept", "reject")),
+        "state_dir": Key("str"),
+        "max_body": Key("int", 65536, lo=256, hi=16 << 20),
+        "log_format": Key("str", "json", choices=("json", "text")),
+        "instance": Key("str", "gw"),
+        "server": Key("str", "epoll", choices=SERVERS),  # the HTTP front (server.py), the only one
+        # event loops (threads): one, since two contend for the GIL (docs/GATEWAY.md has the figures)
+        "io_loops": Key("int", 1, lo=1, hi=64),
+        # slow and greedy clients (docs/GATEWAY.md, "Limits"): first byte of a request to the end of its head, head
+        # to the end of its body; connections held (None: below RLIMIT_NOFILE, server.descriptor_room); the body
+        # bytes all incomplete requests may hold together (at least max_body)
+        "head_timeout_s": Key("float", 10.0, lo=0.1, hi=3600),
+        "body_timeout_s": Key("float", 30.0, lo=0.1, hi=3600),
+        "max_connections": Key("int", lo=16, hi=1_000_000),
+        "max_partial_body_bytes": Key("int", hi=1 << 32),
+    },
+    "debounce": {
+        "window_s": Key("float", 120.0, lo=0, hi=_DAY * 7),
+        "max_keys": Key("int", 200_000, lo=1, hi=10_000_000),
+    },
+    "grouping": {
+        "enabled": Key("bool", True),
+        "group_by": Key("strlist", ["event_type", "rack"]),
+        "window_s": Key("float", 60.0, lo=0, hi=_DAY),
+        "cluster_threshold": Key("int", 3, lo=0, hi=100000),
+    },
+    "delivery": {
+        "queue_size": Key("int", 256, lo=1, hi=1_000_000),
+        "timeout_s": Key("float", 3.0, lo=0.05, hi=600),
+        "backoff_initial_s": Key("float", 0.5, lo=0.01, hi=3600),
+        "backoff_max_s": Key("float", 30.0, lo=0.01, hi=_DAY),
+        "rate_burst": Key("int", 3, lo=1, hi=1000),
+        "rate_interval_s": Key("float", 5.0, lo=0, hi=3600),
+        "deadline_s": Key("any", {}),
+        "max_tracked": Key("int", 100_000, lo=1, hi=10_000_000),
+        "track_s": Key("float", 6 * 3600.0, lo=1, hi=_DAY * 30),
+        # at most 2 s between reads: an ACK group's members must hear an ACK within 2 s of the press
+        "status_poll_s": Key("float", 1.0, lo=0.1, hi=2),
+    },
+    "alertmanager": {
+        "severity_label": Key("str", "severity"),
+        "levels": Key("any"),
+        "default_level": Key("any"),
+        "text_annotations": Key("strlist", ["summary", "description", "message"]),
+        "rack_labels": Key("strlist", ["rack", "cluster_rack"]),
+        "host_labels": Key("strlist", ["node_host", "node", "hostname", "Hostname", "host", "instance"]),
+        "debounce": Key("bool", True),
+        # at least Alertmanager's --cluster.peer-timeout (15 s) x peers + group_interval (5 m): docs/GATEWAY.md
+        "resolved_hold_s": Key("float", 900.0, lo=0, hi=_DAY * 7),
+    },
+    # default: every terminal; a P0 nobody acknowledged for escalate_after_s escalates (docs/GATEWAY.md)
+    "routing": {"default": Key("strlist"), "escalate_after_s": Key("float", 300.0, lo=1, hi=_DAY * 7)},
+    "templates": {"zh": Key("any", {}), "en": Key("any", {})},
+    "ingest": {"token_env": Key("any", []), "token_file": Key("any", [])},
+    "terminals": None,
+    "routes": None,
+    # sentinel-remedy's incident feed (docs/REMEDY.md): signed like a terminal, fields instead of words
+    "remedy": None,
+}
+TERMINAL_KEYS = {
+    "url": Key("str"),
+    "key_id": Key("str"),
+    "secret_env": Key("str"),
+    "secret_file": Key("str"),
+    "heartbeat_s": Key("num", lo=1, hi=_DAY),
+    "language": Key("str", choices=("zh", "en")),
+    "queue_size": Key("int", lo=1, hi=1_000_000),
+    "rate_burst": Key("int", lo=1, hi=1000),
+    "rate_interval_s": Key("num", lo=0, hi=3600),
+    "timeout_s": Key("num", lo=0.05, hi=600),
+    "compat": Key("str", "sentinel", choices=COMPAT_MODES),
+    "fallback": Key("any", []),
+    "ack_group": Key("str"),
+}
 # Keys and values that were taken once: a configuration still naming one is refused with what to do instead.
 _REMOVED = {
     "threads": "gateway.threads was removed with the WSGI front (issue 23): the gateway has one HTTP front; delete "
@@ -183,48 +178,21 @@ _REMOVED = {
     "native_send": "gateway.native_send was removed with the C answer sender (issue 23): the event loop sends the "
     "answers; delete the key",
 }
-SERVERS = ("epoll", "asyncio")  # "asyncio": the old name of the epoll front (server.py), still taken
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-
-
-# With a default the value is never None (an int or a float, as the default is): the overloads say so, for pyright.
-@overload
-def _num(d, key, where, *, default: float, lo=None, hi=None, integer=False) -> Any: ...
-@overload
-def _num(d, key, where, *, default: None = None, lo=None, hi=None, integer=False) -> Any | None: ...
-def _num(d, key, where, *, default=None, lo=None, hi=None, integer=False):
-    v = d.get(key, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise ConfigError("%s.%s must be %s" % (where, key, "an integer" if integer else "a number"))
-    if lo is not None and v < lo:
-        raise ConfigError("%s.%s must be >= %s" % (where, key, lo))
-    if hi is not None and v > hi:
-        raise ConfigError("%s.%s must be <= %s" % (where, key, hi))
-    return v
-
-
-@overload
-def _str(d, key, where, *, default: str, choices=None) -> str: ...
-@overload
-def _str(d, key, where, *, default: None = None, choices=None) -> str | None: ...
-def _str(d, key, where, *, default=None, choices=None):
-    v = d.get(key, default)
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise ConfigError("%s.%s must be a string" % (where, key))
-    if choices and v not in choices:
-        raise ConfigError("%s.%s must be one of %s" % (where, key, ", ".join(choices)))
-    return v
-
-
-def _strlist(d, key, where, default):
-    v = d.get(key, default)
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ConfigError("%s.%s must be a list of strings" % (where, key))
-    return list(v)
+# Alertmanager severities and the level each means, unless [alertmanager] levels says otherwise
+AM_LEVELS = {
+    "critical": 2,
+    "page": 2,
+    "p0": 2,
+    "fatal": 2,
+    "emergency": 2,
+    "error": 1,
+    "warning": 1,
+    "major": 1,
+    "minor": 1,
+    "p1": 1,
+    "info": 1,
+}
+DEADLINES = {2: 3600.0, 1: 1800.0, 0: 600.0}  # seconds an alarm may wait for its terminal, by level
 
 
 def _level(v, where):
@@ -234,266 +202,125 @@ def _level(v, where):
 
 
 class Config:
-    """Validated configuration. Build with load_config(path) or Config.from_dict(dict, env)."""
+    """Validated configuration. Build with load_config(path) or Config.from_dict(dict, env); Config() holds the
+    defaults (the tables above)."""
 
     def __init__(self):
-        self.host = "127.0.0.1"
-        self.port = 8080
-        self.language = "zh"
-        self.accept_unknown = True
-        self.state_dir = None
-        self.max_body = 65536
-        self.log_format = "json"
-        self.instance = "gw"
-        self.server = "epoll"  # the HTTP front (server.py), the only one
-        # event loops (threads): one, since two contend for the GIL (docs/GATEWAY.md has the figures)
-        self.io_loops = 1
-        # slow and greedy clients (docs/GATEWAY.md, "Limits"): first byte of a request to the end of its head, head to
-        # the end of its body; connections held (None: below RLIMIT_NOFILE, server.descriptor_room); the body bytes
-        # all incomplete requests may hold together
-        self.head_timeout_s = 10.0
-        self.body_timeout_s = 30.0
-        self.max_connections = None
-        self.max_partial_body_bytes = 4 << 20
-        self.debounce_window = 120.0
-        self.debounce_max_keys = 200_000
-        self.grouping = True
-        self.group_by = ["event_type", "rack"]
-        self.group_window = 60.0
-        self.cluster_threshold = 3
-        self.queue_size = 256
-        self.timeout_s = 3.0
-        self.backoff_initial = 0.5
-        self.backoff_max = 30.0
-        self.rate_burst = 3
-        self.rate_interval = 5.0
-        self.deadlines = {2: 3600.0, 1: 1800.0, 0: 600.0}
-        self.max_tracked = 100_000
-        self.track_s = 6 * 3600.0
-        self.persist_wait_s = 2.0
-        self.am_severity_label = "severity"
-        self.am_levels = {
-            "critical": 2,
-            "page": 2,
-            "p0": 2,
-            "fatal": 2,
-            "emergency": 2,
-            "error": 1,
-            "warning": 1,
-            "major": 1,
-            "minor": 1,
-            "p1": 1,
-            "info": 1,
-        }
-        self.am_default_level = 1
-        self.am_text_annotations = ["summary", "description", "message"]
-        self.am_rack_labels = ["rack", "cluster_rack"]
-        self.am_host_labels = ["node_host", "node", "hostname", "Hostname", "host", "instance"]
-        self.am_debounce = True
-        # at least Alertmanager's --cluster.peer-timeout (15 s) x peers + group_interval (5 m): docs/GATEWAY.md
-        self.resolved_hold_s = 900.0
-        self.templates = {}
-        # bearer tokens the ingest endpoints require ([ingest] token_env / token_file); empty: ingest is open
-        self.ingest_tokens: list[Secret] = []
-        self.terminals: dict[str, Terminal] = {}
-        self.routes: list[Route] = []
-        self.default_terminals: list[str] = []
-        self.escalate_after_s = 300.0  # a P0 nobody acknowledged for this long escalates (docs/GATEWAY.md)
-        self.status_poll_s = 1.0  # while a P0 is open on a terminal, its status page is read this often
-        self.source = "<dict>"
+        self._read({}, {}, ".")
 
     @classmethod
     def from_dict(cls, d: dict, env=None, base_dir: str = ".") -> Config:
-        env = os.environ if env is None else env
-        c = cls()
-        if not isinstance(d, dict):
-            raise ConfigError("the configuration must be a table")
-        for k in d:
-            if k not in _SECTIONS:
-                raise ConfigError("unknown section [%s] (known: %s)" % (k, ", ".join(sorted(_SECTIONS))))
-        for sec, keys in _SECTIONS.items():
-            if keys is None or sec not in d:
-                continue
-            if not isinstance(d[sec], dict):
-                raise ConfigError("[%s] must be a table" % sec)
-            for k in d[sec]:
-                if sec == "gateway" and k in _REMOVED:
-                    raise ConfigError(_REMOVED[k])
-                if k not in keys:
-                    raise ConfigError("unknown key %s.%s (known: %s)" % (sec, k, ", ".join(sorted(keys))))
+        c = cls.__new__(cls)
+        c._read(d, os.environ if env is None else env, base_dir)
+        return c
 
-        g = d.get("gateway", {})
-        c.host = _str(g, "host", "gateway", default=c.host)
-        c.port = _num(g, "port", "gateway", default=c.port, lo=0, hi=65535, integer=True)
-        c.language = _str(g, "language", "gateway", default=c.language, choices=("zh", "en"))
-        c.accept_unknown = (
-            _str(g, "unknown_event_types", "gateway", default="accept", choices=("accept", "reject")) == "accept"
-        )
-        sd = _str(g, "state_dir", "gateway", default=None)
-        c.state_dir = os.path.join(base_dir, sd) if sd else None
-        c.max_body = _num(g, "max_body", "gateway", default=c.max_body, lo=256, hi=16 << 20, integer=True)
-        c.log_format = _str(g, "log_format", "gateway", default=c.log_format, choices=("json", "text"))
-        srv = g.get("server", c.server)
+    def _read(self, d, env, base_dir) -> None:
+        self.source = "<dict>"
+        self.persist_wait_s = 2.0
+        schema.check_sections(d, KEYS)
+        srv = d.get("gateway", {}).get("server")
         if srv in ("waitress", "wsgi"):
             raise ConfigError(
                 'gateway.server = "%s" was removed with the WSGI front (issue 23): the gateway has one HTTP front; '
                 "delete the key" % srv
             )
-        c.server = _str(g, "server", "gateway", default=c.server, choices=SERVERS)
-        if c.server == "asyncio":  # the front was asyncio on uvloop until its own epoll loop replaced it
-            c.server = "epoll"
-        c.io_loops = _num(g, "io_loops", "gateway", default=c.io_loops, lo=1, hi=64, integer=True)
-        c.head_timeout_s = float(_num(g, "head_timeout_s", "gateway", default=c.head_timeout_s, lo=0.1, hi=3600))
-        c.body_timeout_s = float(_num(g, "body_timeout_s", "gateway", default=c.body_timeout_s, lo=0.1, hi=3600))
-        c.max_connections = _num(
-            g, "max_connections", "gateway", default=c.max_connections, lo=16, hi=1_000_000, integer=True
+        g = schema.section(d, "gateway", _keys("gateway"), removed=_REMOVED)
+        self.host = g["host"]
+        self.port = g["port"]
+        self.language = g["language"]
+        self.accept_unknown = g["unknown_event_types"] == "accept"
+        self.state_dir = os.path.join(base_dir, g["state_dir"]) if g["state_dir"] else None
+        self.max_body = g["max_body"]
+        self.log_format = g["log_format"]
+        # the front was asyncio on uvloop until its own epoll loop replaced it
+        self.server = "epoll" if g["server"] == "asyncio" else g["server"]
+        self.io_loops = g["io_loops"]
+        self.head_timeout_s = g["head_timeout_s"]
+        self.body_timeout_s = g["body_timeout_s"]
+        self.max_connections = g["max_connections"]
+        partial = g["max_partial_body_bytes"]
+        self.max_partial_body_bytes = (
+            max(4 << 20, self.max_body)
+            if partial is None
+            else schema.check(partial, Key("int", lo=self.max_body), "gateway.max_partial_body_bytes")
         )
-        c.max_partial_body_bytes = _num(
-            g,
-            "max_partial_body_bytes",
-            "gateway",
-            default=max(c.max_partial_body_bytes, c.max_body),
-            lo=c.max_body,
-            hi=1 << 32,
-            integer=True,
-        )
-        c.instance = _str(g, "instance", "gateway", default=c.instance)
-        if not _NAME_RE.match(c.instance):
+        self.instance = g["instance"]
+        if not _NAME_RE.match(self.instance):
             raise ConfigError("gateway.instance must be letters, digits, '.', '_' or '-'")
 
-        db = d.get("debounce", {})
-        c.debounce_window = float(_num(db, "window_s", "debounce", default=c.debounce_window, lo=0, hi=86400 * 7))
-        c.debounce_max_keys = _num(
-            db, "max_keys", "debounce", default=c.debounce_max_keys, lo=1, hi=10_000_000, integer=True
-        )
+        db = schema.section(d, "debounce", _keys("debounce"))
+        self.debounce_window = db["window_s"]
+        self.debounce_max_keys = db["max_keys"]
 
-        gr = d.get("grouping", {})
-        en = gr.get("enabled", True)
-        if not isinstance(en, bool):
-            raise ConfigError("grouping.enabled must be true or false")
-        c.grouping = en
-        c.group_by = _strlist(gr, "group_by", "grouping", c.group_by)
-        c.group_window = float(_num(gr, "window_s", "grouping", default=c.group_window, lo=0, hi=86400))
-        c.cluster_threshold = _num(
-            gr, "cluster_threshold", "grouping", default=c.cluster_threshold, lo=0, hi=100000, integer=True
-        )
+        gr = schema.section(d, "grouping", _keys("grouping"))
+        self.grouping = gr["enabled"]
+        self.group_by = gr["group_by"]
+        self.group_window = gr["window_s"]
+        self.cluster_threshold = gr["cluster_threshold"]
 
-        dl = d.get("delivery", {})
-        c.queue_size = _num(dl, "queue_size", "delivery", default=c.queue_size, lo=1, hi=1_000_000, integer=True)
-        c.timeout_s = float(_num(dl, "timeout_s", "delivery", default=c.timeout_s, lo=0.05, hi=600))
-        c.backoff_initial = float(
-            _num(dl, "backoff_initial_s", "delivery", default=c.backoff_initial, lo=0.01, hi=3600)
-        )
-        c.backoff_max = float(_num(dl, "backoff_max_s", "delivery", default=c.backoff_max, lo=0.01, hi=86400))
-        if c.backoff_max < c.backoff_initial:
+        dl = schema.section(d, "delivery", _keys("delivery"))
+        self.queue_size = dl["queue_size"]
+        self.timeout_s = dl["timeout_s"]
+        self.backoff_initial_s = dl["backoff_initial_s"]
+        self.backoff_max_s = dl["backoff_max_s"]
+        if self.backoff_max_s < self.backoff_initial_s:
             raise ConfigError("delivery.backoff_max_s must be >= delivery.backoff_initial_s")
-        c.rate_burst = _num(dl, "rate_burst", "delivery", default=c.rate_burst, lo=1, hi=1000, integer=True)
-        c.rate_interval = float(_num(dl, "rate_interval_s", "delivery", default=c.rate_interval, lo=0, hi=3600))
-        c.max_tracked = _num(dl, "max_tracked", "delivery", default=c.max_tracked, lo=1, hi=10_000_000, integer=True)
-        c.track_s = float(_num(dl, "track_s", "delivery", default=c.track_s, lo=1, hi=86400 * 30))
-        # at most 2 s between reads: an ACK group's members must hear an ACK within 2 s of the press
-        c.status_poll_s = float(_num(dl, "status_poll_s", "delivery", default=c.status_poll_s, lo=0.1, hi=2))
-        ddl = dl.get("deadline_s", {})
+        self.rate_burst = dl["rate_burst"]
+        self.rate_interval = dl["rate_interval_s"]
+        self.max_tracked = dl["max_tracked"]
+        self.track_s = dl["track_s"]
+        self.status_poll_s = dl["status_poll_s"]  # while a P0 is open on a terminal, its status page is read this often
+        self.deadlines = dict(DEADLINES)
+        ddl = dl["deadline_s"]
         if not isinstance(ddl, dict):
             raise ConfigError("delivery.deadline_s must be a table like {P0 = 3600, P1 = 1800, NORMAL = 600}")
-        for name in ddl:
+        for name, v in ddl.items():
             lvl = _level(name, "delivery.deadline_s key")
-            v = _num(ddl, name, "delivery.deadline_s", lo=1, hi=86400 * 30)
-            assert v is not None  # name is one of ddl's keys
-            c.deadlines[lvl] = float(v)
+            self.deadlines[lvl] = schema.check(v, Key("float", lo=1, hi=_DAY * 30), "delivery.deadline_s.%s" % name)
 
-        am = d.get("alertmanager", {})
-        c.am_severity_label = _str(am, "severity_label", "alertmanager", default=c.am_severity_label)
-        if "levels" in am:
+        am = schema.section(d, "alertmanager", _keys("alertmanager"))
+        self.am_severity_label = am["severity_label"]
+        self.am_levels = dict(AM_LEVELS)
+        if am["levels"] is not None:
             if not isinstance(am["levels"], dict):
                 raise ConfigError('alertmanager.levels must be a table of severity = "P0"|"P1"|"NORMAL"')
-            c.am_levels = {str(k).lower(): _level(v, "alertmanager.levels.%s" % k) for k, v in am["levels"].items()}
-        if "default_level" in am:
-            c.am_default_level = _level(am["default_level"], "alertmanager.default_level")
-        c.am_text_annotations = _strlist(am, "text_annotations", "alertmanager", c.am_text_annotations)
-        c.am_rack_labels = _strlist(am, "rack_labels", "alertmanager", c.am_rack_labels)
-        c.am_host_labels = _strlist(am, "host_labels", "alertmanager", c.am_host_labels)
-        amd = am.get("debounce", True)
-        if not isinstance(amd, bool):
-            raise ConfigError("alertmanager.debounce must be true or false")
-        c.am_debounce = amd
-        c.resolved_hold_s = float(
-            _num(am, "resolved_hold_s", "alertmanager", default=c.resolved_hold_s, lo=0, hi=86400 * 7)
-        )
+            self.am_levels = {str(k).lower(): _level(v, "alertmanager.levels.%s" % k) for k, v in am["levels"].items()}
+        self.am_default_level = 1
+        if am["default_level"] is not None:
+            self.am_default_level = _level(am["default_level"], "alertmanager.default_level")
+        self.am_text_annotations = am["text_annotations"]
+        self.am_rack_labels = am["rack_labels"]
+        self.am_host_labels = am["host_labels"]
+        self.am_debounce = am["debounce"]
+        self.resolved_hold_s = am["resolved_hold_s"]
 
-        tp = d.get("templates", {})
-        for lang, table in tp.items():
-            if not isinstance(table, dict):
-                raise ConfigError("[templates.%s] must be a table" % lang)
-            for t, s in table.items():
-                if t not in EVENT_TYPES:
-                    raise ConfigError("templates.%s.%s: unknown event type" % (lang, t))
-                if not isinstance(s, str):
-                    raise ConfigError("templates.%s.%s must be a string" % (lang, t))
-                _check_template(lang, t, s)
-            c.templates[lang] = dict(table)
+        self.templates = _templates(schema.section(d, "templates", _keys("templates")))
 
         terms = d.get("terminals", {})
         if not isinstance(terms, dict):
             raise ConfigError("[terminals.NAME] tables name the terminals")
-        for name, t in terms.items():
-            c.terminals[name] = _terminal(name, t, env, base_dir)
-        c.ingest_tokens = _ingest_tokens(d.get("ingest", {}), env, base_dir)
+        self.terminals = {name: _terminal(name, t, env, base_dir) for name, t in terms.items()}
+        # bearer tokens the ingest endpoints require ([ingest] token_env / token_file); empty: ingest is open
+        self.ingest_tokens = _ingest_tokens(schema.section(d, "ingest", _keys("ingest")), env, base_dir)
+        # [remedy]: where incidents go for sentinel-remedy, or None
+        self.remedy: Terminal | None = _remedy(d["remedy"], env, base_dir) if "remedy" in d else None
 
-        routes = d.get("routes", [])
-        if not isinstance(routes, list):
-            raise ConfigError("[[routes]] must be an array of tables")
-        for i, r in enumerate(routes):
-            where = "routes[%d]" % i
-            if not isinstance(r, dict):
-                raise ConfigError("%s must be a table" % where)
-            for k in r:
-                if k not in ("racks", "labels", "terminals", "escalate_after_s"):
-                    raise ConfigError(
-                        "unknown key %s.%s (known: racks, labels, terminals, escalate_after_s)" % (where, k)
-                    )
-            tl = _strlist(r, "terminals", where, None) if "terminals" in r else None
-            if not tl:
-                raise ConfigError("%s.terminals must name at least one terminal" % where)
-            labels = r.get("labels", {})
-            if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-                raise ConfigError('%s.labels must be a table of label = "glob"' % where)
-            esc = _num(r, "escalate_after_s", where, default=None, lo=1, hi=86400 * 7)
-            c.routes.append(Route(tl, _strlist(r, "racks", where, []), labels, esc))
-        rt = d.get("routing", {})
-        c.escalate_after_s = float(
-            _num(rt, "escalate_after_s", "routing", default=c.escalate_after_s, lo=1, hi=86400 * 7)
+        self.routes = routing.parse_routes(d.get("routes", []))
+        rt = schema.section(d, "routing", _keys("routing"))
+        self.escalate_after_s = rt["escalate_after_s"]
+        default = rt["default"]
+        self.default_terminals = (
+            default if default is not None else sorted(self.terminals) if "routing" in d or self.terminals else []
         )
-        c.default_terminals = _strlist(rt, "default", "routing", sorted(c.terminals)) if rt or c.terminals else []
-        for name in c.default_terminals + [n for r in c.routes for n in r.terminals]:
-            if name not in c.terminals:
-                raise ConfigError("route names terminal %r, which no [terminals.%s] defines" % (name, name))
-        for t in c.terminals.values():
-            _check_fallback(t, c.terminals)
-        return c
+        routing.check_names(self.routes, self.default_terminals, self.terminals)
 
     def route(self, labels: dict) -> list[str]:
-        """The terminals an incident goes to: every matching route's, else the default. An alert about a terminal
-        (its `terminal` label names one) never goes to that terminal: to the others routed, else to its fallback,
-        else to every other terminal (docs/GATEWAY.md, "Alerts about the alarm path")."""
-        out = []
-        for r in self.routes:
-            if r.matches(labels):
-                for n in r.terminals:
-                    if n not in out:
-                        out.append(n)
-        out = out or list(self.default_terminals)
-        about = self.terminals.get(labels.get(ABOUT_TERMINAL_LABEL) or "")
-        if about is None:
-            return out
-        out = [n for n in out if n != about.name]
-        return out or list(about.fallback) or [n for n in self.terminals if n != about.name]
+        """The terminals an incident goes to (routing.route: the policy)."""
+        return routing.route(self.routes, self.default_terminals, self.terminals, labels)
 
     def escalate_after(self, labels: dict) -> float:
-        """Seconds a P0 with these labels may stay unacknowledged: the shortest of its matching routes' values,
-        else [routing].escalate_after_s."""
-        own = [r.escalate_after_s for r in self.routes if r.escalate_after_s is not None and r.matches(labels)]
-        return float(min(own)) if own else self.escalate_after_s
+        """Seconds a P0 with these labels may stay unacknowledged (routing.escalate_after)."""
+        return routing.escalate_after(self.routes, self.escalate_after_s, labels)
 
     def ack_group_of(self, terminal: str) -> list[str]:
         """The terminals that acknowledge together with this one (itself included), or [] when it has no group."""
@@ -523,6 +350,29 @@ class Config:
             "routes": [{"racks": r.racks, "labels": r.labels, "terminals": r.terminals} for r in self.routes],
             "default": self.default_terminals,
         }
+
+
+def _keys(section: str) -> dict[str, Key]:
+    keys = KEYS[section]
+    assert keys is not None  # a section of keys, not terminals or routes
+    return keys
+
+
+def _templates(tp) -> dict:
+    out = {}
+    for lang, table in tp.items():
+        if not table:
+            continue
+        if not isinstance(table, dict):
+            raise ConfigError("[templates.%s] must be a table" % lang)
+        for t, s in table.items():
+            if t not in EVENT_TYPES:
+                raise ConfigError("templates.%s.%s: unknown event type" % (lang, t))
+            if not isinstance(s, str):
+                raise ConfigError("templates.%s.%s must be a string" % (lang, t))
+            _check_template(lang, t, s)
+        out[lang] = dict(table)
+    return out
 
 
 # A bearer token is RFC 6750's b64token; a shorter one than this is guessable
@@ -573,6 +423,14 @@ def _token(raw: bytes, source: str) -> Secret:
     return Secret(raw, source)
 
 
+def _remedy(t, env, base_dir) -> Terminal:
+    """[remedy] is read as a terminal's table is (url, key_id, secret_env or secret_file, timeout_s)."""
+    try:
+        return _terminal("remedy", t, env, base_dir)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("terminals.remedy", "remedy")) from None
+
+
 def _terminal(name, t, env, base_dir) -> Terminal:
     where = "terminals.%s" % name
     if not _NAME_RE.match(name):
@@ -584,24 +442,22 @@ def _terminal(name, t, env, base_dir) -> Terminal:
             "%s: put the secret in an environment variable (secret_env) or a file (secret_file), "
             "never in the configuration" % where
         )
-    for k in t:
-        if k not in _TERMINAL_KEYS:
-            raise ConfigError("unknown key %s.%s (known: %s)" % (where, k, ", ".join(sorted(_TERMINAL_KEYS))))
-    url = _str(t, "url", where)
+    v = schema.section({}, where, TERMINAL_KEYS, table=t)
+    url = v["url"]
     if not url or not re.match(r"https?://[^/\s]+", url):
         raise ConfigError("%s.url must be an http:// or https:// URL" % where)
     check_url(url, "%s.url" % where)  # a host, and a port that parses: the client refuses it later otherwise
-    key_id = _str(t, "key_id", where)
+    key_id = v["key_id"]
     if not key_id:
         raise ConfigError("%s.key_id is required" % where)
-    se, sf = _str(t, "secret_env", where), _str(t, "secret_file", where)
+    se, sf = v["secret_env"], v["secret_file"]
     if bool(se) == bool(sf):
         raise ConfigError("%s: set exactly one of secret_env or secret_file" % where)
     if se:
-        v = env.get(se)
-        if not v:
+        value = env.get(se)
+        if not value:
             raise ConfigError("%s: environment variable %s is not set or empty" % (where, se))
-        secret = Secret(v.encode("utf-8"), "env %s" % se)
+        secret = Secret(value.encode("utf-8"), "env %s" % se)
     else:
         assert sf  # exactly one of the two is set
         path = os.path.join(base_dir, sf)
@@ -616,50 +472,27 @@ def _terminal(name, t, env, base_dir) -> Terminal:
         if not raw:
             raise ConfigError("%s: secret_file %s is empty" % (where, path))
         secret = Secret(raw, "file %s" % path)
+    if v["ack_group"] is not None and not _NAME_RE.match(v["ack_group"]):
+        raise ConfigError("%s.ack_group must be letters, digits, '.', '_' or '-'" % where)
     return Terminal(
         name,
         url.rstrip("/"),
         key_id,
         secret,
-        heartbeat_s=_num(t, "heartbeat_s", where, lo=1, hi=86400),
-        language=_str(t, "language", where, choices=("zh", "en")),
-        queue_size=_num(t, "queue_size", where, lo=1, hi=1_000_000, integer=True),
-        rate_burst=_num(t, "rate_burst", where, lo=1, hi=1000, integer=True),
-        rate_interval_s=_num(t, "rate_interval_s", where, lo=0, hi=3600),
-        timeout_s=_num(t, "timeout_s", where, lo=0.05, hi=600),
-        compat=_str(t, "compat", where, default="sentinel", choices=COMPAT_MODES),
+        heartbeat_s=v["heartbeat_s"],
+        language=v["language"],
+        queue_size=v["queue_size"],
+        rate_burst=v["rate_burst"],
+        rate_interval_s=v["rate_interval_s"],
+        timeout_s=v["timeout_s"],
+        compat=v["compat"],
         fallback=_names(t, "fallback", where),
-        ack_group=_group_name(t, where),
+        ack_group=v["ack_group"],
     )
 
 
-def _group_name(t, where):
-    v = _str(t, "ack_group", where)
-    if v is not None and not _NAME_RE.match(v):
-        raise ConfigError("%s.ack_group must be letters, digits, '.', '_' or '-'" % where)
-    return v
-
-
-def _check_fallback(t, terminals):
-    where = "terminals.%s.fallback" % t.name
-    for name in t.fallback:
-        if name == t.name:
-            raise ConfigError(
-                "%s names %s itself: an alert that %s is down must reach another terminal; name a different one "
-                "(or remove the key and give Alertmanager a pager receiver, docs/DEPLOY.md)" % (where, t.name, t.name)
-            )
-        if name not in terminals:
-            raise ConfigError("%s names terminal %r, which no [terminals.%s] defines" % (where, name, name))
-
-
 def load_config(path: str, env=None) -> Config:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError("cannot read %s: %s" % (path, e.strerror)) from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError("%s is not valid TOML: %s" % (path, e)) from None
+    data = schema.read_toml(path)
     c = Config.from_dict(data, env, os.path.dirname(os.path.abspath(path)))
     c.source = path
     return c

@@ -31,8 +31,8 @@ class Worker(LaneThread):
         lane,
         client,
         *,
-        backoff_initial=0.5,
-        backoff_max=30.0,
+        backoff_initial_s=0.5,
+        backoff_max_s=30.0,
         heartbeat_s=None,
         log=None,
         clock=time.time,
@@ -43,8 +43,8 @@ class Worker(LaneThread):
         self.lane = lane
         self.client = client
         self.store = store  # a PendingStore: dead letters are appended beside its file
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
         self.heartbeat_s = heartbeat_s
         self.log = log or (lambda event, **kw: None)
         self.clock = clock
@@ -106,7 +106,7 @@ class Worker(LaneThread):
                 with lane.cond:
                     if item is not None and item.inflight:
                         lane.failed(item)
-                self._backoff(min(self.backoff_max, 1.0))
+                self._backoff(min(self.backoff_max_s, 1.0))
 
     def _dead_letter(self, item, err):
         """No retry can send this alarm: out of the queue at once (the next item goes now), counted, logged, kept."""
@@ -168,7 +168,7 @@ class Worker(LaneThread):
                 was_up = lane.up
                 lane.up = False
                 self._failures += 1
-                delay = backoff_delay(self._failures, self.backoff_initial, self.backoff_max)
+                delay = backoff_delay(self._failures, self.backoff_initial_s, self.backoff_max_s)
             self.last_error = type(e).__name__
             if was_up is not False:
                 self.log("terminal_unreachable", terminal=lane.name, url=self.client.url, error=str(e))

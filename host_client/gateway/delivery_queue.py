@@ -81,6 +81,13 @@ class Item:
         self.dirty = True
         self.lang = language
 
+    def settle(self) -> None:
+        """Its summary's group has closed (nothing folds into it any more): its words are made final and the group
+        let go, with the set of every node a storm's group saw."""
+        if self.dirty:
+            self._refresh()
+        self.group = None
+
     def _refresh(self) -> None:
         self.dirty = False
         if self.group is not None:

@@ -190,7 +190,8 @@ class Grouping:
             return
         self._next_prune = now + min(self.window, 1.0)
         w = self.window
-        for k in [k for k, g in self.groups.items() if g.last + w <= now]:
-            del self.groups[k]
-        for k in [k for k, g in self.cluster_bases.items() if g.last + w <= now]:
-            del self.cluster_bases[k]
+        for table in (self.groups, self.cluster_bases):
+            for k in [k for k, g in table.items() if g.last + w <= now]:
+                g = table.pop(k)
+                if g.pending is not None:
+                    g.pending.settle()  # its summary keeps its words, not the group's host set

@@ -118,6 +118,19 @@ class Lane:
     def depth(self) -> int:
         return len(self.queue)
 
+    def tidy(self, now: float) -> int:
+        """Forget what has outlived its use though no incident came to prune it: groups closed for
+        grouping.window_s, incidents tracked for track_s. Returns how many tracked incidents went."""
+        lock = self.lock
+        lock.acquire()
+        try:
+            self.grouping.prune(now)
+            before = len(self.tracker)
+            self.tracker.prune(now)
+            return before - len(self.tracker)
+        finally:
+            lock.release()
+
     # ---- ingest -------------------------------------------------------------------------------------------
 
     def submit(self, inc, now: float) -> Outcome:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+from host_client.exposition import Page
+
 from .acks import write_metrics as write_acks
+from .front_status import FrontStatus
 from .stats import LATENCY_BUCKETS
 
 
-def metrics_text(gw) -> str:
-    """The gateway's /metrics page (Prometheus text format 0.0.4) from its counters, lanes and front."""
-    lines = []
-
-    def fam(name, typ, help_):
-        lines.append("# HELP %s %s" % (name, help_))
-        lines.append("# TYPE %s %s" % (name, typ))
-
-    def lab(**kw):
-        return "{" + ",".join('%s="%s"' % (k, _esc(v)) for k, v in kw.items()) + "}"
+def metrics_text(gw, front: FrontStatus | None = None) -> str:
+    """The gateway's /metrics page (Prometheus text format 0.0.4) from its counters and lanes, and front: the status
+    of the HTTP front that serves it (server.py's IngestFront.status, handed over by application.py)."""
+    page = Page()
+    fam, lab, lines = page.family, page.labels, page.lines
 
     with gw.lock:
         events = dict(gw.events_in)
@@ -106,7 +104,6 @@ def metrics_text(gw) -> str:
         lines.append("sentinel_gateway_delivery_latency_seconds_sum%s %.6f" % (lab(terminal=name), lat.total))
         lines.append("sentinel_gateway_delivery_latency_seconds_count%s %d" % (lab(terminal=name), lat.count))
     write_acks(gw.acks, fam, lab, lines, sorted(gw.lanes), gw.clock())
-    front = gw.front_status() if gw.front_status is not None else None
     if front is not None:
         fam("sentinel_gateway_connections", "gauge", "Client connections the HTTP front holds open.")
         lines.append("sentinel_gateway_connections %d" % front.connections)
@@ -137,8 +134,4 @@ def metrics_text(gw) -> str:
             "Requests answered 503 and closed: incomplete bodies together over max_partial_body_bytes.",
         )
         lines.append("sentinel_gateway_partial_bodies_refused_total %d" % front.partial_refused)
-    return "\n".join(lines) + "\n"
-
-
-def _esc(v) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return page.text()

@@ -37,6 +37,15 @@ class ResolvedMemory:
         self._prune(now)
         return ident in self._at
 
+    def prune(self, now: float) -> int:
+        """Forget the incidents resolved hold_s ago or longer; returns how many."""
+        n = len(self._at)
+        self._prune(now)
+        n -= len(self._at)
+        if n > 1024 and len(self._at) < n // 4:
+            self._at = OrderedDict(self._at)  # a dict keeps its table after deletions: rebuilt, the memory returns
+        return n
+
     def _prune(self, now: float) -> None:
         d = self._at
         limit = now - self.hold_s

@@ -1,7 +1,8 @@
 """The gateway service: events in -> debounce -> route -> per-terminal lanes -> delivery workers.
 
-Independent of HTTP (server.py is the front before it), so tests and the bench can drive it directly. Its log is
-logs.py's, its /metrics page metrics.py's; a lane's threads are persist.py's and delivery.py's.
+Independent of HTTP (application.py maps its outcomes to HTTP statuses, behind the front in server.py), so tests and
+the bench can drive it directly. Its log is logs.py's, its /metrics page metrics.py's; a lane's threads are
+persist.py's and delivery.py's.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ import time
 from functools import partial
 
 from host_client.client import AlarmClient
-from sentinel_core.alarm import LEVEL_NAMES
+from sentinel_core.alarm import LEVEL_NAMES, P0
 
 from .acks import AckBook, AckPoller
 from .alertmanager import parse_webhook
 from .debounce import Debouncer
 from .delivery import Worker
 from .events import EVENT_TYPES, OTHER_TYPE, EventError, parse_event, phrase, severity
+from .front_status import FrontStatus
+from .history import IncidentHistory
 from .incident import gpu_incident
 from .lane import Lane, Outcome
+from .ledger import FILE as LEDGER_FILE
+from .ledger import LedgerPersister
+from .ledger import restore as restore_ledger
 from .logs import lane_log, log_event, worker_log
 from .metrics import metrics_text
 from .persist import PendingStore, Persister
@@ -31,6 +37,10 @@ from .resolved import ResolvedMemory
 from .wire import RfcCompatTransport
 
 MAX_BATCH = 1000
+# What became of a request, with its answer: taken (the events are in, or suppressed), malformed (not the shape a
+# request has), invalid (the shape, but a field breaks a rule), unauthorized (no accepted token), unavailable (not
+# durable now: the sender retries). application.py maps each to its HTTP status.
+TAKEN, MALFORMED, INVALID, UNAUTHORIZED, UNAVAILABLE = "taken", "malformed", "invalid", "unauthorized", "unavailable"
 _ALONE = Outcome.ALONE
 _PHRASES: dict = {}  # event type -> its (zh, en) summary phrase
 # the events_in / suppressed counters' key of a GPU event, by its type: ("gpu_event", metric type)
@@ -53,8 +63,6 @@ class Gateway:
         self.rejected = {}  # (source, code) -> n
         self.suppressed = {}  # (source, type) -> n
         self.unrouted = 0
-        # set by the HTTP front that serves this gateway (server.py): () -> FrontStatus, for /healthz and /metrics
-        self.front_status = None
         self.stale = {}  # source -> firings dropped because their incident was resolved (an HA peer's copy)
         self.not_durable = 0  # answers 503 because the queue could not be saved in time
         self.resolved = ResolvedMemory(hold_s=config.resolved_hold_s, max_keys=config.debounce_max_keys)
@@ -70,6 +78,8 @@ class Gateway:
         self.persisters = {}
         self.restore_errors = []
         self.acks = AckBook(config)
+        self.history = self.acks.history = IncidentHistory(self.acks.cond)
+        self.ledger = None  # LedgerPersister: the ACK ledger and the history under state_dir
         term_clients = {}
         user_delivered = on_delivered
 
@@ -80,6 +90,9 @@ class Gateway:
 
         if config.state_dir:
             os.makedirs(config.state_dir, exist_ok=True)
+            path = os.path.join(config.state_dir, LEDGER_FILE)
+            restore_ledger(path, self.acks, self.history)
+            self.ledger = LedgerPersister(path, self.acks, self.history)
         for name, t in config.terminals.items():
             lane = Lane(
                 name,
@@ -130,8 +143,8 @@ class Gateway:
             self.workers[name] = Worker(
                 lane,
                 client,
-                backoff_initial=config.backoff_initial,
-                backoff_max=config.backoff_max,
+                backoff_initial_s=config.backoff_initial_s,
+                backoff_max_s=config.backoff_max_s,
                 heartbeat_s=t.heartbeat_s,
                 log=worker_log,
                 clock=clock,
@@ -140,63 +153,74 @@ class Gateway:
                 store=store,
             )
         self.ack_poller = AckPoller(self.acks, term_clients, poll_s=config.status_poll_s, clock=clock, mono=mono)
+        self.remedy = None  # [remedy]: a lane of its own to sentinel-remedy, beside the terminals' (remedy_lane.py)
+        if getattr(config, "remedy", None) is not None:
+            from .remedy_lane import RemedyLane, gateway_url
+
+            self.remedy = RemedyLane(
+                config.remedy,
+                gateway_url=gateway_url(config.host, config.port),
+                backoff_initial_s=config.backoff_initial_s,
+                backoff_max_s=config.backoff_max_s,
+            )
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     def start(self):
+        if self.ledger is not None:
+            self.ledger.start()
         for p in self.persisters.values():
             p.start()
         for w in self.workers.values():
             w.start()
         self.ack_poller.start()
+        if self.remedy is not None:
+            self.remedy.start()
         log_event("gateway_started", terminals=sorted(self.lanes), listen="%s:%d" % (self.cfg.host, self.cfg.port))
 
     def stop(self):
         self.ack_poller.stop()
+        if self.remedy is not None:
+            self.remedy.stop()
         for w in self.workers.values():
             w.stop()
         for p in self.persisters.values():
             p.stop()
+        if self.ledger is not None:
+            self.ledger.stop()
 
     # ---- ingest -----------------------------------------------------------------------------------------
 
     def _count(self, d, k):
         d[k] = d.get(k, 0) + 1
 
-    def refuse(self, source, status, code, message):
-        """A body refused before it was parsed (size, encoding, JSON): counted like any rejection."""
-        return self.reject(source, EventError(code, message, status))
+    def refuse(self, source, code, message) -> dict:
+        """A request refused before its body was parsed (auth, size, encoding, JSON): counted like any rejection;
+        returns the answer."""
+        with self.lock:
+            self._count(self.rejected, (source, code))
+        log_event("event_rejected", logging.INFO, source=source, client=self.client(), code=code, message=message)
+        return {"ok": False, "error": code, "message": message}
 
     def reject(self, source, err: EventError):
-        with self.lock:
-            self._count(self.rejected, (source, err.code))
-        log_event("event_rejected", logging.INFO, source=source, client=self.client(), code=err.code, message=str(err))
-        return err.status, {"ok": False, "error": err.code, "message": str(err)}
+        """(MALFORMED or INVALID, answer) for a body that is not a valid event, counted."""
+        return MALFORMED if err.status == 400 else INVALID, self.refuse(source, err.code, str(err))
 
     def client(self):
-        """The address of the client whose request this thread is serving ("127.0.0.1:50412"), or None."""
-        sock = getattr(self.request, "sock", None)
-        if sock is None:
-            return None
-        try:
-            peer = sock.getpeername()
-        except OSError:
-            return None  # it hung up meanwhile
-        if isinstance(peer, tuple):
-            host, port = peer[0], peer[1]
-            return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
-        return str(peer) or None
+        """The address of the client whose request this thread is serving ("127.0.0.1:50412"), or None: the front
+        hands the application a callable that names it (only a refusal asks)."""
+        peer = getattr(self.request, "peer", None)
+        return peer() if peer is not None else None
 
-    def check_auth(self, source, header):
+    def check_auth(self, source, header) -> dict | None:
         """None when the request may ingest: no token is configured, or its Authorization header is
-        "Bearer <one of the tokens>". Else (401, answer), counted as a rejection. Neither the token sent nor the
-        ones configured ever reach an answer or a log line."""
+        "Bearer <one of the tokens>". Else the refusal's answer (UNAUTHORIZED), counted as a rejection. Neither the
+        token sent nor the ones configured ever reach an answer or a log line."""
         if not self._token_digests:
             return None
         if not header:
             return self.refuse(
                 source,
-                401,
                 "auth_required",
                 "this gateway's ingest requires an Authorization: "
                 "Bearer <token> header ([ingest] token_env / token_file)",
@@ -204,14 +228,31 @@ class Gateway:
         scheme, _, cred = header.strip().partition(" ")
         cred = cred.strip()
         if scheme.lower() != "bearer" or not cred:
-            return self.refuse(source, 401, "auth_scheme", "the Authorization header must be Bearer <token>")
+            return self.refuse(source, "auth_scheme", "the Authorization header must be Bearer <token>")
         d = hashlib.sha256(cred.encode("utf-8", "surrogateescape")).digest()
         ok = False
         for t in self._token_digests:  # every token compared: the time does not say which one matched
             ok |= hmac.compare_digest(d, t)
         if not ok:
-            return self.refuse(source, 401, "auth_invalid", "the bearer token is not one this gateway accepts")
+            return self.refuse(source, "auth_invalid", "the bearer token is not one this gateway accepts")
         return None
+
+    def tidy(self) -> int:
+        """Forget what is worth nothing any more, without waiting for the next event to prune it (after a flood
+        none may come): debounce keys past their window, resolved incidents past resolved_hold_s, re-fire counts
+        of id windows gone by, closed groups and expired tracked incidents of each lane. Returns how many entries
+        went. The front calls it about once a second (application.py's tick)."""
+        now = self.clock()
+        with self.lock:
+            n = self.debouncer.prune(self.mono()) + self.resolved.prune(now)
+            if self._refire:
+                b = int(now // self.id_window)
+                before = len(self._refire)
+                self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
+                n += before - len(self._refire)
+        for lane in self.lanes.values():
+            n += lane.tidy(now)
+        return n
 
     def persist_broken(self):
         """The reason no new event can be taken durably now (a persister whose last save failed), or None."""
@@ -226,24 +267,24 @@ class Gateway:
         with self.lock:
             self.not_durable += 1
         log_event("event_not_durable", logging.ERROR, source=source, reason=reason)
-        return 503, {"ok": False, "error": "persist_failed", "message": reason + "; retry later"}
+        return UNAVAILABLE, {"ok": False, "error": "persist_failed", "message": reason + "; retry later"}
 
     def gpu_event(self, body, waits=None):
         """One probe event, or a JSON array of up to MAX_BATCH (a node reporting its GPUs at once).
-        Returns (HTTP status, JSON answer); a batch answers 200 with one result per event, in order. While a
+        Returns (outcome, JSON answer); a batch is TAKEN with one result per event, in order. While a
         terminal's queue cannot be saved, every event is answered 503 (the sender retries) and changes nothing:
         nothing is answered 200 that a crash could lose. waits: a list to collect (persister, gen) in instead of
-        blocking until they are on disk (the epoll front waits for them, then answers; see server.py)."""
+        blocking until they are on disk (the front waits for them, then answers; see application.py)."""
         broken = self.persist_broken()
         if broken:
             return self._unavailable("gpu_event", broken)
         if isinstance(body, list):
             if not body or len(body) > MAX_BATCH:
-                return self.refuse(
+                return self.reject(
                     "gpu_event",
-                    422 if body else 400,
-                    "bad_batch",
-                    "a batch is a JSON array of 1..%d events" % MAX_BATCH,
+                    EventError(
+                        "bad_batch", "a batch is a JSON array of 1..%d events" % MAX_BATCH, 422 if body else 400
+                    ),
                 )
             results = [self._event(b) for b in body]
             incs = [r[2] for r in results if r[2] is not None]
@@ -257,25 +298,25 @@ class Gateway:
                         r[1]["terminals"] = routed[i]
                         i += 1
             answers = [r[1] for r in results]
-            return 200, {
-                "ok": all(r[0] == 200 for r in results),
+            return TAKEN, {
+                "ok": all(r[0] == TAKEN for r in results),
                 "results": answers,
-                "rejected": sum(1 for r in results if r[0] != 200),
+                "rejected": sum(1 for r in results if r[0] != TAKEN),
             }
-        status, answer, inc = self._event(body)
+        verdict, answer, inc = self._event(body)
         if inc is not None:
             routed, durable = self._dispatch([inc], waits)
             if not durable:
                 return self._unavailable("gpu_event", "the pending queue was not saved in time")
             answer["terminals"] = routed[0]
-        return status, answer
+        return verdict, answer
 
     def _event(self, body):
         try:
             ev = parse_event(body, accept_unknown=self.cfg.accept_unknown)
         except EventError as e:
-            status, answer = self.reject("gpu_event", e)
-            return status, answer, None
+            verdict, answer = self.reject("gpu_event", e)
+            return verdict, answer, None
         # The event's attributes read once, the metric's key looked up, the answer built in one literal per
         # outcome (same keys, same order): each saves a call or an allocation on every event of a storm.
         level = severity(ev)
@@ -302,8 +343,10 @@ class Gateway:
                 ident = self._gpu_ident(key, ev.ts, recovery)
         finally:
             lock.release()
+        if fire and self.remedy is not None:
+            self.remedy.offer(ev, ident, level)  # a queue append: never waits on the remedy daemon
         if not fire and (recovery or not scoped):
-            return 200, {"ok": True, "key": key, "level": LEVEL_NAMES[level], "result": "suppressed"}, None
+            return TAKEN, {"ok": True, "key": key, "level": LEVEL_NAMES[level], "result": "suppressed"}, None
         kind = ev.fault_type
         ph = _PHRASES.get(kind)
         if ph is None:
@@ -331,7 +374,7 @@ class Gateway:
             ident,
         )
         return (
-            200,
+            TAKEN,
             {
                 "ok": True,
                 "key": key,
@@ -404,7 +447,7 @@ class Gateway:
             group_key=str(body.get("groupKey", ""))[:200],
             source=source,
         )
-        return 200, {
+        return TAKEN, {
             "ok": True,
             "alerts": len(incs),
             "suppressed": n_sup,
@@ -415,7 +458,7 @@ class Gateway:
         }
 
     def not_durable_answer(self, source):
-        """The answer that replaces a 200 whose alarm did not reach the disk in time (the epoll front)."""
+        """(UNAVAILABLE, answer): what replaces an answer whose alarm did not reach the disk in time."""
         return self._unavailable(source, "the pending queue was not saved in time")
 
     def _dispatch(self, incidents, waits=None):
@@ -425,6 +468,7 @@ class Gateway:
         lanes = self.lanes
         route = self.cfg.route
         acks = self.acks
+        ledger_due = False
         for inc in incidents:
             if inc.recovery:
                 acks.resolved(inc.key)
@@ -441,6 +485,13 @@ class Gateway:
                 res[name] = lane.submit(inc, now)
             if _ALONE in res.values():  # its own alarm: the labels its escalation will carry (folds add none)
                 acks.note_incident(inc)
+                if inc.level == P0 and not inc.recovery:
+                    # open from now on each terminal it is queued for: its deadline runs even if none answers
+                    taken = acks.taken(inc, [n for n, r in res.items() if r is _ALONE], now)
+                    if taken is not None and self.ledger is not None:
+                        ledger_due = True
+            if names and not inc.recovery and inc.level:
+                self.history.fired(inc, names, now)
             out.append(res)
         # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
         # covers every request waiting at that moment). A fold into a summary already on disk does not wait. If the
@@ -461,11 +512,19 @@ class Gateway:
             if not p.wait(gen, self.cfg.persist_wait_s):
                 log_event("persist_slow", logging.WARNING, terminal=name, error=p.last_error)
                 durable = False
+        ledger = self.ledger
+        if ledger_due and ledger is not None:  # a P0 opened: its deadline is on disk before the answer, like its alarm
+            if waits is not None:
+                waits.append((ledger, ledger.gen()))
+            elif not ledger.wait(ledger.gen(), self.cfg.persist_wait_s):
+                log_event("persist_slow", logging.WARNING, terminal="ack-ledger", error=ledger.last_error)
+                durable = False
         return out, durable
 
     # ---- operations -------------------------------------------------------------------------------------
 
-    def health(self):
+    def health(self, front: FrontStatus | None = None):
+        """/healthz: the terminals, and front (the HTTP front's status, if one serves this gateway)."""
         terms = {}
         problems = []
         for name, lane in self.lanes.items():
@@ -488,7 +547,10 @@ class Gateway:
                 problems.append("terminal %s: persister thread is not running" % name)
             if not w.alive():
                 problems.append("terminal %s: delivery worker is not running" % name)
-        front = self.front_status() if self.front_status is not None else None
+        if self.ledger is not None and self.ledger.broken:
+            problems.append("the ACK ledger cannot be saved (%s)" % self.ledger.last_error)
+        if self.remedy is not None and not self.remedy.alive():
+            problems.append("remedy: delivery thread is not running")
         if front is not None and front.accept_failing:
             problems.append("not accepting connections: %s" % front.accept_error)
         out = {
@@ -503,9 +565,12 @@ class Gateway:
             out["reasons"] = problems
         return out
 
-    def metrics_text(self) -> str:
-        """/metrics: the Prometheus text of this gateway (metrics.py writes it)."""
-        return metrics_text(self)
+    def metrics_text(self, front: FrontStatus | None = None) -> str:
+        """/metrics: the Prometheus text of this gateway and front (the HTTP front's status; metrics.py writes it)."""
+        text = metrics_text(self, front)
+        if self.remedy is not None:
+            text += "\n".join(self.remedy.metrics_lines()) + "\n"
+        return text
 
 
 def _texts(ev, templates) -> dict:

@@ -4,104 +4,111 @@ Unknown sections or keys are errors (a typo must not silently disable a check); 
 """
 
 import socket
-import sys
-from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
-
+from host_client import schema
 from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError  # the host side's one ConfigError, re-exported here
+from host_client.schema import Key
 
 from .gpu_checks import GpuRules
 from .progress import ProgressRules
 
 DEFAULT_SOCKET = "/run/sentinel-probe/progress.sock"
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "node": {"rack": "unknown", "host": "", "gateway": ""},
+
+# Every number of the probe's file is >= 0 (the lower bounds above that are the rules in build(), with their units)
+def _f(default):
+    return Key("float", default, lo=0)
+
+
+def _i(default):
+    return Key("int", default, lo=0)
+
+
+KEYS: dict[str, dict[str, Key]] = {
+    "node": {"rack": Key("str", "unknown"), "host": Key("str", ""), "gateway": Key("str", "")},
     "gpu": {
-        "source": "auto",
-        "interval_s": 1.0,
-        "replay": "",
-        "nvidia_smi": "nvidia-smi",
-        "confirm": 2,
-        "expected_gen": 0,
-        "expected_width": 0,
-        "thermal_fallback_c": 82.0,
-        "thermal_hysteresis_c": 3.0,
-        "nvlink_min_delta": 1,
-        "nvlink_quiet_s": 60.0,
-        "util_drop": True,
-        "busy_pct": 80.0,
-        "idle_pct": 5.0,
-        "util_window_s": 30.0,
-        "util_drop_s": 10.0,
-        "load_util_pct": 20.0,
-        "load_power_frac": 0.3,
-        "load_pcie_mbps": 1000.0,
+        "source": Key("str", "auto", choices=("auto", "nvml", "smi", "replay", "none")),
+        "interval_s": _f(1.0),
+        "replay": Key("str", ""),
+        "nvidia_smi": Key("str", "nvidia-smi"),
+        "confirm": _i(2),
+        "expected_gen": _i(0),
+        "expected_width": _i(0),
+        "thermal_fallback_c": _f(82.0),
+        "thermal_hysteresis_c": _f(3.0),
+        "nvlink_min_delta": _i(1),
+        "nvlink_quiet_s": _f(60.0),
+        "util_drop": Key("bool", True),
+        "busy_pct": _f(80.0),
+        "idle_pct": _f(5.0),
+        "util_window_s": _f(30.0),
+        "util_drop_s": _f(10.0),
+        "load_util_pct": _f(20.0),
+        "load_power_frac": _f(0.3),
+        "load_pcie_mbps": _f(1000.0),
     },
-    "xid": {"source": "auto", "path": "", "hold_s": 600.0, "ignore": []},
-    "nccl": {"logs": [], "from_start": False, "hold_s": 600.0, "rescan_s": 2.0},
+    "xid": {
+        "source": Key("str", "auto", choices=("auto", "kmsg", "journal", "file", "none")),
+        "path": Key("str", ""),
+        "hold_s": _f(600.0),
+        "ignore": Key("list", []),
+    },
+    "nccl": {"logs": Key("list", []), "from_start": Key("bool", False), "hold_s": _f(600.0), "rescan_s": _f(2.0)},
     "progress": {
-        "enabled": True,
-        "socket": DEFAULT_SOCKET,
-        "socket_mode": 0o666,
-        "k": 4.0,
-        "floor_s": 0.5,
-        "ceiling_s": 900.0,
-        "warmup": 3,
-        "window": 32,
-        "first_step_s": 300.0,
-        "early_floor_s": 60.0,
-        "dead_clear_s": 300.0,
+        "enabled": Key("bool", True),
+        "socket": Key("str", DEFAULT_SOCKET),
+        "socket_mode": _i(0o666),
+        "k": _f(4.0),
+        "floor_s": _f(0.5),
+        "ceiling_s": _f(900.0),
+        "warmup": _i(3),
+        "window": _i(32),
+        "first_step_s": _f(300.0),
+        "early_floor_s": _f(60.0),
+        "dead_clear_s": _f(300.0),
     },
     "sender": {
-        "capacity": 1000,
-        "timeout_s": 2.0,
-        "backoff_min_s": 0.2,
-        "backoff_max_s": 30.0,
-        "batch_max": 100,
-        "batch_bytes": 60000,
-        "token_env": "",
-        "token_file": "",
+        "capacity": _i(1000),
+        "timeout_s": _f(2.0),
+        "backoff_initial_s": _f(0.2),
+        "backoff_max_s": _f(30.0),
+        "batch_max": _i(100),
+        "batch_bytes": _i(60000),
+        "token_env": Key("str", ""),
+        "token_file": Key("str", ""),
     },
-    "status": {"listen": "127.0.0.1:9410"},
+    "status": {"listen": Key("str", "127.0.0.1:9410")},
     # issue 35: the fabric and the hardware under the GPU; each source is on where it exists on the node
     "fabric": {
-        "enabled": True,
-        "sysfs_root": "/sys/class/infiniband",
-        "interval_s": 1.0,
-        "window_s": 60.0,
-        "expected_rate_gbps": 0.0,
-        "bit_errors": 10,
-        "retransmits": 1000,
-        "cnps": 0,
-        "flap_downs": 3,
-        "up_hold_s": 10.0,
-        "pause_share": 0.5,
-        "ethtool": "ethtool",
-        "stats_interval_s": 10.0,
-        "module_interval_s": 60.0,
-        "command_timeout_s": 2.0,
+        "enabled": Key("bool", True),
+        "sysfs_root": Key("str", "/sys/class/infiniband"),
+        "interval_s": _f(1.0),
+        "window_s": _f(60.0),
+        "expected_rate_gbps": _f(0.0),
+        "bit_errors": _i(10),
+        "retransmits": _i(1000),
+        "cnps": _i(0),
+        "flap_downs": _i(3),
+        "up_hold_s": _f(10.0),
+        "pause_share": _f(0.5),
+        "ethtool": Key("str", "ethtool"),
+        "stats_interval_s": _f(10.0),
+        "module_interval_s": _f(60.0),
+        "command_timeout_s": _f(2.0),
     },
     "pcie": {
-        "enabled": True,
-        "sysfs_root": "/sys/bus/pci/devices",
-        "interval_s": 5.0,
-        "window_s": 60.0,
-        "corrected_storm": 100,
+        "enabled": Key("bool", True),
+        "sysfs_root": Key("str", "/sys/bus/pci/devices"),
+        "interval_s": _f(5.0),
+        "window_s": _f(60.0),
+        "corrected_storm": _i(100),
     },
-    "fabric_manager": {"log": "/var/log/fabricmanager.log"},
-    "gpu_health": {"enabled": True, "throttle_s": 10.0, "memory_every": 5},
+    "fabric_manager": {"log": Key("str", "/var/log/fabricmanager.log")},
+    "gpu_health": {"enabled": Key("bool", True), "throttle_s": _f(10.0), "memory_every": _i(5)},
 }
-
-_CHOICES = {
-    ("gpu", "source"): ("auto", "nvml", "smi", "replay", "none"),
-    ("xid", "source"): ("auto", "kmsg", "journal", "file", "none"),
-}
+# Settings spelt differently before: still taken, with a deprecation line (once)
+RENAMED = {"sender": {"backoff_min_s": "backoff_initial_s"}}
 
 
 def fabric_rules(cfg):
@@ -120,48 +127,15 @@ def fabric_rules(cfg):
     )
 
 
-def _check_type(section, key, value, default):
-    where = "[%s] %s" % (section, key)
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ConfigError("%s must be true or false, got %r" % (where, value))
-    elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError("%s must be a number, got %r" % (where, value))
-        value = float(value)
-        if value < 0:
-            raise ConfigError("%s must not be negative, got %r" % (where, value))
-    elif isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError("%s must be an integer, got %r" % (where, value))
-        if value < 0:
-            raise ConfigError("%s must not be negative, got %r" % (where, value))
-    elif isinstance(default, str):
-        if not isinstance(value, str):
-            raise ConfigError("%s must be a string, got %r" % (where, value))
-        choices = _CHOICES.get((section, key))
-        if choices and value not in choices:
-            raise ConfigError("%s must be one of %s, got %r" % (where, ", ".join(choices), value))
-    elif isinstance(default, list):
-        if not isinstance(value, list):
-            raise ConfigError("%s must be a list, got %r" % (where, value))
-    return value
-
-
 def build(raw):
     """Merge a parsed TOML dict over the defaults and validate it. Returns the full config dict."""
     if not isinstance(raw, dict):
         raise ConfigError("configuration must be a table")
-    cfg = {s: dict(v) for s, v in DEFAULTS.items()}
-    for section, values in raw.items():
-        if section not in DEFAULTS:
-            raise ConfigError("unknown section [%s] (known: %s)" % (section, ", ".join(DEFAULTS)))
-        if not isinstance(values, dict):
-            raise ConfigError("[%s] must be a table" % section)
-        for key, value in values.items():
-            if key not in DEFAULTS[section]:
-                raise ConfigError("unknown key [%s] %s (known: %s)" % (section, key, ", ".join(DEFAULTS[section])))
-            cfg[section][key] = _check_type(section, key, value, DEFAULTS[section][key])
+    schema.check_sections(raw, KEYS, schema.BRACKETED)
+    cfg = {
+        name: schema.section(raw, name, keys, schema.BRACKETED, renamed=RENAMED.get(name))
+        for name, keys in KEYS.items()
+    }
     node = cfg["node"]
     if not node["host"]:
         node["host"] = socket.gethostname()
@@ -301,14 +275,7 @@ def ingest_token(cfg, env=None):
 
 
 def load(path):
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError("cannot read %s: %s" % (path, e.strerror or e)) from e
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError("%s: %s" % (path, e)) from e
-    return build(raw)
+    return build(schema.read_toml(path, invalid="%s: %s"))
 
 
 def gpu_rules(cfg):

@@ -16,6 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from host_client import vocabulary
+from host_client.exposition import Page
 from host_client.logs import error_words, log_event
 
 from . import config as config_mod
@@ -128,7 +129,7 @@ class Daemon:
                 gateway_url(cfg["node"]["gateway"]),
                 capacity=s["capacity"],
                 timeout_s=s["timeout_s"],
-                backoff_min_s=s["backoff_min_s"],
+                backoff_initial_s=s["backoff_initial_s"],
                 backoff_max_s=s["backoff_max_s"],
                 batch_max=s["batch_max"],
                 batch_bytes=s["batch_bytes"],
@@ -701,14 +702,12 @@ class Daemon:
         with self.lock:  # copied under the lock: the loop thread updates them
             corrected = dict(self.pcie_corrected)
             port_counters = dict(self.fabric_checker.totals)
-        lines = []
+        page = Page()
 
         def m(name, help_, typ, samples):
-            lines.append("# HELP sentinel_probe_%s %s" % (name, help_))
-            lines.append("# TYPE sentinel_probe_%s %s" % (name, typ))
+            page.family("sentinel_probe_" + name, typ, help_)
             for labels, v in samples:
-                lab = ",".join('%s="%s"' % (k, str(val).replace("\\", "\\\\").replace('"', '\\"')) for k, val in labels)
-                lines.append("sentinel_probe_%s%s %s" % (name, "{%s}" % lab if lab else "", v))
+                page.lines.append("sentinel_probe_%s%s %s" % (name, page.label_pairs(labels), v))
 
         m(
             "events_total",
@@ -806,7 +805,7 @@ class Daemon:
             "counter",
             [((("source", f["name"]),), f["lines"]) for f in s["followers"]],
         )
-        return "\n".join(lines) + "\n"
+        return page.text()
 
     def _start_status(self, listen):
         host, port = listen.rsplit(":", 1)

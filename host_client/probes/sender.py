@@ -5,7 +5,7 @@ events and ``batch_bytes``) goes as one request, a JSON array the gateway answer
 once as a plain object, so batching adds no wait before the first alarm. In a storm a node's simultaneous findings
 (its 8 GPUs in one sampling round) travel together, which is what lets the gateway ingest a 1,000-node storm in
 well under 2 s. On a connection error, a timeout or a 5xx/429 it waits (exponential back-off with jitter,
-``backoff_min_s`` .. ``backoff_max_s``) and tries the same head again, so events arrive in the order they happened.
+``backoff_initial_s`` .. ``backoff_max_s``) and tries the same head again, so events arrive in the order they happened.
 A 4xx other than 429 means the gateway will never take that body:
 retrying cannot help, but the probe only sends events it believes valid, so a refusal is a bug or a version skew
 that loses an alarm: it is logged at ERROR with the gateway's reason and counted per type (``rejected_by_type``,
@@ -18,34 +18,27 @@ import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import deque
 
 from host_client.backoff import backoff_delay
+from host_client.errors import TransportError
 from host_client.logs import error_words, log_event
+from host_client.transport import HTTPTransport, Transport
 
 from . import events
 
 log = logging.getLogger("sentinel.probe")
 
 
-def _http_post(url, data, timeout, token=None):
+def _http_post(transport: Transport, url, data, timeout, token=None):
     """Returns (status, body bytes): the body carries the gateway's reason for a refusal. token: the gateway's
-    ingest bearer token (its [ingest] section), sent as Authorization: Bearer."""
+    ingest bearer token (its [ingest] section), sent as Authorization: Bearer. Through the client's transport (the one
+    place host_client touches the network): TransportError when no answer arrives."""
     headers = {"Content-Type": "application/json", "User-Agent": "sentinel-probe/1"}
     if token:
         headers["Authorization"] = "Bearer " + token
-    req = urllib.request.Request(url, data=data, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read(65536)
-    except urllib.error.HTTPError as e:
-        try:
-            body = e.read(4096)
-        except Exception:  # noqa: BLE001 - an error answer's body is only its reason: unreadable, it is empty
-            body = b""
-        return e.code, body
+    r = transport.post(url, headers, data, timeout)
+    return r.status, r.body
 
 
 def _reason(body):
@@ -64,12 +57,13 @@ class Sender:
         *,
         capacity=1000,
         timeout_s=2.0,
-        backoff_min_s=0.2,
+        backoff_initial_s=0.2,
         backoff_max_s=30.0,
         post=None,
         batch_max=100,
         batch_bytes=60000,
         token=None,
+        transport: Transport | None = None,
     ):
         if not url.startswith(("http://", "https://")):
             raise ValueError("gateway URL must start with http:// or https://")
@@ -80,14 +74,15 @@ class Sender:
         self.url = url
         self.capacity = int(capacity)
         self.timeout_s = float(timeout_s)
-        self.backoff_min_s = float(backoff_min_s)
+        self.backoff_initial_s = float(backoff_initial_s)
         self.backoff_max_s = float(backoff_max_s)
         self.batch_max = int(batch_max)
         self.batch_bytes = int(batch_bytes)
         if post is None:
+            through = transport or HTTPTransport()
 
             def http_post(url, data, timeout, _token=token):
-                return _http_post(url, data, timeout, _token)
+                return _http_post(through, url, data, timeout, _token)
 
             post = http_post
         self._post = post
@@ -196,7 +191,9 @@ class Sender:
                     # the gateway refuses our ingest token ([sender] token_env/token_file vs its [ingest]): a
                     # configuration to fix, not an event to drop; kept queued and retried like an outage
                     err = "HTTP %d (%s)" % (status, _reason(body))
-            except Exception as e:  # noqa: BLE001 - URLError, timeout, connection reset: the gateway is unreachable
+            except TransportError as e:  # refused, timed out, reset: the gateway is unreachable
+                status, err = None, e.reason
+            except Exception as e:  # noqa: BLE001 - a test's post, or anything else: retried like an outage
                 status, err = None, error_words(e)
             self.requests += 1
             if err is None or (status is not None and 400 <= status < 500 and status not in (401, 403, 429)):
@@ -225,7 +222,7 @@ class Sender:
             with self._cv:
                 if self._stop:
                     return
-                self._cv.wait(backoff_delay(failures, self.backoff_min_s, self.backoff_max_s))
+                self._cv.wait(backoff_delay(failures, self.backoff_initial_s, self.backoff_max_s))
 
     def _done(self, batch, status, err, body):
         """The gateway answered this request for good (2xx, or a 4xx that retrying cannot change)."""

@@ -222,3 +222,10 @@ def _check_state(name, i, runner, now, exp):
 
 def run_case(case):
     play(case, Core(case))
+
+
+def test_a_varying_label_is_escaped_as_the_text_format_says():
+    # Issue 38: a label value that varies (a refusal's code) is escaped by the one escaper, metrics.label, which the
+    # host's pages use too: the same text on MicroPython as on CPython.
+    got = "".join(metrics.family("# x\n", 'x{code="%s"} %s\n', {'a\\b"c\nd': 1}))
+    assert got == '# x\nx{code="a\\\\b\\"c\\nd"} 1\n', got

@@ -27,9 +27,9 @@ def fresh_fakes():
     import ntptime
     from neopixel import NeoPixel
 
-    from sentinel_fw import app
+    import sentinel_fw
 
-    app.quiet = True
+    sentinel_fw.quiet = True  # the board's log switch (the package holds the log)
     machine.reset_fakes()
     NeoPixel.instances = []
     network.WLAN.instances = []

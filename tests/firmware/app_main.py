@@ -4,6 +4,7 @@ import asyncio
 
 from _fw import boot, config_text, fresh_fakes, scratch
 
+import sentinel_fw
 from sentinel_fw import app, config_error, startup
 
 
@@ -56,7 +57,7 @@ def test_invalid_config_message_names_the_field_and_hides_the_secret():
     assert isinstance(t, config_error.ConfigErrorTerminal)
     assert "light.fps" in t.message and "keys.gw" in t.message and 'short"' not in t.message
     lines = []
-    app.quiet = False
+    sentinel_fw.quiet = False
     import builtins
 
     real_print = builtins.print
@@ -65,7 +66,7 @@ def test_invalid_config_message_names_the_field_and_hides_the_secret():
         t.announce()
     finally:
         builtins.print = real_print
-        app.quiet = True
+        sentinel_fw.quiet = True
     assert lines[0].startswith("[sentinel] CONFIG ERROR") and any("light.fps" in x for x in lines), lines
 
 

@@ -46,6 +46,72 @@ def color_hex(rgb):
     return "#%02X%02X%02X" % rgb
 
 
+def is_int(v):
+    """An int and not a bool. The checks of the alarm body, the config, the state file and the terminal's inputs
+    share it (here, where all of them import it without a circle)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_num(v):
+    """An int or a float, not a bool."""
+    return (isinstance(v, int) or isinstance(v, float)) and not isinstance(v, bool)
+
+
+def incident_key(alarm):
+    """The incident an alarm belongs to: its key, or for a v1 sender that sends none, its text."""
+    return alarm.key if alarm.key is not None else alarm.text
+
+
+def check_alarm(alarm):
+    """Raise ValueError naming the first bad field."""
+    for name in ("text", "color", "light_mode", "audio_mode", "repeat_times", "level", "key", "id", "duration"):
+        if not hasattr(alarm, name):
+            raise ValueError("alarm has no %s" % name)
+    if not isinstance(alarm.text, str) or not alarm.text:
+        raise ValueError("alarm text must be a non-empty string")
+    if alarm.level not in (P0, P1, NORMAL) or isinstance(alarm.level, bool):
+        raise ValueError("alarm level must be 0, 1 or 2")
+    c = alarm.color
+    if not isinstance(c, (tuple, list)) or len(c) != 3:
+        raise ValueError("alarm color must be (r, g, b)")
+    for x in c:
+        if not is_int(x) or x < 0 or x > 255:
+            raise ValueError("alarm color components must be ints 0..255")
+    if alarm.light_mode not in LIGHT_MODES:
+        raise ValueError("alarm light_mode must be one of solid, flash, breath")
+    if alarm.audio_mode not in AUDIO_MODES:
+        raise ValueError("alarm audio_mode must be one of once, cycle, none")
+    if not is_int(alarm.repeat_times) or alarm.repeat_times < 1:
+        raise ValueError("alarm repeat_times must be an int >= 1")
+    if alarm.key is not None and (not isinstance(alarm.key, str) or not alarm.key):
+        raise ValueError("alarm key must be a non-empty string or None")
+    if alarm.duration is not None and (not is_num(alarm.duration) or alarm.duration <= 0):
+        raise ValueError("alarm duration must be a number of seconds > 0 or None")
+
+
+def check_now(now):
+    """ValueError unless now is Unix seconds."""
+    if not is_num(now):
+        raise ValueError("now must be Unix seconds (int or float)")
+
+
+class Active:
+    """An alarm the terminal holds: when it came, when it goes (None: until cleared), its arrival order."""
+
+    # Four attributes keep an instance's member table at four slots (48 B on the board, which holds up to
+    # max_active of these): the incident key is read off the alarm, and the label is the terminal's, for the
+    # shown alarm only.
+    def __init__(self, alarm, since, expires, order):
+        self.alarm = alarm
+        self.since = since
+        self.expires = expires
+        self.order = order
+
+    @property
+    def key(self):
+        return incident_key(self.alarm)
+
+
 class Alarm:
     """One alarm. color is an (r, g, b) tuple of ints 0..255.
 

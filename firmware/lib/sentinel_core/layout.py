@@ -4,9 +4,6 @@
 
 from array import array
 
-ORDERS = ("RGB", "RBG", "GRB", "GBR", "BRG", "BGR")
-ROTATIONS = (0, 90, 180, 270)
-
 
 class Layout:
     """A panel of width x height LEDs as wired (a strip is height 1).

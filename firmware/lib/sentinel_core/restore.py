@@ -2,8 +2,7 @@
 # Terminal.restore then applies (the terminal alone writes its own fields). Only a boot needs it, so it is its own
 # module: the board drops it once the state is restored.
 
-from sentinel_core.alarm import NORMAL, Alarm
-from sentinel_core.terminal import Active, check_alarm, check_now, is_int, is_num
+from sentinel_core.alarm import NORMAL, Active, Alarm, check_alarm, check_now, is_int, is_num
 
 # What persist writes (its FORMAT, rows of len(persist.ROW) fields; a test holds them equal): not imported from it,
 # so that restoring does not load the writer. Format 1, an object per alarm, is read too.

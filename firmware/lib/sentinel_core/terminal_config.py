@@ -1,10 +1,10 @@
 # The terminal's settings from a config dict, checked: every bad value is refused with a message naming it. Only
 # building a Terminal needs this, so it is its own module: the board drops it from the heap once built.
 
+from sentinel_core.alarm import is_int, is_num
 from sentinel_core.health import Health
 from sentinel_core.quiet import QuietHours, parse_hhmm
 from sentinel_core.speech import SpeechQueue
-from sentinel_core.terminal import is_int, is_num
 
 # The settings a config may give, and their values when it does not.
 DEFAULTS = {

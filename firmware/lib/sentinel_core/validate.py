@@ -9,6 +9,7 @@ from sentinel_core.alarm import (
     P1,
     PRESETS,
     Alarm,
+    is_int,
     level_from_name,
 )
 from sentinel_core.compat import const
@@ -24,10 +25,6 @@ DURATION_MAX_S = const(7 * 86400)
 HEARTBEAT_MAX_S = const(3600)
 
 _PRESET_OF_LEVEL = {NORMAL: "normal", P1: "p1", P0: "p0"}
-
-
-def _is_int(v):
-    return type(v) is int
 
 
 def _text(obj, field, max_bytes, required):
@@ -108,7 +105,7 @@ def _int(obj, field, lo, hi, default):
     v = obj.get(field)
     if v is None:
         return default
-    if not _is_int(v) or v < lo or v > hi:
+    if not is_int(v) or v < lo or v > hi:
         raise invalid(field, "must be a whole number from %d to %d" % (lo, hi))
     return v
 

@@ -5,8 +5,10 @@
 from array import array
 
 from sentinel_core.compat import const
-from sentinel_core.layout import ORDERS, ROTATIONS
 
+# What a Layout takes (here, beside the checks that use them: layout.py imports this module, not the reverse).
+ORDERS = ("RGB", "RBG", "GRB", "GBR", "BRG", "BGR")
+ROTATIONS = (0, 90, 180, 270)
 # 64x64: beyond that the frame buffer alone would not fit an ESP32's heap next to the rest.
 _MAX_LEDS = const(4096)
 

@@ -10,7 +10,7 @@ import sys
 from sentinel_core import VERSION
 from sentinel_core.compat import const
 from sentinel_core.shell import COMPLETED, FAILED, PERSIST, SAY, STOP
-from sentinel_fw import ticks
+from sentinel_fw import forget, log, ticks
 
 # The classes the annotations of Sentinel name, for pyright alone (firmware/pyrightconfig.json defines _TYPING
 # true): the constant folds to 0, so MicroPython's compiler drops the block.
@@ -23,14 +23,6 @@ if _TYPING:
     from sentinel_fw.watchdog import Watchdog
     from sentinel_fw.wifi import WiFi
 
-LOG_PREFIX = "[sentinel] "
-quiet = False  # tests silence the console
-
-
-def log(msg):
-    if not quiet:
-        print(LOG_PREFIX + msg)
-
 
 async def _sleep_ms(ms):
     import asyncio
@@ -39,15 +31,6 @@ async def _sleep_ms(ms):
         await asyncio.sleep_ms(ms)
     else:
         await asyncio.sleep(ms / 1000)
-
-
-def forget(package, name):
-    """Drop the boot-only module package.name: once neither sys.modules nor its package refers to it, its bytecode
-    leaves the heap. The board's one module-dropping helper (startup and build use it too)."""
-    sys.modules.pop(package + "." + name, None)
-    pkg = sys.modules.get(package)
-    if pkg is not None and hasattr(pkg, name):
-        delattr(pkg, name)
 
 
 def _json_parts(v, depth):

@@ -2,7 +2,7 @@
 # (state machine, receiver, renderer, button debouncer), the drivers, and the state restored from flash. Boot-only
 # code: Sentinel.__init__ drops this module from the heap once the terminal is built. A part that is missing is
 # reported (Sentinel.problem), the rest keeps working.
-from sentinel_fw import app
+from sentinel_fw import forget, log
 
 
 def build(s, wlan, wdt_factory, config_error):
@@ -37,14 +37,14 @@ def build(s, wlan, wdt_factory, config_error):
         budget_ma=light["budget_ma"],
         ma_per_led=light["ma_per_led"],
     )
-    app.forget("sentinel_core", "wiring")  # boot-only: the LED table is built
+    forget("sentinel_core", "wiring")  # boot-only: the LED table is built
     pixels = Pixels(cfg["pins"]["pixels"], m["width"] * m["height"])
     if not pixels.ok:
         s.problem("matrix", "LED output not available: %s" % pixels.error)
     button = _make_button(s)
     b = cfg["button"]
     glue = ShellGlue(cfg["terminal"], receiver, renderer, Button(b["debounce_ms"], b["long_ms"]), now, config_error)
-    app.forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
+    forget("sentinel_core", "terminal_config")  # boot-only: checking the terminal's settings
     tts = _make_tts(s)
     wifi = None
     if wlan is not None:
@@ -67,7 +67,7 @@ def build(s, wlan, wdt_factory, config_error):
     import sentinel_core.metrics
     import sentinel_core.persist  # noqa: F401
 
-    app.forget("sentinel_core", "metrics")
+    forget("sentinel_core", "metrics")
     s.glue = glue
     s.frame_ms = 1000 // light["fps"]
     s.pixels = pixels
@@ -128,7 +128,7 @@ def _restore(s, glue, now):
         return
     try:
         glue.restore(d, now)  # the replay floor first, then the terminal's part
-        app.log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
+        log("state restored: %d alarm(s)" % len(d.get("alarms", ())))
     except ValueError as e:
         s.problem("state", "saved state ignored: %s" % e)
-    app.forget("sentinel_core", "restore")  # boot-only: reading the state back
+    forget("sentinel_core", "restore")  # boot-only: reading the state back

@@ -3,8 +3,7 @@
 # only on that path): at boot every byte of loaded bytecode counts.
 import time
 
-from sentinel_fw import ticks
-from sentinel_fw.app import log
+from sentinel_fw import log, ticks
 
 
 def detect_board():

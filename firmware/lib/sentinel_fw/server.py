@@ -32,8 +32,7 @@ from microdot import Microdot, Request, Response
 
 from sentinel_core import httphead
 from sentinel_core.compat import const
-from sentinel_fw import ticks
-from sentinel_fw.app import log
+from sentinel_fw import log, ticks
 
 JSON = {"Content-Type": "application/json"}
 TEXT = {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}

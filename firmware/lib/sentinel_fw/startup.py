@@ -3,7 +3,8 @@
 # from memory once the terminal is built.
 import gc
 
-from sentinel_fw.app import Sentinel, forget, log
+from sentinel_fw import forget, log
+from sentinel_fw.app import Sentinel
 
 
 def build(config_path="/config.json", state_path="/state.json"):

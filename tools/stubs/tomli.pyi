@@ -1,0 +1,9 @@
+# tomli's API as the standard library's tomllib has it: pyright checks host_client at Python 3.10, the oldest
+# supported, where the config loaders import tomli (not installed beside a newer Python).
+from collections.abc import Callable
+from typing import IO, Any
+
+class TOMLDecodeError(ValueError): ...
+
+def load(fp: IO[bytes], /, *, parse_float: Callable[[str], Any] = ...) -> dict[str, Any]: ...
+def loads(s: str, /, *, parse_float: Callable[[str], Any] = ...) -> dict[str, Any]: ...
