@@ -389,7 +389,7 @@ _VALUES = _TEXTS + [
     {"a": 1},
 ]
 _FIELDS = ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
-_EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "component", "after_type", "foo"]
+_EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "component", "after_type", "after_component", "foo"]
 DIFF_BODIES = (
     [_storm_body(i) for i in (0, 1, 7, 8, 560, 561, 760, 785, 99999)]
     + [
@@ -610,7 +610,8 @@ def test_a_hang_after_a_fabric_warning_says_where_to_look_first():
     )
     assert ev.key == parse_event(b).key  # the clause words the alarm; the incident is the hang's
     # only the fabric's warnings, and a short part name; anything else is ignored, never refused
-    for bad in ({"after_type": "XID_FATAL"}, {"after_component": "mlx5_5\n"}, {"after_component": None}):
+    bad_afters = ({"after_type": "XID_FATAL"}, {"after_type": ["OPTICS_WARNING"]}, {"after_component": "mlx5_5\n"})
+    for bad in bad_afters + ({"after_component": None}, {"after_component": {}}):
         assert speech(parse_event(dict(after, **bad))) == "训练进度停滞，机架 A03 节点 gpu-worker-08 训练步数停止增长"
     # facts the hang carries still follow, after the clause
     assert speech(parse_event(dict(after, xid=79)), "en").endswith("on port mlx5_5; XID 79, GPU fell off the bus")

@@ -486,8 +486,9 @@ def _parse_full(body, accept_unknown: bool) -> Event:
 
     after = None
     after_type, after_comp = body.get("after_type"), body.get("after_component")
-    if after_type in AFTER_TYPES and isinstance(after_comp, str) and _COMPONENT_RE.match(after_comp):
-        after = (after_type, after_comp)
+    # a str first: a list or an object is unhashable, and a body must never be a 500
+    if isinstance(after_type, str) and after_type in AFTER_TYPES and isinstance(after_comp, str):
+        after = (after_type, after_comp) if _COMPONENT_RE.match(after_comp) else None
 
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
