@@ -202,12 +202,21 @@ def test_missing_or_refused_ethtool_is_said_once_in_status_never_a_crash(tmp_pat
     d.on_fabric(d.read_fabric(), 0.0)
     assert "not permitted" in d.snapshot()["hardware"]["commands"]["%s -m" % et.path]
     assert d.recent == []
-    # the refused module read is a dead source of the probe (source_health): said once, as the probe's own P1
+    # a module read refused from the start is the node's set-up (no CAP_NET_ADMIN): /status only, no alarm; one
+    # that answered and then stops is a dead source of the probe (source_health), its own P1
+    d.evaluate_sources()
+    assert d.recent == []
     sources = {x["name"]: x["state"] for x in d.snapshot()["sources"] if x["kind"] == "ethtool"}
-    assert sources == {"%s -S" % et.path: "ok", "%s -m" % et.path: "down"}
+    assert sources == {"%s -S ens%dnp0" % (et.path, i + 1): "ok" for i in range(8)}
+    et.set("ens3np0", "m", "ethtool-m-sfp-normal.txt")
+    d.on_fabric(d.read_fabric(), 1.0)
+    (et.dir / "ens3np0.m").unlink()  # the module read that worked is refused now
+    d.on_fabric(d.read_fabric(), 2.0)
+    assert {x["name"]: x["state"] for x in d.snapshot()["sources"]}["%s -m ens3np0" % et.path] == "down"
     d.evaluate_sources()
     (ev,) = d.recent
     assert ev["event_type"] == "PROBE_SOURCE_DOWN" and ev["source"] == "ethtool"
+    assert "not permitted" in ev["detail"] and "ens3np0" in ev["detail"]
     assert (
         speech(parse_event(ev), "en")
         == "Rack A03 node gpu-worker-08: probe blind, NIC statistics and optics unreadable"

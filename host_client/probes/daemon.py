@@ -113,6 +113,7 @@ class Daemon:
         self.health_checker = gpu_health.HealthChecker(throttle_s=cfg["gpu_health"]["throttle_s"])
         # component -> (time, event type): the fabric's warnings a hang that follows is said to come after
         self._fabric_notes = {}
+        self._worked = set()  # reading commands that answered once (their failures are then a dead source)
 
     # --- wiring --------------------------------------------------------------------------------------------
     def _on_line(self, source, line):
@@ -247,15 +248,19 @@ class Daemon:
         return {"ports": ports, "errors": errors, "stats": st, "modules": mods}
 
     def _reading(self, argv):
-        """A reading command's output (Commands.run), its health said per command ("ethtool -m"): a tool missing
-        or not permitted leaves the optics and PFC unwatched, which the room must know."""
+        """A reading command's output (Commands.run), its health said per command and netdev ("ethtool -m
+        ens3np0") once it has worked: one that then fails leaves the optics and PFC unwatched, which the room must
+        know. One that never worked (not installed; ethtool -m without CAP_NET_ADMIN, which the shipped unit does
+        not grant) is the node's set-up, said in /status only: a standing P1 on every node would teach the room to
+        ignore it."""
         out = self.commands.run(argv)
-        name = " ".join(argv[:2])
-        h = self.health.register(name, "ethtool")
-        if out is None:
-            h.down(self.commands.failures.get(name) or "%s failed" % name)
-        else:
-            h.ok()
+        name = " ".join(argv)  # per netdev: a port with no module fails -m while the others answer
+        if out is not None:
+            self._worked.add(name)
+            self.health.register(name, "ethtool").ok()
+        elif name in self._worked:
+            why = "%s: %s" % (argv[-1], self.commands.failures.get(" ".join(argv[:2])) or "failed")
+            self.health.register(name, "ethtool").down(why)
         return out
 
     def read_pcie(self):
