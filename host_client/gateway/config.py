@@ -423,8 +423,13 @@ def _token(raw: bytes, source: str) -> Secret:
     return Secret(raw, source)
 
 
+REMEDY_KEYS = ("url", "key_id", "secret_env", "secret_file", "timeout_s")
+
+
 def _remedy(t, env, base_dir) -> Terminal:
     """[remedy] is read as a terminal's table is (url, key_id, secret_env or secret_file, timeout_s)."""
+    if isinstance(t, dict):
+        schema.section({}, "remedy", {k: TERMINAL_KEYS[k] for k in REMEDY_KEYS}, table=t)  # its keys only
     try:
         return _terminal("remedy", t, env, base_dir)
     except ConfigError as e:
