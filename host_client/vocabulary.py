@@ -22,7 +22,8 @@ RFC_ZH_UTIL = "算力水准预警，机架 {rack} 节点 {host} 算力利用率�
 # - gpu_scoped: a fault of one GPU: each GPU is its own incident (key rack:host:type:gpuN), so one GPU's recovery
 #   cannot clear another's fault. The debounce stays on the RFC's key rack:host:type.
 # - fields: which of the RFC's values the type needs (r = rack, h = clean host, g = GPU index, u = utilisation): a
-#   body without a needed g or u is refused.
+#   body without a needed g or u is refused. c = the component ({component}: a NIC port, a switch, a PCI device) the
+#   type names when the body carries one; without it the type speaks its node-level wording (zh_node, en_node).
 # - zh, en: the speech templates, str.format with named fields (FIELDS below). English leads with the rack and node
 #   (a matrix label is the text's first 32 characters); the RFC's Chinese keeps its own order. A GPU-level type also
 #   has node-level wording (zh_node, en_node; en_pci, which names {pci}) for gpu_index -1: a probe that cannot number
@@ -181,6 +182,177 @@ TYPES = {
         "zh_phrase": "CUDA 致命错误",
         "en_phrase": "fatal CUDA error",
     },
+    # --- the fabric and the hardware under the GPU (issue 35): {component} is the part the probe names (a NIC
+    # port, a switch, a PCI device); an event without one takes the _node wording ---
+    "IB_PORT_DOWN": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "网络致命故障，机架 {rack} 节点 {host} InfiniBand 端口 {component} 断开",
+        "en": "Rack {rack} node {host}: fatal network fault, InfiniBand port {component} is down",
+        "zh_node": "网络致命故障，机架 {rack} 节点 {host} 一个 InfiniBand 端口断开",
+        "en_node": "Rack {rack} node {host}: fatal network fault, an InfiniBand port is down",
+        "zh_phrase": "InfiniBand 端口断开",
+        "en_phrase": "InfiniBand port down",
+    },
+    "IB_LINK_DEGRADED": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "网络链路降速预警，机架 {rack} 节点 {host} 网卡端口 {component} 速率下降",
+        "en": "Rack {rack} node {host}: network warning, port {component} trained at a lower rate",
+        "zh_node": "网络链路降速预警，机架 {rack} 节点 {host} 一个网卡端口速率下降",
+        "en_node": "Rack {rack} node {host}: network warning, a NIC port trained at a lower rate",
+        "zh_phrase": "网络链路降速",
+        "en_phrase": "network link slowdown",
+    },
+    "OPTICS_WARNING": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "光模块误码告警，机架 {rack} 节点 {host} 网卡端口 {component} 光模块或链路报错，请检查光纤跳线",
+        "en": "Rack {rack} node {host}: optical-module bit-error warning on port {component}, check the fibre jumpers",
+        "zh_node": "光模块误码告警，机架 {rack} 节点 {host} 一个网卡端口光模块或链路报错，请检查光纤跳线",
+        "en_node": "Rack {rack} node {host}: optical-module bit-error warning, check the fibre jumpers",
+        "zh_phrase": "光模块误码",
+        "en_phrase": "optical-module bit errors",
+    },
+    "NIC_CONGESTION": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "网络拥塞预警，机架 {rack} 节点 {host} 网卡端口 {component} 出现 PFC 暂停风暴或 RoCE 重传",
+        "en": (
+            "Rack {rack} node {host}: network congestion warning,"
+            " port {component} shows a PFC pause storm or RoCE retransmissions"
+        ),
+        "zh_node": "网络拥塞预警，机架 {rack} 节点 {host} 一个网卡端口出现 PFC 暂停风暴或 RoCE 重传",
+        "en_node": "Rack {rack} node {host}: network congestion warning, a PFC pause storm or RoCE retransmissions",
+        "zh_phrase": "PFC 暂停风暴或重传",
+        "en_phrase": "PFC pause storm or retransmissions",
+    },
+    "NIC_FAILURE": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "网络致命故障，机架 {rack} 节点 {host} 网卡 {component} 故障",
+        "en": "Rack {rack} node {host}: fatal network fault, NIC {component} failed",
+        "zh_node": "网络致命故障，机架 {rack} 节点 {host} 一块网卡故障",
+        "en_node": "Rack {rack} node {host}: fatal network fault, a NIC failed",
+        "zh_phrase": "网卡故障",
+        "en_phrase": "NIC failure",
+    },
+    "NVSWITCH_FATAL": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "硬件致命故障，机架 {rack} 节点 {host} NVSwitch {component} 致命错误",
+        "en": "Rack {rack} node {host}: fatal hardware fault, NVSwitch {component} reported a fatal error",
+        "zh_node": "硬件致命故障，机架 {rack} 节点 {host} 一个 NVSwitch 致命错误",
+        "en_node": "Rack {rack} node {host}: fatal hardware fault, an NVSwitch reported a fatal error",
+        "zh_phrase": "NVSwitch 致命错误",
+        "en_phrase": "fatal NVSwitch error",
+    },
+    "NVSWITCH_WARNING": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "NVSwitch 预警，机架 {rack} 节点 {host} NVSwitch {component} 报错",
+        "en": "Rack {rack} node {host}: NVSwitch warning, NVSwitch {component} reported an error",
+        "zh_node": "NVSwitch 预警，机架 {rack} 节点 {host} 一个 NVSwitch 报错",
+        "en_node": "Rack {rack} node {host}: NVSwitch warning, an NVSwitch reported an error",
+        "zh_phrase": "NVSwitch 报错",
+        "en_phrase": "NVSwitch errors",
+    },
+    "FABRIC_MANAGER_ERROR": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rh",
+        "zh": "硬件致命故障，机架 {rack} 节点 {host} Fabric Manager 失败，NVLink 网络不可用",
+        "en": "Rack {rack} node {host}: fatal fabric fault, Fabric Manager failed, the NVLink fabric is unusable",
+        "zh_phrase": "Fabric Manager 失败",
+        "en_phrase": "Fabric Manager failure",
+    },
+    "PCIE_FATAL": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "硬件致命故障，机架 {rack} 节点 {host} PCIe 设备 {component} 发生不可纠正错误",
+        "en": "Rack {rack} node {host}: fatal hardware fault, PCIe device {component} reported an uncorrectable error",
+        "zh_node": "硬件致命故障，机架 {rack} 节点 {host} 一个 PCIe 设备发生不可纠正错误",
+        "en_node": "Rack {rack} node {host}: fatal hardware fault, a PCIe device reported an uncorrectable error",
+        "zh_phrase": "PCIe 不可纠正错误",
+        "en_phrase": "uncorrectable PCIe error",
+    },
+    "PCIE_AER_STORM": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": False,
+        "fields": "rhc",
+        "zh": "PCIe 预警，机架 {rack} 节点 {host} PCIe 设备 {component} 可纠正错误激增",
+        "en": "Rack {rack} node {host}: PCIe warning, PCIe device {component} reports a storm of corrected errors",
+        "zh_node": "PCIe 预警，机架 {rack} 节点 {host} 一个 PCIe 设备可纠正错误激增",
+        "en_node": "Rack {rack} node {host}: PCIe warning, a PCIe device reports a storm of corrected errors",
+        "zh_phrase": "PCIe 可纠正错误激增",
+        "en_phrase": "corrected PCIe error storm",
+    },
+    "GPU_MEMORY_ERROR": {
+        "level": P0,
+        "hang": False,
+        "gpu_scoped": True,
+        "fields": "rhg",
+        "zh": "硬件致命故障，机架 {rack} 节点 {host} 第 {gpu} 号卡显存不可纠正错误",
+        "en": "Rack {rack} node {host}: fatal hardware fault, GPU {gpu} has an uncorrectable memory error",
+        "zh_node": "硬件致命故障，机架 {rack} 节点 {host} 一张 GPU 卡显存不可纠正错误",
+        "en_node": "Rack {rack} node {host}: fatal hardware fault, a GPU has an uncorrectable memory error",
+        "en_pci": "Rack {rack} node {host}: fatal hardware fault, GPU at PCI {pci} has an uncorrectable memory error",
+        "zh_phrase": "显存不可纠正错误",
+        "en_phrase": "uncorrectable GPU memory error",
+    },
+    "GPU_RESET_PENDING": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": True,
+        "fields": "rhg",
+        "zh": "显存预警，机架 {rack} 节点 {host} 第 {gpu} 号卡显存坏行修复待重置生效，下次排空时请重置该卡",
+        "en": (
+            "Rack {rack} node {host}: GPU memory warning,"
+            " GPU {gpu} needs a reset at the next drain to apply a memory repair"
+        ),
+        "zh_node": "显存预警，机架 {rack} 节点 {host} 一张 GPU 卡显存坏行修复待重置生效，下次排空时请重置该卡",
+        "en_node": (
+            "Rack {rack} node {host}: GPU memory warning,"
+            " a GPU needs a reset at the next drain to apply a memory repair"
+        ),
+        "en_pci": (
+            "Rack {rack} node {host}: GPU memory warning,"
+            " GPU at PCI {pci} needs a reset at the next drain to apply a memory repair"
+        ),
+        "zh_phrase": "显存修复待重置",
+        "en_phrase": "memory repair pending a reset",
+    },
+    "GPU_THROTTLE": {
+        "level": P1,
+        "hang": False,
+        "gpu_scoped": True,
+        "fields": "rhg",
+        "zh": "降频预警，机架 {rack} 节点 {host} 第 {gpu} 号卡硬件降频",
+        "en": "Rack {rack} node {host}: throttling warning, GPU {gpu} is held back by a hardware slowdown",
+        "zh_node": "降频预警，机架 {rack} 节点 {host} 一张 GPU 卡硬件降频",
+        "en_node": "Rack {rack} node {host}: throttling warning, a GPU is held back by a hardware slowdown",
+        "en_pci": "Rack {rack} node {host}: throttling warning, GPU at PCI {pci} is held back by a hardware slowdown",
+        "zh_phrase": "硬件降频",
+        "en_phrase": "hardware slowdown",
+    },
     # --- issue 36: the program's own bug, the launcher's report of a death, a rendezvous that never completed ---
     "PROGRAM_ERROR": {
         "level": P1,
@@ -208,7 +380,10 @@ TYPES = {
         "gpu_scoped": False,
         "fields": "rh",
         "zh": "训练集群紧急预警，机架 {rack} 节点 {host} 无法连接训练协调服务，任务无法启动",
-        "en": "Rack {rack} node {host}: training cluster emergency, cannot reach the rendezvous store, the job cannot start",
+        "en": (
+            "Rack {rack} node {host}: training cluster emergency, cannot reach the rendezvous store,"
+            " the job cannot start"
+        ),
         "zh_phrase": "训练协调服务连接超时",
         "en_phrase": "rendezvous store unreachable",
     },
@@ -257,12 +432,37 @@ PROGRAM_ERROR = "PROGRAM_ERROR"
 JOB_FAILED = "JOB_FAILED"  # the launcher (torchelastic) reports a rank's process dead: exit code, signal
 RENDEZVOUS_FAILED = "RENDEZVOUS_FAILED"  # c10d store connect timed out: the job cannot start
 
+# the fabric and the hardware under the GPU (issue 35; docs/PROBES.md "Fabric and hardware sources")
+IB_PORT_DOWN = "IB_PORT_DOWN"  # an InfiniBand/RoCE port that was ACTIVE left ACTIVE
+IB_LINK_DEGRADED = "IB_LINK_DEGRADED"  # a port trained below its first rate or the configured one
+OPTICS_WARNING = "OPTICS_WARNING"  # the RFC's 光模块误码告警: hot module, rx power, bit-error counters rising
+NIC_CONGESTION = "NIC_CONGESTION"  # PFC pause storm, RoCE retransmissions
+NIC_FAILURE = "NIC_FAILURE"  # mlx5 firmware health compromised, PCIe fatal below a NIC
+NVSWITCH_FATAL = "NVSWITCH_FATAL"  # SXid marked Fatal
+NVSWITCH_WARNING = "NVSWITCH_WARNING"  # SXid marked Non-fatal
+FABRIC_MANAGER_ERROR = "FABRIC_MANAGER_ERROR"  # the Fabric Manager log's failures
+PCIE_FATAL = "PCIE_FATAL"  # AER uncorrectable fatal / DPC / surprise down on a device that is neither GPU nor NIC
+PCIE_AER_STORM = "PCIE_AER_STORM"  # corrected AER errors at a storm rate
+GPU_MEMORY_ERROR = "GPU_MEMORY_ERROR"  # row remap failed, uncorrectable ECC rising with no spare row
+GPU_RESET_PENDING = "GPU_RESET_PENDING"  # a row remap / page retirement waiting for a GPU reset
+GPU_THROTTLE = "GPU_THROTTLE"  # HW slowdown / HW thermal / HW power brake held over a window
+
 # Read off TYPES, never written by hand:
 NAMES = tuple(TYPES)
 LEVELS = {t: LEVEL_NAMES[s["level"]] for t, s in TYPES.items() if t != RECOVERED}  # type -> "P0" / "P1"
 HANG_TYPES = frozenset(t for t, s in TYPES.items() if s["hang"])
 CRITICAL_TYPES = frozenset(t for t, s in TYPES.items() if s["level"] == P0)
 GPU_SCOPED = frozenset(t for t, s in TYPES.items() if s["gpu_scoped"])
+# Faults of one part that is not a GPU (a NIC port, an NVSwitch, a PCIe device: issue 35): each component is its own
+# incident (key rack:host:type:<component>), so port mlx5_3/1 recovering cannot clear mlx5_5/1.
+COMPONENT_SCOPED = frozenset(t for t, s in TYPES.items() if "c" in s["fields"])
+# The fabric warnings a hang may be said to follow (the probe sends after_type / after_component), and the clause
+# the hang's text then ends with: the RFC's story, where to look first.
+AFTER_TYPES = frozenset((OPTICS_WARNING, NIC_CONGESTION, IB_PORT_DOWN, IB_LINK_DEGRADED))
+AFTER_TEXT = {
+    "zh": "，此前网卡端口 {after_component} {after_phrase}",
+    "en": ", after {after_phrase} on port {after_component}",
+}
 
 # An event type we do not know takes the RFC's default branch (the utilisation template), as the RFC's gateway does.
 DEFAULT_TYPE = GPU_UTIL_DROP
@@ -271,7 +471,7 @@ MAX_DETAIL = 200
 
 # The named fields a template may use (gateway [templates], checked at load): the RFC's values, then the facts an
 # event may carry (docs/GATEWAY.md, "Spoken facts").
-FIELDS = ("rack", "host", "gpu", "util", "xid", "meaning", "action", "pci", "source")
+FIELDS = ("rack", "host", "gpu", "util", "xid", "meaning", "action", "pci", "source", "component")
 
 # The facts a template does not name itself, appended in this order when the event carries them: the XID and what
 # it means, the GPU's PCI address, the action. Absent facts add nothing, so an RFC body speaks the RFC's text.
@@ -346,6 +546,11 @@ SOURCE_KINDS = {
     "nccl_log": ("NCCL 日志", "NCCL log"),
     "gpu": ("GPU 读数", "GPU readings"),
     "progress": ("训练进度套接字", "progress socket"),
+    # the fabric and the hardware under the GPU (issue 35)
+    "fabric": ("网卡端口状态", "NIC port state"),
+    "ethtool": ("网卡统计与光模块", "NIC statistics and optics"),
+    "fabric_manager": ("Fabric Manager 日志", "Fabric Manager log"),
+    "pcie": ("PCIe 错误计数", "PCIe error counters"),
 }
 SOURCE_UNNAMED = ("数据源", "a source")
 

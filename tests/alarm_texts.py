@@ -17,7 +17,7 @@ PCI = "0000:3b:00.0"
 ALERTNAME = "GpuXidFatal"
 
 
-def _event(place, etype, gpu_index, util=None, pci=None, recovers=None, xid=None, action=None):
+def _event(place, etype, gpu_index, util=None, pci=None, recovers=None, xid=None, action=None, **more):
     return events.Event(
         place[0],
         place[1],
@@ -28,7 +28,15 @@ def _event(place, etype, gpu_index, util=None, pci=None, recovers=None, xid=None
         pci=pci,
         xid=xid,
         action=action,
+        **more,
     )
+
+
+def component_of(etype):
+    """The part an issue 35 type names, as the probe names it: a switch and link, a PCI device, a NIC port."""
+    if etype.startswith("NVSWITCH"):
+        return "nvswitch3 link 44"
+    return PCI if etype.startswith("PCIE") else "mlx5_3/2"
 
 
 # The XIDs a room hears most, with the catalogue's action the probe sends: the facts the texts carry (issue 37).
@@ -66,6 +74,15 @@ def product_alarm_texts():
                     out.append(("gateway %s node" % etype, lang, _event(place, etype, -1).text(lang)))
                 if lang + "_pci" in spec:
                     out.append(("gateway %s pci" % etype, lang, _event(place, etype, -1, pci=PCI).text(lang)))
+    for place in PLACES:  # issue 35: the component a fabric / hardware type names, a hang after a fabric warning
+        for lang in ("zh", "en"):
+            for etype in sorted(events.COMPONENT_SCOPED):
+                ev = _event(place, etype, -1, component=component_of(etype))
+                out.append(("gateway %s component" % etype, lang, ev.text(lang)))
+            for hang in sorted(events.HANG_TYPES):
+                for after in sorted(events.AFTER_TYPES):
+                    ev = _event(place, hang, 3, util=37.0, after=(after, "mlx5_3"))
+                    out.append(("gateway %s after %s" % (hang, after), lang, ev.text(lang)))
     for place in PLACES:
         for etype, xid, action in XID_FACTS:
             for lang in ("zh", "en"):

@@ -94,6 +94,11 @@ class FakeNvml:
         self.util = dict.fromkeys(range(count), 97)
         self.gen = dict.fromkeys(range(count), 5)
         self.width = dict.fromkeys(range(count), 16)
+        # memory health and clock event reasons (issue 35): what nvmlDeviceGetRemappedRows & co. answer per GPU
+        self.remap = {i: [0, 0, 0, 0] for i in range(count)}  # correctable rows, uncorrectable rows, pending, failure
+        self.pages_pending = dict.fromkeys(range(count), 0)
+        self.ecc_unc = dict.fromkeys(range(count), 0)
+        self.reasons = dict.fromkeys(range(count), 0)
 
     def __getattr__(self, name):  # NVML_* constants, NVMLError_* classes
         return getattr(pynvml, name)
@@ -155,6 +160,12 @@ class FakeNvml:
     nvmlDeviceGetCurrPcieLinkGeneration = _dev("nvmlDeviceGetCurrPcieLinkGeneration", lambda s, h: s.gen[h])
     nvmlDeviceGetCurrPcieLinkWidth = _dev("nvmlDeviceGetCurrPcieLinkWidth", lambda s, h: s.width[h])
     nvmlDeviceGetPerformanceState = _dev("nvmlDeviceGetPerformanceState", lambda s, h: 0)
+    nvmlDeviceGetRemappedRows = _dev("nvmlDeviceGetRemappedRows", lambda s, h: tuple(s.remap[h]))
+    nvmlDeviceGetRetiredPagesPendingStatus = _dev(
+        "nvmlDeviceGetRetiredPagesPendingStatus", lambda s, h: s.pages_pending[h]
+    )
+    nvmlDeviceGetTotalEccErrors = _dev("nvmlDeviceGetTotalEccErrors", lambda s, h, kind, counter: s.ecc_unc[h])
+    nvmlDeviceGetCurrentClocksEventReasons = _dev("nvmlDeviceGetCurrentClocksEventReasons", lambda s, h: s.reasons[h])
 
     def nvmlDeviceGetNvLinkState(self, h, link):
         self._check("nvmlDeviceGetNvLinkState", h)

@@ -226,3 +226,11 @@ def test_the_daemon_refuses_a_terminal_that_falls_back_to_itself_in_one_line(tmp
         )
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
         assert "terminals.machine-room.fallback names machine-room itself" in p.stderr, p.stderr
+
+
+def test_a_template_may_name_the_component_of_a_fabric_type():
+    # issue 35: {component} is one of vocabulary.FIELDS, so an override of a fabric type may say the port
+    c = Config.from_dict({"templates": {"en": {"IB_PORT_DOWN": "Rack {rack} node {host}: port {component} down"}}})
+    assert c.templates["en"]["IB_PORT_DOWN"] == "Rack {rack} node {host}: port {component} down"
+    with pytest.raises(ConfigError, match=r"names an unknown field \{port\}; known: .*\{component\}"):
+        Config.from_dict({"templates": {"en": {"IB_PORT_DOWN": "{host} {port}"}}})

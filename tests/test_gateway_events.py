@@ -389,7 +389,7 @@ _VALUES = _TEXTS + [
     {"a": 1},
 ]
 _FIELDS = ["cluster_rack", "node_host", "event_type", "gpu_index", "gpu_util"]
-_EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "foo"]
+_EXTRA = ["state", "recovers", "detail", "xid", "pci", "ts", "component", "after_type", "after_component", "foo"]
 DIFF_BODIES = (
     [_storm_body(i) for i in (0, 1, 7, 8, 560, 561, 760, 785, 99999)]
     + [
@@ -577,3 +577,41 @@ def test_texts_with_every_fact_fit_one_alarm_body_and_lead_english_labels_with_t
                 assert len(speech(ev, lang).encode()) <= TEXT_MAX_BYTES - 100, (etype, lang)
             ev = Event("A03", "gpu-worker-08", etype, gpu_index=gpu, gpu_util=1.0, xid=79, action="RESTART_BM")
             assert speech(ev, "en")[:32].startswith("Rack A03 node gpu-worker-08"), etype
+
+
+def test_a_fabric_part_is_named_in_its_text_and_is_its_own_incident():
+    """Issue 35: the part a fabric / hardware type names (its "component") is spoken and keys the incident, so port
+    mlx5_5 recovering cannot clear mlx5_3; a malformed or missing one speaks the node-level wording, never refused."""
+    b = body(event_type="IB_PORT_DOWN", gpu_index=-1, gpu_util=None, component="mlx5_3/2")
+    ev = parse_event(b)
+    assert (ev.key, severity(ev)) == ("A03:gpu-worker-08:IB_PORT_DOWN:mlx5_3/2", P0)
+    assert speech(ev) == "网络致命故障，机架 A03 节点 gpu-worker-08 InfiniBand 端口 mlx5_3/2 断开"
+    assert speech(ev, "en") == "Rack A03 node gpu-worker-08: fatal network fault, InfiniBand port mlx5_3/2 is down"
+    assert parse_event(dict(b, component="mlx5_5/1")).key == "A03:gpu-worker-08:IB_PORT_DOWN:mlx5_5/1"
+    rec = parse_event(dict(b, state="recovered"))
+    assert rec.key == ev.key and speech(rec, "en") == "Rack A03 node gpu-worker-08: recovered, back to normal"
+    for bad in ("mlx5_3\t", "x" * 41, 7, ""):
+        ev2 = parse_event(dict(b, component=bad))
+        assert ev2.key == "A03:gpu-worker-08:IB_PORT_DOWN", bad
+        assert speech(ev2, "en") == "Rack A03 node gpu-worker-08: fatal network fault, an InfiniBand port is down"
+    # a [templates] override may name {component} (vocabulary.FIELDS); without a component the built-in node wording
+    tpl = {"en": {"IB_PORT_DOWN": "{host}: port {component} down"}}
+    assert speech(ev, "en", tpl) == "gpu-worker-08: port mlx5_3/2 down"
+    assert speech(parse_event(dict(b, component=None)), "en", tpl).endswith("an InfiniBand port is down")
+
+
+def test_a_hang_after_a_fabric_warning_says_where_to_look_first():
+    b = body(event_type="PROGRESS_STALL", gpu_index=-1, gpu_util=None)
+    after = dict(b, after_type="OPTICS_WARNING", after_component="mlx5_5")
+    ev = parse_event(after)
+    assert speech(ev) == "训练进度停滞，机架 A03 节点 gpu-worker-08 训练步数停止增长，此前网卡端口 mlx5_5 光模块误码"
+    assert speech(ev, "en") == (
+        "Rack A03 node gpu-worker-08: training stalled, no progress, after optical-module bit errors on port mlx5_5"
+    )
+    assert ev.key == parse_event(b).key  # the clause words the alarm; the incident is the hang's
+    # only the fabric's warnings, and a short part name; anything else is ignored, never refused
+    bad_afters = ({"after_type": "XID_FATAL"}, {"after_type": ["OPTICS_WARNING"]}, {"after_component": "mlx5_5\n"})
+    for bad in bad_afters + ({"after_component": None}, {"after_component": {}}):
+        assert speech(parse_event(dict(after, **bad))) == "训练进度停滞，机架 A03 节点 gpu-worker-08 训练步数停止增长"
+    # facts the hang carries still follow, after the clause
+    assert speech(parse_event(dict(after, xid=79)), "en").endswith("on port mlx5_5; XID 79, GPU fell off the bus")

@@ -55,6 +55,9 @@ def probe_raw(tmp_path, gateway, port, **over):
         "xid": {"source": "none"},
         "progress": {"socket": str(tmp_path / "p.sock")},
         "status": {"listen": "127.0.0.1:%d" % port},
+        # the test machine's own PCIe and InfiniBand trees are not this fake node's sources (issue 35's sources)
+        "pcie": {"enabled": False},
+        "fabric": {"enabled": False},
     }
     for k, v in over.items():
         raw.setdefault(k, {}).update(v)

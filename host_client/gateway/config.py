@@ -523,6 +523,7 @@ def _check_template(lang: str, etype: str, tpl: str) -> None:
         raise ConfigError("%s uses %% fields; name them instead: %s" % (where, ", ".join("{%s}" % f for f in FIELDS)))
     sample = {"rack": "A03", "host": "gpu-1", "gpu": 1, "util": 1.0, "xid": 79}
     sample.update(meaning="GPU fell off the bus", action="restart the node", pci="0000:3b:00.0", source="kernel log")
+    sample["component"] = "mlx5_3/1"
     try:
         tpl.format(**sample)  # formatting a sample is the check of each field's format spec
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:

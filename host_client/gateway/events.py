@@ -55,11 +55,15 @@ def debounce_key(rack: str, clean: str, event_type: str) -> str:
 # The type table (levels, templates, phrases) is host_client/vocabulary.py, shared with the probes.
 EVENT_TYPES = vocabulary.TYPES
 GPU_SCOPED = vocabulary.GPU_SCOPED
+COMPONENT_SCOPED = vocabulary.COMPONENT_SCOPED
+AFTER_TYPES = vocabulary.AFTER_TYPES
 DEFAULT_TYPE = vocabulary.DEFAULT_TYPE
 RFC_ZH_NCCL = vocabulary.RFC_ZH_NCCL
 RFC_ZH_XID = vocabulary.RFC_ZH_XID
 RFC_ZH_UTIL = vocabulary.RFC_ZH_UTIL
 HANG_TYPES = vocabulary.HANG_TYPES
+# the component as a probe names it ("mlx5_3/1", "nvswitch3 link 44", "0000:3b:00.0"): words the alarm, keys it
+_COMPONENT_RE = re.compile(r"[A-Za-z0-9_.:/ -]{1,40}\Z")
 # Metrics label for unknown types, so a misbehaving probe cannot grow the label set without bound.
 OTHER_TYPE = "OTHER"
 
@@ -98,6 +102,8 @@ class Event:
         "source",
         "known",
         "pci",
+        "component",
+        "after",
         "ts",
         "fault_type",
         "rfc_key",
@@ -119,6 +125,8 @@ class Event:
         host=None,
         action=None,
         source=None,
+        component=None,
+        after=None,
     ):
         """host: raw_host already cleaned (parse_event has it from its memo), else computed here."""
         self.rack = rack
@@ -133,12 +141,16 @@ class Event:
         self.action = action  # the XID catalogue's immediate action (a vocabulary.ACTIONS name), or None
         self.source = source  # PROBE_SOURCE_DOWN: the vocabulary.SOURCE_KINDS down, comma-separated, or None
         self.pci = pci  # bus id without the "PCI:" prefix, or None
+        self.component = component  # the NIC port / switch / PCI device a COMPONENT_SCOPED type names, or None
+        self.after = after  # (type, component) of the fabric warning a hang followed on this node, or None
         self.ts = ts  # the probe's time of the event (Unix seconds), or None
         self.known = event_type in EVENT_TYPES
         fault = self.fault_type = event_type if recovers is None else recovers
         key = self.rfc_key = "%s:%s:%s" % (rack, host, fault)  # debounce_key(rack, host, fault), inline
         if fault in GPU_SCOPED and gpu_index is not None and gpu_index >= 0:
             key = "%s:gpu%d" % (key, gpu_index)
+        elif component is not None and fault in COMPONENT_SCOPED:
+            key = "%s:%s" % (key, component)
         self.key = key
 
     @property
@@ -193,7 +205,8 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
 
     The type's template filled with the event's named fields, then each fact the event carries (XID, meaning, PCI,
     action) that the template does not name itself (vocabulary.FACT_TEXT): the RFC's five fields alone give the
-    RFC's text. A recovery says the node is well again, not what it had."""
+    RFC's text. A hang the probe saw follow a fabric warning ends with where to look first (vocabulary.AFTER_TEXT).
+    A recovery says the node is well again, not what it had."""
     t = ev.event_type if ev.recovers is None else "RECOVERED"
     spec = EVENT_TYPES.get(t) or EVENT_TYPES[DEFAULT_TYPE]
     tpl = None
@@ -202,11 +215,32 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
     if "g" in spec["fields"] and (ev.gpu_index is None or ev.gpu_index < 0) and language + "_node" in spec:
         # no GPU number: node-level wording, the built-in one (an override speaks of GPU {gpu})
         tpl = (ev.pci and spec.get(language + "_pci")) or spec[language + "_node"]
+    elif "c" in spec["fields"] and not ev.component and language + "_node" in spec:
+        tpl = spec[language + "_node"]  # a component type without its component: the node-level wording
     elif tpl is None:
         tpl = spec[language]
     source = vocabulary.source_words(ev.source, language)
-    if ev.recovers is not None or (ev.xid is None and ev.action is None and ev.pci is None):
-        return tpl.format(rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, source=source, **_NO_FACTS)
+    if ev.recovers is not None:
+        return tpl.format(
+            rack=ev.rack, host=ev.host, gpu=ev.gpu_index, util=ev.gpu_util, source=source, component="", **_NO_FACTS
+        )
+    after = ""
+    if ev.after is not None:
+        # the RFC's story: a hang that follows the fabric's warning says where to look first (issue 35)
+        after = vocabulary.AFTER_TEXT[language].format(
+            after_phrase=phrase(ev.after[0], language), after_component=ev.after[1]
+        )
+    if ev.xid is None and ev.action is None and ev.pci is None:
+        text = tpl.format(
+            rack=ev.rack,
+            host=ev.host,
+            gpu=ev.gpu_index,
+            util=ev.gpu_util,
+            source=source,
+            component=_said(ev.component),
+            **_NO_FACTS,
+        )
+        return text + after
     values = vocabulary.facts(ev.xid, ev.action, language)
     values["pci"] = ev.pci
     text = tpl.format(
@@ -215,8 +249,10 @@ def speech(ev: Event, language: str = "zh", templates: dict | None = None) -> st
         gpu=ev.gpu_index,
         util=ev.gpu_util,
         source=source,
+        component=_said(ev.component),
         **{k: _said(v) for k, v in values.items()},
     )
+    text += after
     named = template_fields(tpl)
     for name, piece in vocabulary.FACT_TEXT[language]:
         if values[name] is not None and name not in named:
@@ -360,6 +396,7 @@ def parse_event(body, *, accept_unknown: bool = True) -> Event:
                     ev.gpu_index = gpu_index
                     ev.gpu_util = gpu_util
                     ev.recovers = ev.detail = ev.xid = ev.action = ev.source = ev.pci = ev.ts = None
+                    ev.component = ev.after = None
                     ev.known = True
                     # str and int exactly, so the f-strings give what "%s" and "%d" give, with no format to parse
                     key = ev.rfc_key = f"{rack}:{clean}:{etype}"
@@ -442,6 +479,17 @@ def _parse_full(body, accept_unknown: bool) -> Event:
     if source is not None and not (isinstance(source, str) and len(source) <= 200 and _SOURCE_RE.match(source)):
         source = None
 
+    # component only words and keys the alarm: one that is not a short name is ignored, never refused
+    component = body.get("component")
+    if component is not None and not (isinstance(component, str) and _COMPONENT_RE.match(component)):
+        component = None
+
+    after = None
+    after_type, after_comp = body.get("after_type"), body.get("after_component")
+    # a str first: a list or an object is unhashable, and a body must never be a 500
+    if isinstance(after_type, str) and after_type in AFTER_TYPES and isinstance(after_comp, str):
+        after = (after_type, after_comp) if _COMPONENT_RE.match(after_comp) else None
+
     # ts only names the incident's window (service.py): one that is not a finite number is ignored, never refused
     ts = body.get("ts")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
@@ -460,6 +508,8 @@ def _parse_full(body, accept_unknown: bool) -> Event:
         host=clean,
         action=action,
         source=source,
+        component=component,
+        after=after,
     )
     if recovers is None:
         fields = (EVENT_TYPES.get(etype) or EVENT_TYPES[DEFAULT_TYPE])["fields"]

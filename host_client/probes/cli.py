@@ -254,7 +254,11 @@ def run_once(cfg: dict[str, dict[str, Any]], *, as_json=False, out=None):
                     detail += "; the link reads below its maximum under load in the last reading only: the daemon "
                     detail += "raises PCIE_DOWNGRADE after %d readings in a row" % d.checker.rules.confirm
                 rows.append(("gpu", str(r["index"]), state, detail))
+        health = getattr(gpu, "health", None)
+        if health is not None and cfg["gpu_health"]["enabled"]:  # memory state now (a throttle needs a window)
+            findings += d.health_checker.check(health(memory=True), time.monotonic())
         gpu.close()
+    rows += _hardware_once(d, findings)
     # kernel log: the ring buffer since boot
     lines, src = _kernel_history(cfg)
     if lines is None:
@@ -312,6 +316,24 @@ def _unconfirmed(r, dv, checker):
     if load is None and r.get("pstate") != 0 and not (width is not None and exp_width and width < exp_width):
         return "OK"
     return "UNCONFIRMED"
+
+
+def _hardware_once(d, findings):
+    """One read of the ports, modules and AER totals (issue 35): what one look can judge (a module against its own
+    thresholds, a port below its configured rate); rows for the sources, findings appended."""
+    rows = []
+    if d._fabric_on():
+        r = d.read_fabric()
+        found = d.fabric_checker.check(r["ports"], time.monotonic(), stats=r["stats"], modules=r["modules"])
+        findings += found
+        up = sum(1 for p in r["ports"].values() if p["state"] == "ACTIVE")
+        if not found:
+            rows.append(
+                ("fabric", "-", "OK", "%d ports, %d ACTIVE (%s)" % (len(r["ports"]), up, d.cfg["fabric"]["sysfs_root"]))
+            )
+        for why in list(r["errors"].values()) + list(d.commands.failures.values()):
+            rows.append(("fabric", "-", "SKIP", why))
+    return rows  # no row on a node without the source: --once's table stays what it was there
 
 
 def _fresh(d, findings):

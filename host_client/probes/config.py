@@ -79,9 +79,52 @@ KEYS: dict[str, dict[str, Key]] = {
         "token_file": Key("str", ""),
     },
     "status": {"listen": Key("str", "127.0.0.1:9410")},
+    # issue 35: the fabric and the hardware under the GPU; each source is on where it exists on the node
+    "fabric": {
+        "enabled": Key("bool", True),
+        "sysfs_root": Key("str", "/sys/class/infiniband"),
+        "interval_s": _f(1.0),
+        "window_s": _f(60.0),
+        "expected_rate_gbps": _f(0.0),
+        "bit_errors": _i(10),
+        "retransmits": _i(1000),
+        "cnps": _i(0),
+        "flap_downs": _i(3),
+        "up_hold_s": _f(10.0),
+        "pause_share": _f(0.5),
+        "ethtool": Key("str", "ethtool"),
+        "stats_interval_s": _f(10.0),
+        "module_interval_s": _f(60.0),
+        "command_timeout_s": _f(2.0),
+    },
+    "pcie": {
+        "enabled": Key("bool", True),
+        "sysfs_root": Key("str", "/sys/bus/pci/devices"),
+        "interval_s": _f(5.0),
+        "window_s": _f(60.0),
+        "corrected_storm": _i(100),
+    },
+    "fabric_manager": {"log": Key("str", "/var/log/fabricmanager.log")},
+    "gpu_health": {"enabled": Key("bool", True), "throttle_s": _f(10.0), "memory_every": _i(5)},
 }
 # Settings spelt differently before: still taken, with a deprecation line (once)
 RENAMED = {"sender": {"backoff_min_s": "backoff_initial_s"}}
+
+
+def fabric_rules(cfg):
+    from .fabric import FabricRules
+
+    f = cfg["fabric"]
+    return FabricRules(
+        window_s=f["window_s"],
+        expected_rate_gbps=f["expected_rate_gbps"],
+        bit_errors=f["bit_errors"],
+        retransmits=f["retransmits"],
+        cnps=f["cnps"],
+        flap_downs=f["flap_downs"],
+        up_hold_s=f["up_hold_s"],
+        pause_share=f["pause_share"],
+    )
 
 
 def build(raw):
@@ -102,6 +145,9 @@ def build(raw):
         raise ConfigError("[gpu] interval_s must be >= 0.05 s")
     if cfg["gpu"]["source"] == "replay" and not cfg["gpu"]["replay"]:
         raise ConfigError('[gpu] source = "replay" needs [gpu] replay = <file>')
+    for section in ("fabric", "pcie"):
+        if cfg[section]["interval_s"] < 0.05 or cfg[section]["window_s"] <= 0:
+            raise ConfigError("[%s] interval_s must be >= 0.05 s and window_s > 0" % section)
     if cfg["nccl"]["rescan_s"] < 0.05:
         raise ConfigError("[nccl] rescan_s must be >= 0.05 s")
     if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:

@@ -15,11 +15,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from host_client import vocabulary
 from host_client.exposition import Page
 from host_client.logs import error_words, log_event
 
 from . import config as config_mod
-from . import events, follow, nccl, progress, source_health, xid
+from . import events, fabric, follow, gpu_health, hwlog, nccl, pcie, progress, source_health, xid
+from .commands import Commands
 from .gpu_checks import GpuChecker
 from .sender import Sender
 
@@ -97,6 +99,21 @@ class Daemon:
         self._progress_health = None
         self._planned_wake = 0.0
         self._threads = []
+        # issue 35: the fabric and the hardware under the GPU
+        self.commands = Commands(timeout_s=cfg["fabric"]["command_timeout_s"])
+        self.fabric_checker = fabric.FabricChecker(config_mod.fabric_rules(cfg))
+        self.hw_once = events.Oneshots(cfg["xid"]["hold_s"])
+        self.hw_errors = {}  # source -> {path: reason}: what a hardware source could not read, for /status
+        self.hw_polls = 0
+        self.hw_poll_seconds = 0.0
+        self.fabric_ports = 0
+        self._fm_sources = set()
+        self._pcie_windows = {}  # bdf -> fabric._Window of TOTAL_ERR_COR
+        self.pcie_corrected = {}  # bdf -> TOTAL_ERR_COR, for /metrics
+        self.health_checker = gpu_health.HealthChecker(throttle_s=cfg["gpu_health"]["throttle_s"])
+        # component -> (time, event type): the fabric's warnings a hang that follows is said to come after
+        self._fabric_notes = {}
+        self._worked = set()  # reading commands that answered once (their failures are then a dead source)
 
     # --- wiring --------------------------------------------------------------------------------------------
     def _on_line(self, source, line):
@@ -134,6 +151,14 @@ class Daemon:
                 f = follow.FileFollower(path, self._on_line, self.stop, from_start=cfg["nccl"]["from_start"])
             f.health = self.health.register(path, "nccl_log")
             self.followers.append(f.start())
+        fm = cfg["fabric_manager"]["log"]
+        if fm and os.path.exists(fm):  # on where Fabric Manager runs (its log file exists)
+            f = follow.FileFollower(fm, self._on_line, self.stop)
+            f.health = self.health.register(fm, "fabric_manager")
+            self._fm_sources.add(f.name)
+            self.followers.append(f.start())
+        if self._fabric_on() or self._pcie_on():
+            self._spawn(self._hw_poller, "hw-poll")
         if cfg["progress"]["enabled"]:
             self.sock = progress.ProgressSocket(cfg["progress"]["socket"], cfg["progress"]["socket_mode"])
             self._progress_health = self.health.register(cfg["progress"]["socket"], "progress")
@@ -170,6 +195,128 @@ class Daemon:
         self._xid_sources.add(f.name)
         f.health = self.health.register(getattr(f, "path", None) or f.name, "kernel_log")
         self.followers.append(f.start())
+
+    def _fabric_on(self):
+        f = self.cfg["fabric"]
+        return f["enabled"] and os.path.isdir(f["sysfs_root"])
+
+    def _pcie_on(self):
+        p = self.cfg["pcie"]
+        return p["enabled"] and os.path.isdir(p["sysfs_root"])
+
+    def _hw_poller(self):
+        """Reads the hardware sources at their intervals and queues the readings: the loop judges them. A thread
+        of its own because ethtool may take its timeout, and the kernel log must not wait behind it."""
+        f, p = self.cfg["fabric"], self.cfg["pcie"]
+        due = {"ports": 0.0, "stats": 0.0, "module": 0.0, "aer": 0.0}
+        while not self.stop.is_set():
+            now = self.clock()
+            if self._fabric_on() and now >= due["ports"]:
+                due["ports"] = now + f["interval_s"]
+                stats_due, module_due = now >= due["stats"], now >= due["module"]
+                if stats_due:
+                    due["stats"] = now + f["stats_interval_s"]
+                if module_due:
+                    due["module"] = now + f["module_interval_s"]
+                self.q.put(("hw", "fabric", self.read_fabric(stats=stats_due, modules=module_due), self.clock()))
+            if self._pcie_on() and now >= due["aer"]:
+                due["aer"] = now + p["interval_s"]
+                self.q.put(("hw", "pcie", self.read_pcie(), self.clock()))
+            self.stop.wait(max(0.01, min(due.values()) - self.clock()))
+
+    def read_fabric(self, *, stats=True, modules=True):
+        """One poll of the IB/RoCE ports; ethtool -S / -m for their netdevs when due."""
+        t0 = time.perf_counter()
+        ports, errors = fabric.read_ports(self.cfg["fabric"]["sysfs_root"])
+        tool = self.cfg["fabric"]["ethtool"]
+        st, mods = {}, {}
+        for key, port in ports.items():
+            nd = port["netdev"]
+            if nd is None or not tool:
+                continue
+            if stats:
+                out = self._reading([tool, "-S", nd])
+                if out is not None:
+                    st[key] = fabric.parse_ethtool_stats(out)
+            if modules:
+                out = self._reading([tool, "-m", nd])
+                if out is not None:
+                    mods[key] = fabric.parse_module(out)
+        self.hw_poll_seconds += time.perf_counter() - t0
+        self.hw_polls += 1
+        _said_health(self.health.register(self.cfg["fabric"]["sysfs_root"], "fabric"), errors)
+        return {"ports": ports, "errors": errors, "stats": st, "modules": mods}
+
+    def _reading(self, argv):
+        """A reading command's output (Commands.run), its health said per command and netdev ("ethtool -m
+        ens3np0") once it has worked: one that then fails leaves the optics and PFC unwatched, which the room must
+        know. One that never worked (not installed; ethtool -m without CAP_NET_ADMIN, which the shipped unit does
+        not grant) is the node's set-up, said in /status only: a standing P1 on every node would teach the room to
+        ignore it."""
+        out = self.commands.run(argv)
+        name = " ".join(argv)  # per netdev: a port with no module fails -m while the others answer
+        if out is not None:
+            self._worked.add(name)
+            self.health.register(name, "ethtool").ok()
+        elif name in self._worked:
+            why = "%s: %s" % (argv[-1], self.commands.failures.get(" ".join(argv[:2])) or "failed")
+            self.health.register(name, "ethtool").down(why)
+        return out
+
+    def read_pcie(self):
+        t0 = time.perf_counter()
+        counts, errors = pcie.read_corrected(self.cfg["pcie"]["sysfs_root"])
+        self.hw_poll_seconds += time.perf_counter() - t0
+        _said_health(self.health.register(self.cfg["pcie"]["sysfs_root"], "pcie"), errors)
+        return {"corrected": counts, "errors": errors}
+
+    def on_fabric(self, reading, now):
+        self.hw_errors["fabric"] = reading["errors"]
+        self.fabric_ports = len(reading["ports"])
+        found = self.fabric_checker.check(
+            reading["ports"], now, stats=reading["stats"], modules=reading["modules"], unread=bool(reading["errors"])
+        )
+        self._apply("fabric", found)
+
+    def on_pcie(self, reading, now):
+        p = self.cfg["pcie"]
+        self.hw_errors["pcie"] = reading["errors"]
+        found = []
+        for bdf, n in reading["corrected"].items():
+            self.pcie_corrected[bdf] = n
+            w = self._pcie_windows.get(bdf)
+            if w is None:
+                w = self._pcie_windows[bdf] = fabric._Window()
+            w.add(now, n, p["window_s"])
+            if w.delta() >= p["corrected_storm"] > 0:
+                what = self._pci_names().get(bdf)
+                found.append(
+                    events.Finding(
+                        ("aer_storm", bdf),
+                        events.PCIE_AER_STORM,
+                        events.NODE_WIDE,
+                        "%d corrected PCIe errors in %.0f s at %s%s"
+                        % (w.delta(), p["window_s"], bdf, " (%s)" % what if what else ""),
+                        component=bdf,
+                    )
+                )
+        self._apply("pcie", found)
+
+    def _pci_names(self):
+        """bdf -> "GPU 3" / "NIC mlx5_3": the parts a PCIe fault is said against."""
+        names = {}
+        for d in self.devices:
+            k = d.get("pci")
+            if k is not None:
+                names[pcie.bdf_text(k)] = "GPU %d" % d["index"]
+        root = self.cfg["fabric"]["sysfs_root"]
+        try:
+            for dev in os.listdir(root):
+                real = os.path.realpath(os.path.join(root, dev, "device"))
+                names[os.path.basename(real).lower()] = "NIC %s" % dev
+        except OSError:
+            pass
+        return names
 
     def _progress_reader(self):
         sock = self.sock
@@ -282,8 +429,17 @@ class Daemon:
             self.lines += 1
             if source in self._xid_sources:
                 self.on_kernel_line(line, t, source)
+            elif source in self._fm_sources:
+                self.on_hw_line(hwlog.parse_fabric_manager(line), t)
             else:
                 self.on_nccl_line(line, source, t)
+            return False
+        if kind == "hw":
+            _, which, reading, t = item
+            if which == "fabric":
+                self.on_fabric(reading, t)
+            else:
+                self.on_pcie(reading, t)
             return False
         if kind == "beat":
             _, msg, pid, t = item
@@ -297,7 +453,9 @@ class Daemon:
         if kl is None:
             kl = self._kernel_logs[source] = xid.KernelLog()
         x = kl.feed(line)
-        if x is None or x.xid in self.xid_ignore:
+        if x is None:
+            return self.on_hw_line(hwlog.parse_kernel(line), now)
+        if x.xid in self.xid_ignore:
             return None
         idx = self._pci.get(x.pci, events.NODE_WIDE)
         f = xid.finding(x, idx)
@@ -305,6 +463,70 @@ class Daemon:
             self.emit(f)
             return f
         return None
+
+    def on_hw_line(self, h, now):
+        """A hardware line (hwlog.HwLine or None) -> its findings, each said once per hold (edge-triggered: the
+        kernel never prints the end of an SXid or an AER fatal; NVML / sysfs say when the part is back)."""
+        if h is None:
+            return None
+        found = []
+        if h.kind == "gpu_init":
+            idx = self._pci.get(h.pci, events.NODE_WIDE) if h.pci else events.NODE_WIDE
+            found.append(
+                events.Finding(
+                    ("gpu_init", idx if idx >= 0 else h.component),
+                    events.GPU_LOST,
+                    idx,
+                    h.detail,
+                    pci=xid.pci_text(h.pci),
+                )
+            )
+        elif h.kind == "aer":
+            found = self._aer_findings(h)
+        else:
+            found.append(events.Finding(h.key, h.event_type, events.NODE_WIDE, h.detail, component=h.component))
+        out = None
+        for f in found:
+            if self.hw_once.admit(f.key, now):
+                self.emit(f)
+                out = f
+        return out
+
+    def _aer_findings(self, h):
+        """A fatal AER / DPC / surprise down: said against the GPUs and NICs below the port (the sysfs parent
+        chain); a GPU there is lost (P0), a NIC failed; a port with neither is a PCIe fault of its own."""
+        bdf = pcie.bdf_text(h.pci) if h.pci else h.component
+        names = self._pci_names()
+        hit = pcie.below(self.cfg["pcie"]["sysfs_root"], bdf, names) if self.cfg["pcie"]["enabled"] else []
+        if not hit and bdf in names:
+            hit = [(bdf, names[bdf])]
+        out = []
+        for dev_bdf, what in sorted(hit):
+            if what.startswith("GPU "):
+                idx = int(what.split()[1])
+                out.append(
+                    events.Finding(
+                        ("aer", idx),
+                        events.GPU_LOST,
+                        idx,
+                        "%s (GPU %d below it)" % (h.detail, idx),
+                        pci=dev_bdf,
+                    )
+                )
+            else:
+                nic = what.split()[1]
+                out.append(
+                    events.Finding(
+                        ("aer", nic),
+                        events.NIC_FAILURE,
+                        events.NODE_WIDE,
+                        "%s (%s below it)" % (h.detail, what),
+                        component=nic,
+                    )
+                )
+        if not out:
+            out.append(events.Finding(("aer", bdf), events.PCIE_FATAL, events.NODE_WIDE, h.detail, component=bdf))
+        return out
 
     def on_nccl_line(self, line, source, now):
         f = self.nccl_log.finding(line, source)
@@ -340,11 +562,27 @@ class Daemon:
             self._pci.update({d["pci"]: d["index"] for d in self.devices if d.get("pci")})
         findings = self.checker.check(readings, now)
         self._apply("gpu", findings)
+        self.sample_health(now)
         self.sample_seconds += time.perf_counter() - t0
 
     def evaluate_sources(self):
         self._health_seen = self.health.changes
         self._apply("sources", self.health.finding(self.identity.host))
+
+    def sample_health(self, now):
+        """ECC / row remapping / retired pages every ``memory_every`` samples, clock event reasons every sample."""
+        h = self.cfg["gpu_health"]
+        fn = getattr(self.gpu, "health", None)
+        if not h["enabled"] or fn is None:
+            return
+        memory = (self.samples - 1) % max(1, h["memory_every"]) == 0
+        try:
+            health = fn(memory=memory)
+        except Exception as e:  # noqa: BLE001 - a health read that fails is counted; the GPU sample stands
+            self.sample_errors += 1
+            log_event(log, "gpu_health_read_failed", logging.WARNING, error=error_words(e))
+            return
+        self._apply("gpu_health", self.health_checker.check(health, now))
 
     def evaluate_progress(self, now):
         self._apply("progress", self.tracker.evaluate(now))
@@ -359,7 +597,36 @@ class Daemon:
         for f in cleared:
             self.emit(f, recovered=True)
 
+    FABRIC_NOTE = vocabulary.AFTER_TYPES  # the fabric warnings the gateway words a hang after
+    HANG_AFTER = frozenset(
+        (events.NCCL_TIMEOUT, events.PROGRESS_STALL, events.NCCL_PEER_LOST, events.NCCL_ERROR, events.GPU_UTIL_DROP)
+    )
+    NOTE_WORDS = {
+        events.OPTICS_WARNING: "optical-module errors",
+        events.NIC_CONGESTION: "a PFC pause storm / retransmissions",
+        events.IB_PORT_DOWN: "InfiniBand port down",
+        events.IB_LINK_DEGRADED: "a network link slowdown",
+    }
+    NOTE_HOLD_S = 600.0  # a hang within 10 min of a fabric warning on this node is said to follow it
+
+    def _after_fabric(self, finding):
+        """A hang P0 on a node whose fabric warned first says so: "after optical-module errors on mlx5_3"."""
+        now = self.wall()
+        notes = [(t, c, ty) for c, (t, ty) in self._fabric_notes.items() if now - t <= self.NOTE_HOLD_S]
+        if not notes:
+            return finding
+        t, comp, ty = max(notes)
+        after = "after %s on %s" % (self.NOTE_WORDS[ty], comp)
+        extra = dict(finding.extra, after=after, after_type=ty, after_component=comp)  # the gateway words it
+        return events.Finding(
+            finding.key, finding.event_type, finding.gpu_index, "%s: %s" % (after, finding.detail or ""), **extra
+        )
+
     def emit(self, finding, *, recovered=False):
+        if not recovered and finding.event_type in self.FABRIC_NOTE and finding.extra.get("component"):
+            self._fabric_notes[finding.extra["component"]] = (self.wall(), finding.event_type)
+        elif not recovered and finding.event_type in self.HANG_AFTER:
+            finding = self._after_fabric(finding)
         util = self.checker.last_util.get(finding.gpu_index)
         ev = events.body(self.identity, finding, util, recovered=recovered, now=self.wall())
         self.counts[ev["event_type"]] += 1
@@ -408,6 +675,18 @@ class Daemon:
                 "jobs": self.tracker.snapshot(now),
                 "followers": [{"name": f.name, "lines": f.lines, "error": f.error} for f in self.followers],
                 "sources": self.health.snapshot(),
+                # issue 35's sources: on or not, what they could not read, the commands that failed (said once)
+                "hardware": {
+                    "fabric": self._fabric_on(),
+                    "fabric_root": self.cfg["fabric"]["sysfs_root"],
+                    "fabric_ports": self.fabric_ports,
+                    "pcie": self._pcie_on(),
+                    "fabric_manager": bool(self._fm_sources),
+                    "errors": {k: dict(v) for k, v in self.hw_errors.items() if v},
+                    "commands": dict(self.commands.failures),
+                    "polls": self.hw_polls,
+                    "poll_seconds": round(self.hw_poll_seconds, 6),
+                },
                 "events": dict(self.counts),
                 "sender": {
                     "url": self.sender.url if self.sender else None,
@@ -425,6 +704,9 @@ class Daemon:
 
     def metrics(self):
         s = self.snapshot()
+        with self.lock:  # copied under the lock: the loop thread updates them
+            corrected = dict(self.pcie_corrected)
+            port_counters = dict(self.fabric_checker.totals)
         page = Page()
 
         def m(name, help_, typ, samples):
@@ -482,6 +764,27 @@ class Daemon:
             [((), round(s["sample_seconds"], 6))],
         )
         m("loop_errors_total", "Probe loop iterations that failed (see the log).", "counter", [((), s["loop_errors"])])
+        m(
+            "pcie_corrected_errors",
+            "Corrected PCIe (AER) errors per device since boot (TOTAL_ERR_COR); an alarm only when they storm.",
+            "gauge",
+            [((("device", b),), n) for b, n in sorted(corrected.items())],
+        )
+        m(
+            "fabric_port_counter",
+            "IB/RoCE port counters and PFC pause figures as last read.",
+            "gauge",
+            [
+                ((("device", p[0]), ("port", p[1]), ("counter", c)), v)
+                for (p, c), v in sorted(port_counters.items(), key=str)
+            ],
+        )
+        m(
+            "hw_poll_seconds_total",
+            "Time spent reading the fabric and PCIe sources.",
+            "counter",
+            [((), round(s["hardware"]["poll_seconds"], 6))],
+        )
         m("jobs", "Training processes beating.", "gauge", [((), len(s["jobs"]))])
         m("sender_pending", "Events waiting for the gateway.", "gauge", [((), s["sender"]["pending"])])
         m("sender_sent_total", "Events the gateway accepted.", "counter", [((), s["sender"]["sent"])])
@@ -558,3 +861,13 @@ class Daemon:
             self.gpu.close()
         for t in self._threads:
             t.join(timeout=2)
+
+
+def _said_health(h, errors):
+    """A sysfs tree's read errors ({path: reason}) -> its source health: down naming the first path, else ok."""
+    if errors:
+        path, why = next(iter(errors.items()))
+        more = len(errors) - 1
+        h.down("%s: %s%s" % (path, why, " (and %d more)" % more if more else ""))
+    else:
+        h.ok()

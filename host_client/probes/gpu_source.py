@@ -233,6 +233,12 @@ class NvmlSource:
             out.append(r)
         return out
 
+    def health(self, *, memory=True):
+        """Memory health and clock event reasons per GPU (gpu_health.read_nvml)."""
+        from .gpu_health import read_nvml
+
+        return read_nvml(self.nvml, self._handles, memory=memory)
+
     def close(self):
         try:
             self.nvml.nvmlShutdown()
@@ -355,6 +361,9 @@ def parse_smi_csv(text, fields=SMI_FIELDS, known=None):
     return devices, readings
 
 
+NO_DEVICES = "No devices were found"
+
+
 class SmiSource:
     """Fallback when NVML cannot be loaded: one nvidia-smi run per sample, parsed row by row."""
 
@@ -388,13 +397,43 @@ class SmiSource:
 
     def _query(self, known=None):
         out = self._run([self.binary, "--query-gpu=" + ",".join(self.fields), "--format=csv,noheader,nounits"])
+        if NO_DEVICES in out and getattr(self, "_devices", None):
+            return self._devices, self._all_lost()
         return parse_smi_csv(out, self.fields, known)
 
     def devices(self):
         return list(self._devices)
 
     def sample(self):
-        return self._query(self._known)[1]
+        try:
+            return self._query(self._known)[1]
+        except SourceError as e:
+            if NO_DEVICES in str(e) and self._devices:
+                return self._all_lost()
+            raise
+
+    def _all_lost(self):
+        # the driver lost every GPU it had (RmInitAdapter failed, fallen off the bus): nvidia-smi answers "No
+        # devices were found" on a node that had GPUs. Each known GPU is lost, not "no GPUs any more".
+        return [dict(_reading_defaults(d["index"]), lost=True, error=NO_DEVICES) for d in self._devices]
+
+    def health(self, *, memory=True):
+        """``nvidia-smi -q`` for the memory sections and the clock event reasons, by GPU index."""
+        from .gpu_health import parse_smi_q
+
+        try:
+            out = self._run([self.binary, "-q", "-d", "ECC,PERFORMANCE,ROW_REMAPPER,PAGE_RETIREMENT"])
+        except SourceError:
+            return {}
+        by_bus = parse_smi_q(out)
+        res = {}
+        for bus, h in by_bus.items():
+            idx = self._known.get(pci_key(bus))
+            if idx is not None:
+                if not memory:
+                    h = {"reasons": h["reasons"]}
+                res[idx] = h
+        return res
 
     def close(self):
         pass
@@ -496,6 +535,10 @@ class FallbackSource:
                     r[f] = o[f]
                     self.filled += 1
         return readings
+
+    def health(self, *, memory=True):
+        fn = getattr(self.primary, "health", None)
+        return fn(memory=memory) if fn is not None else {}
 
     def close(self):
         self.primary.close()
