@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict
 
 from host_client.backoff import backoff_delay
+from host_client.exposition import Page
 from host_client.logs import log_event
 
 from . import announce as say
@@ -570,37 +571,28 @@ class Remedy:
             latched = self.state.breaker.latched
             drained = len(self.state.drained)
             retry = len(self.state.retry)
-        out = [
-            "# HELP sentinel_remedy_actions_total Actions taken, by kind and result.",
-            "# TYPE sentinel_remedy_actions_total counter",
-        ]
+        page = Page()  # the project's one writer and label escaper (host_client/exposition.py)
+        fam, lab, out = page.family, page.labels, page.lines
+        fam("sentinel_remedy_actions_total", "counter", "Actions taken, by kind and result.")
         for (k, r), n in sorted(counts.items()):
-            out.append('sentinel_remedy_actions_total{kind="%s",result="%s"} %d' % (k, r, n))
-        out += [
-            "# HELP sentinel_remedy_breaker_open 1 while the blast-radius breaker is open (latched).",
-            "# TYPE sentinel_remedy_breaker_open gauge",
-            "sentinel_remedy_breaker_open %d" % int(latched),
-            "# HELP sentinel_remedy_drained_nodes Nodes this daemon drained and has not resumed.",
-            "# TYPE sentinel_remedy_drained_nodes gauge",
-            "sentinel_remedy_drained_nodes %d" % drained,
-            "# HELP sentinel_remedy_isolations_retrying Isolations that failed and are being retried.",
-            "# TYPE sentinel_remedy_isolations_retrying gauge",
-            "sentinel_remedy_isolations_retrying %d" % retry,
-            "# HELP sentinel_remedy_incident_to_action_seconds From an incident's arrival to its action.",
-            "# TYPE sentinel_remedy_incident_to_action_seconds histogram",
-        ]
+            out.append("sentinel_remedy_actions_total%s %d" % (lab(kind=k, result=r), n))
+        fam("sentinel_remedy_breaker_open", "gauge", "1 while the blast-radius breaker is open (latched).")
+        out.append("sentinel_remedy_breaker_open %d" % int(latched))
+        fam("sentinel_remedy_drained_nodes", "gauge", "Nodes this daemon drained and has not resumed.")
+        out.append("sentinel_remedy_drained_nodes %d" % drained)
+        fam("sentinel_remedy_isolations_retrying", "gauge", "Isolations that failed and are being retried.")
+        out.append("sentinel_remedy_isolations_retrying %d" % retry)
+        fam("sentinel_remedy_incident_to_action_seconds", "histogram", "From an incident's arrival to its action.")
         acc = 0
         for b, n in zip(LATENCY_BUCKETS + (float("inf"),), lat, strict=True):
             acc += n
             le = "+Inf" if b == float("inf") else repr(b)
-            out.append('sentinel_remedy_incident_to_action_seconds_bucket{le="%s"} %d' % (le, acc))
+            out.append("sentinel_remedy_incident_to_action_seconds_bucket%s %d" % (lab(le=le), acc))
         out.append("sentinel_remedy_incident_to_action_seconds_sum %.6f" % lsum)
         out.append("sentinel_remedy_incident_to_action_seconds_count %d" % ln)
-        out.append(
-            "# HELP sentinel_remedy_mode_info The configured mode.\n# TYPE sentinel_remedy_mode_info gauge\n"
-            'sentinel_remedy_mode_info{mode="%s"} 1' % self.cfg.mode
-        )
-        return "\n".join(out) + "\n"
+        fam("sentinel_remedy_mode_info", "gauge", "The configured mode.")
+        out.append("sentinel_remedy_mode_info%s 1" % lab(mode=self.cfg.mode))
+        return page.text()
 
     def health(self):
         with self.lock:
