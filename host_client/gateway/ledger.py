@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
+
+from host_client import atomic_file
 
 from .logs import log_event
 
@@ -50,14 +51,8 @@ def load(path):
 
 
 def save(path, records, *, fsync=True):
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=True, separators=(",", ":"), default=str).encode("ascii") + b"\n")
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    lines = [json.dumps(r, ensure_ascii=True, separators=(",", ":"), default=str).encode("ascii") for r in records]
+    atomic_file.replace(path, b"".join(line + b"\n" for line in lines), fsync=fsync)
 
 
 def restore(path, book, history):

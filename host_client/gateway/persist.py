@@ -12,6 +12,7 @@ import os
 import threading
 import time
 
+from host_client import atomic_file
 from host_client.logs import error_words
 
 from .lane_thread import LaneThread
@@ -51,13 +52,7 @@ class PendingStore:
             # text no UTF-8 can hold (a lone surrogate that got past ingest): escaped, so the queue is still saved
             raw = json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
         with self._lock:
-            tmp = "%s.tmp.%d" % (self.path, os.getpid())
-            with open(tmp, "wb") as f:
-                f.write(raw)
-                f.flush()
-                if fsync:
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            atomic_file.replace(self.path, raw, fsync=fsync)
 
     def dead_letter(self, record):
         """Append one dead-lettered alarm to dead-<terminal>.jsonl beside the queue (for a human to look at)."""

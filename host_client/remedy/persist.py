@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+
+from host_client import atomic_file
 
 from .actions import Breaker
 
@@ -62,16 +63,4 @@ class StateFile:
     def save(self, state: State):
         d = os.path.dirname(self.path) or "."
         os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state-", dir=d)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(state.to_json(), f, ensure_ascii=False, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_file.replace(self.path, json.dumps(state.to_json(), ensure_ascii=False, sort_keys=True).encode("utf-8"))
