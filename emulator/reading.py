@@ -18,6 +18,9 @@ Technical tokens are read as an operator says them, in both languages:
     8 GPUs, XIDs    eight G P U's, X I D's         (an initialism's plural: "G P Us" is read "G P us")
     85 C, 85°C      eighty-five degrees; 八十五度   (a temperature: a number, then C, °C or ℃)
     91%             ninety-one percent; 百分之九十一
+    120 s, 50 ms    a hundred and twenty seconds, fifty milliseconds; 一百二十秒, 五十毫秒
+    job 4183275     job four one eight three two seven five; 作业 四一八三二七五 (an id after job / 作业: digit by
+                    digit, every id of a list "jobs 1234, 1235" / "作业 1234、1235")
     第 3 号卡        第三号卡 (Mandarin numerals inside a Chinese sentence; 2 before a measure word is 两)
 """
 
@@ -74,6 +77,8 @@ SAY_EN = {
     "io": "I O",
     "sm": "S M",
     "os": "O S",
+    "slurmctld": "slurm C T L D",
+    "slurmd": "slurm D",
 }
 # A lone capital A is read as the article ("a#"): its letter name is written out.
 _LETTER: dict[str, str] = {"a": "eh"}
@@ -265,26 +270,60 @@ def _degrees_en(m):
     return "%s degree%s" % (m.group(1), "" if m.group(1) == "1" else "s")
 
 
+# A duration: a number, then s or ms ("requeue in 120 s"); a lone s would be read as the letter.
+_SECONDS = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?) ?(s|ms)(?![A-Za-z0-9])")
+
+
+def _seconds_en(m):
+    unit = "millisecond" if m.group(2) == "ms" else "second"
+    return "%s %s%s" % (m.group(1), unit, "" if m.group(1) == "1" else "s")
+
+
+def _seconds_zh(m):
+    return m.group(1) + ("毫秒" if m.group(2) == "ms" else "秒")
+
+
+# The words after which a number is an id, read digit by digit (a job id is no quantity); "、" and "," go on a list.
+_ID_AFTER_EN = {"job", "jobs"}
+_ID_AFTER_ZH = ("作业", "任务")
+
+
+def _id_digits_zh(digits):
+    return "".join(_ZH_DIGITS[int(d)] for d in digits)
+
+
 def runs(text):
     """Split an utterance into Runs. Text without any CJK character is one English run."""
     if not is_chinese(text):
-        text = _DEGREES.sub(_degrees_en, text)
+        text = _SECONDS.sub(_seconds_en, _DEGREES.sub(_degrees_en, text))
     else:
-        text = _DEGREES.sub(lambda m: m.group(1) + "度", text)
+        text = _SECONDS.sub(_seconds_zh, _DEGREES.sub(lambda m: m.group(1) + "度", text))
     if not is_chinese(text):
         parts = []
+        ident = False  # after "job": the numbers that follow are ids
         for kind, tok in _tokens(text):
-            parts.append(say_word_en(tok) if kind == "word" else tok)
+            if kind != "word":
+                parts.append(tok)
+                continue
+            if ident and tok.isdigit():
+                parts.append(_digits_one_by_one(tok))
+                continue
+            ident = tok.lower() in _ID_AFTER_EN
+            parts.append(say_word_en(tok))
         spoken = re.sub(r"\s+", " ", "".join(parts)).strip()
         return [Run("en", spoken, 0.0, text)] if spoken else []
     pieces = []  # (lang, spoken, source)
     toks = list(_tokens(text))
+    ident = False  # after 作业: the numbers that follow are ids
     for i, (kind, tok) in enumerate(toks):
         if kind == "cjk":
             pieces.append(("zh", tok, tok))
+            ident = tok.endswith(_ID_AFTER_ZH) or (ident and tok == "、")
         elif kind == "word":
             bare = tok[:-1] if tok.endswith("%") else tok
-            if bare.replace(".", "", 1).isdigit():
+            if ident and tok.isdigit():
+                pieces.append(("zh", _id_digits_zh(tok), tok))
+            elif bare.replace(".", "", 1).isdigit():
                 nxt = ""
                 for k2, t2 in toks[i + 1 :]:
                     if k2 != "space":
@@ -295,6 +334,7 @@ def runs(text):
                     spoken = "百分之" + spoken
                 pieces.append(("zh", spoken, tok))
             else:
+                ident = False
                 pieces.append(("en", say_word_en(tok), tok))
         elif kind == "space":
             pieces.append((None, " ", tok))

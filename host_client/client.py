@@ -150,13 +150,16 @@ class AlarmClient:
             raise RefusedError(self.target.url, e.status, e.code, e.message) from None
         return self._deliver(PATH_ALARM, wire)
 
-    def ack(self, key: str | None = None, *, long: bool = False, id: str | None = None) -> Ack:
+    def ack(self, key: str | None = None, *, long: bool = False, id: str | None = None, by: str | None = None) -> Ack:
         """Remote ACK: mute (long=False) or clear (long=True), for one incident key or all. id: the message id
         (default random); two senders of one ACK that give it the same id have it applied once (the terminal's
-        replay memory answers the second a duplicate)."""
+        replay memory answers the second a duplicate). by: who acknowledged ("cli", "group:<member>"; at most 32
+        bytes), which the terminal shows beside the alarm."""
         body = {"long": bool(long), "id": id or uuid.uuid4().hex[:16]}
         if key is not None:
             body["key"] = key
+        if by:
+            body["by"] = by
         return self._deliver(PATH_ACK, body)
 
     def unmute(self, key: str | None = None) -> Ack:

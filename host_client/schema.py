@@ -26,8 +26,9 @@ reads None. Cross-key rules (a file needed by a source, two keys that exclude ea
 words them itself.
 
 How an error names its key is the loader's Style: DOTTED (`gateway.port must be an integer`, the gateway's and
-the default) or BRACKETED (`[gpu] confirm must be an integer, got 1.5`, the probe's); those texts are what the
-loaders said before this module, and the tests pin them.
+the default), BRACKETED (`[gpu] confirm must be an integer, got 1.5`, the probe's) or one of the loader's own
+(remedy's: `slurm.checkpoint_grace_s must be between 0 and 86400 (got -1)`); those texts are what the loaders said
+before this module, and the tests pin them. Keys at the top of a file are read as section "" (named by the key).
 """
 
 from __future__ import annotations
@@ -100,21 +101,25 @@ class Key:
 
 
 class Style:
-    """How a loader names a key in its errors: where % (section, key); got: the errors end ", got <value>";
-    sorted_known: an unknown key or section lists the known ones sorted (else in the table's order)."""
+    """How a loader names a key in its errors: where % (section, key) (the key alone at the top of the file); got:
+    the errors end got_text % value (", got <value>"); sorted_known: an unknown key or section lists the known ones
+    sorted (else in the table's order); between: a number out of a range with both ends says "must be between lo
+    and hi" (else the end it passed)."""
 
-    __slots__ = ("where", "got", "sorted_known")
+    __slots__ = ("where", "got", "sorted_known", "got_text", "between")
 
-    def __init__(self, where: str, *, got: bool, sorted_known: bool):
+    def __init__(self, where: str, *, got: bool, sorted_known: bool, got_text: str = ", got %r", between: bool = False):
         self.where = where
         self.got = got
         self.sorted_known = sorted_known
+        self.got_text = got_text
+        self.between = between
 
     def name(self, section: str, key: str) -> str:
-        return self.where % (section, key)
+        return self.where % (section, key) if section else key
 
     def error(self, where: str, text: str, value: Any) -> ConfigError:
-        return ConfigError("%s %s%s" % (where, text, ", got %r" % (value,) if self.got else ""))
+        return ConfigError("%s %s%s" % (where, text, self.got_text % (value,) if self.got else ""))
 
     def known(self, names) -> str:
         return ", ".join(sorted(names) if self.sorted_known else names)
@@ -156,8 +161,12 @@ def check(value: Any, key: Key, where: str, style: Style = DOTTED) -> Any:
             or (k == "int" and not isinstance(value, int))
         ):
             raise style.error(where, "must be an integer" if k == "int" else "must be a number", value)
+        given = value
         if k == "float":
             value = float(value)
+        out_of_range = (key.lo is not None and value < key.lo) or (key.hi is not None and value > key.hi)
+        if out_of_range and style.between and key.lo is not None and key.hi is not None:
+            raise style.error(where, "must be between %s and %s" % (key.lo, key.hi), given)
         if key.lo is not None and value < key.lo:
             lo_text = "must not be negative" if key.lo == 0 and style.got else "must be >= %s" % (key.lo,)
             raise style.error(where, lo_text, value)

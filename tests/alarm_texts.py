@@ -1,7 +1,8 @@
 """Every alarm text the product itself generates, collected from the code that generates it (not a hand list):
 the gateway's speech templates in each language (GPU-numbered, node-level and PCI wordings) for two of the RFC's
 racks and nodes, its summaries, the Alertmanager bridge's resolved wording, the presets' built-in text, the demo's
-story and the send command the emulator prints at first start."""
+story, the send command the emulator prints at first start, and every announcement of sentinel-remedy as the gateway
+makes it of remedy's alert (issue 34)."""
 
 import inspect
 import re
@@ -9,6 +10,8 @@ import re
 from emulator import config as emulator_config
 from emulator.demo import P0_TEXT
 from host_client.gateway import alertmanager, events, grouping
+from host_client.gateway.config import Config as GatewayConfig
+from host_client.remedy import announce
 from sentinel_core.alarm import RECOVERED_TEXT
 
 RACK = "A03"
@@ -56,6 +59,51 @@ def _fill(tpl, phrases):
     return re.sub(r"%[sd]", one, tpl)
 
 
+# What sentinel-remedy announces, with the values it meets: Slurm job ids as squeue prints them (an array task too),
+# the grace and breaker defaults, and the one-line reasons its Slurm backend gives (host_client/remedy/slurm.py; the
+# slurmctld-down line is the one real Slurm 22.05 printed in tests/test_remedy_chain.py).
+REMEDY_JOBS = (["1234"], ["4183275", "4183276"], ["4183275_3"])
+REMEDY_WHY = (
+    "Slurm does not know node gpu-worker-99",
+    "scontrol not found (set [slurm] scontrol to its path)",
+    "scontrol did not answer within 15 s (slurmctld slow or down?)",
+    "scontrol show node: slurm_load_node error: Unable to contact slurm controller (connect failure)",
+)
+# A drain a person or NHC set (NHC's reason format, https://github.com/mej/nhc README "check_fs_mount").
+REMEDY_FOREIGN_REASON = "NHC: check_fs_mount: /scratch not mounted"
+
+
+def remedy_announcements():
+    """[(origin, texts {zh, en}, firing)] from host_client/remedy/announce.py's functions."""
+    node = PLACES[0][1]
+    out = []
+    for jobs in REMEDY_JOBS:
+        for dry in (False, True):
+            out.append(("remedy drained dry=%s" % dry, announce.isolated_text(node, jobs, 120, dry_run=dry), True))
+            out.append(("remedy signalled dry=%s" % dry, announce.signalled_text(node, jobs, dry_run=dry), True))
+        out.append(("remedy running again", announce.running_again_text(jobs[0], "gpu-worker-11"), False))
+        out.append(("remedy not requeued", announce.not_requeued_text(jobs[0], 3, 3), True))
+    out.append(("remedy drained, no job", announce.isolated_text(node, [], 120), True))
+    for why in REMEDY_WHY:
+        out.append(("remedy isolation failed", announce.failed_text(why), True))
+    out.append(("remedy breaker open", announce.breaker_text(2, 600, "gpu-worker-10"), True))
+    out.append(("remedy left alone", announce.left_alone_text(node, REMEDY_FOREIGN_REASON), True))
+    out.append(("remedy resumed", announce.resumed_text(node), False))
+    return out
+
+
+def remedy_alarm_texts():
+    """What a terminal gets of each announcement: remedy's alert through the gateway's Alertmanager bridge."""
+    cfg = GatewayConfig.from_dict({})
+    out = []
+    for origin, texts, firing in remedy_announcements():
+        a = announce.alert(fingerprint="remedy:t", texts=texts, severity="warning", host=PLACES[0][1], firing=firing)
+        (inc,) = alertmanager.parse_webhook({"version": "4", "alerts": [a]}, cfg)
+        for lang in ("zh", "en"):
+            out.append((origin, lang, inc.text_for(lang)))
+    return out
+
+
 def product_alarm_texts():
     """[(origin, language, text)] without duplicates."""
     out = []
@@ -100,6 +148,7 @@ def product_alarm_texts():
     out.append(("demo", "zh", P0_TEXT))
     first = inspect.signature(emulator_config.send_command).parameters["text"].default
     out.append(("first-start send command", "en", first))
+    out.extend(remedy_alarm_texts())
     seen = set()
     unique = []
     for origin, lang, text in out:

@@ -34,15 +34,21 @@ def test_client_sleeps_by_the_rule_between_real_retries():
 
 
 def test_one_spelling_everywhere_and_the_old_names_still_work_with_one_line(caplog, tmp_path):
-    """Issue 38: backoff_initial_s / backoff_max_s in the client, the gateway's [delivery] and the probe's [sender];
-    the names before (backoff=, backoff_max=, backoff_min_s) are taken, each said once, never twice."""
+    """Issue 38: backoff_initial_s / backoff_max_s in the client, the gateway's [delivery], the probe's [sender] and
+    sentinel-remedy's [slurm] (never released under another name); the names before (backoff=, backoff_max=,
+    backoff_min_s) are taken, each said once, never twice."""
     from host_client import schema
     from host_client.gateway.config import Config
     from host_client.probes import config as probe_config
+    from host_client.remedy import config as remedy_config
 
     schema._said.clear()  # the once-per-process memory, for a test that counts the lines
     assert Config.from_dict({"delivery": {"backoff_initial_s": 0.2}}).backoff_initial_s == 0.2
     assert probe_config.build({"sender": {"backoff_initial_s": 0.3}})["sender"]["backoff_initial_s"] == 0.3
+    remedy = remedy_config.from_dict(
+        {"key_id": "gw", "secret_env": "S", "slurm": {"backoff_initial_s": 0.5, "backoff_max_s": 8}}, env={"S": "x"}
+    )
+    assert (remedy.backoff_initial_s, remedy.backoff_max_s) == (0.5, 8)
     new = AlarmClient("http://127.0.0.1:9", "ops", "s3cret-for-tests", backoff_initial_s=0.4, backoff_max_s=4.0)
     assert (new.backoff_initial_s, new.backoff_max_s) == (0.4, 4.0) and not caplog.records
 

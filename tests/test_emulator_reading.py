@@ -47,6 +47,7 @@ def test_mandarin_numerals(digits, said):
         ("GpuXidFatal", "G P U X I D Fatal"),
         ("37%", "37 percent"),
         ("WARN", "WARN"),
+        ("slurmctld", "slurm C T L D"),
     ],
 )
 def test_technical_tokens_in_english(token, said):
@@ -80,13 +81,29 @@ def test_numbers_inside_chinese_are_mandarin():
     assert r[1].lang == "en" and r[1].pause_s == LONG_PAUSE_S
 
 
+def test_durations_and_job_ids_are_said_as_an_operator_says_them():
+    """sentinel-remedy's "requeue in 120 s" (issue 34): seconds, not the letter S; a job id digit by digit in both
+    languages, every id of a list, and only after job / 作业 (a count stays a count)."""
+    r = runs("gpu-worker-08 drained, jobs 4183275, 4183276 asked to checkpoint, requeue in 120 s")
+    assert (
+        r[0].text
+        == "G P U worker 0 8 drained, jobs 4 1 8 3 2 7 5, 4 1 8 3 2 7 6 asked to checkpoint, requeue in 120 seconds"
+    )
+    assert runs("retry in 1 s, 50 ms later")[0].text == "retry in 1 second, 50 milliseconds later"
+    assert runs("job 1234 not requeued: requeued 3 times already")[0].text.endswith("requeued 3 times already")
+    r = runs("gpu-worker-08 已隔离，作业 1234、1235 已通知保存检查点，120 秒后重新排队")
+    assert r[-1].text == "已隔离，作业一二三四、一二三五已通知保存检查点，一百二十秒后重新排队"
+    assert runs("作业 1234 未重新排队：已重排 3 次")[0].text == "作业一二三四未重新排队：已重排三次"
+    assert [x.text for x in runs("隔离失败：scontrol did not answer within 15 s")][-1] == "十五秒"
+
+
 def test_every_product_text_splits_cleanly():
     texts = product_alarm_texts()
     assert len(texts) > 60
     for origin, lang, text in texts:
         r = runs(text)
         assert r, origin
-        numerals = set("零一二三四五六七八九十百千万两点")
+        numerals = set("零一二三四五六七八九十百千万两点度秒毫")  # and the units reading writes out
         hanzi = [ch for ch in text if is_cjk(ch) and ch.isalpha() and ch not in numerals]
         spoken = [ch for x in r if x.lang == "zh" for ch in x.text if ch.isalpha() and ch not in numerals]
         # every hanzi goes to the Mandarin voice, in order, and only hanzi and their punctuation do

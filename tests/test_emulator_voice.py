@@ -299,6 +299,14 @@ UNIT_CASES = [
     ("算力利用率突降至 37%", ["p'ai21_| f'@55n_| ts.'i.55_|"], []),
     ("机架 A03 共 8 个 GPUs 掉线", ["j'u:z"], ["Vs"]),
     ("PCIe 链路降级至 x16", ["baI s'Iksti:n"], ["'Eks"]),
+    # sentinel-remedy (issue 34): seconds, not the letter S; a job id digit by digit, not "one thousand ..."
+    (
+        "gpu-worker-08 drained, job 1234 asked to checkpoint, requeue in 120 s",
+        ["dZ'0b w'Vn t'u: Tr'i: f'o@", "s'Ek@ndz"],
+        ["T'aUz@nd", "'Es"],
+    ),
+    ("作业 1234 已通知保存检查点，120 秒后重新排队", ["j'i55_| '@r51_| s'a55n_| s'i[51_|"], ["tS;h'iE55n_|"]),
+    ("isolation failed: scontrol did not answer within 15 s (slurmctld slow or down?)", ["s'Ek@ndz", "s'i: t'i:"], []),
 ]
 
 

@@ -176,6 +176,7 @@ class FakeClient:
     def __init__(self, pages):
         self.pages = pages
         self.acked = []
+        self.by = []
 
     def status_page(self, limit):
         p = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]  # the last page stays
@@ -183,8 +184,9 @@ class FakeClient:
             raise p
         return p
 
-    def ack(self, key=None, *, long=False, id=None):
+    def ack(self, key=None, *, long=False, id=None, by=None):
         self.acked.append(key)
+        self.by.append(by)
 
 
 def test_the_poller_reads_only_terminals_with_an_open_p0_and_sends_the_group_ack():
@@ -197,6 +199,7 @@ def test_the_poller_reads_only_terminals_with_an_open_p0_and_sends_the_group_ack
     assert book.terminals_open() == ["room"] and book.metrics(T0)[2] == {("room", "unreachable"): 1}
     poller.poll_once()
     assert book.terminals_open() == [] and office.acked == [KEY] and lab.acked == []
+    assert office.by == ["group:room"]  # the terminal shows whose button it was
 
 
 def test_a_group_member_that_does_not_answer_delays_no_other_members_ack():
@@ -222,12 +225,12 @@ def test_a_group_member_that_does_not_answer_delays_no_other_members_ack():
             release.wait(10)
             raise OSError("timed out")
 
-        def ack(self, key=None, *, long=False, id=None):
+        def ack(self, key=None, *, long=False, id=None, by=None):
             release.wait(10)
             raise OSError("timed out")
 
     class Office(FakeClient):
-        def ack(self, key=None, *, long=False, id=None):
+        def ack(self, key=None, *, long=False, id=None, by=None):
             super().ack(key)
             office_acked.set()
 
@@ -404,3 +407,24 @@ def test_the_ledger_keeps_what_a_restart_needs_an_ack_due_a_deadline_an_escalati
     assert again.ack_id("office", KEY) == book.ack_id("office", KEY)
     r = again.read_status("office", status([KEY]), T0 + 9)  # office took it: a group ACK, not a new one
     assert [a.via for a in r.acked] == ["group"] and again.group_due(T0 + 9) == []
+
+
+def test_the_group_ack_says_whose_button_it_was_within_the_terminals_32_bytes_and_through_a_restart():
+    from host_client.gateway.acks import group_by
+
+    assert group_by("room") == "group:room"
+    assert group_by("x" * 26) == "group:" + "x" * 26  # 32 bytes: the terminal's limit
+    assert group_by("x" * 27) == "group"
+    assert group_by("机房" * 5) == "group"  # 6 + 30 bytes of UTF-8
+    book = AckBook(config())
+    delivered_p0(book, "room")
+    delivered_p0(book, "office")
+    book.read_status("room", status([KEY]), T0 + 5)
+    assert book.ack_by("office", KEY) == "group:room"
+    again = AckBook(config())
+    again.restore(book.snapshot()[1])
+    assert again.ack_by("office", KEY) == "group:room"
+    cli = AckBook(config())
+    delivered_p0(cli, "room")
+    assert cli.acknowledge(KEY, T0 + 6, via="cli") == [{"terminal": "room", "key": KEY}]
+    assert cli.ack_by("room", KEY) == "cli"

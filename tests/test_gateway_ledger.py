@@ -1,7 +1,8 @@
 """The ACK ledger under state_dir (host_client/gateway/ledger.py), the incident history (history.py) and its CLI
 (incidents_cli.py): what a restart keeps, a damaged ledger read as far as it goes, a P0 opened (and on disk) before
 its 200, and GET /api/v1/incidents, `sentinel-gateway incidents` and `sentinel-gateway ack KEY` against a real
-gateway process and a real emulator over loopback."""
+gateway process and a real emulator over loopback; the terminal's page says who acknowledged (the CLI, a member of
+the ACK group)."""
 
 import json
 import logging
@@ -149,7 +150,9 @@ def test_incidents_over_http_and_the_cli_and_an_ack_from_the_cli_reaches_the_ter
         r = cli(cfg_path, "ack", KEY, env=env)
         assert r.returncode == 0, r.stderr
         assert "acknowledged on emu" in r.stdout, r.stdout
-        assert KEY in emulator_status(emu_url)["mute"]["acknowledged"]
+        st = emulator_status(emu_url)
+        assert KEY in st["mute"]["acknowledged"]
+        assert [a["acknowledged_by"] for a in st["active"] if a["key"] == KEY] == ["cli"]
 
         r = cli(cfg_path, "incidents", "--json", env=env)
         (inc,) = [x for x in json.loads(r.stdout)["incidents"] if x["key"] == KEY]
@@ -165,3 +168,54 @@ def test_incidents_over_http_and_the_cli_and_an_ack_from_the_cli_reaches_the_ter
     acks = [ln for ln in log.splitlines() if "p0_acknowledged" in ln]
     assert acks and all('via="cli"' in ln for ln in acks), acks
     assert 'via="button"' not in log
+
+
+def test_a_group_ack_tells_the_other_member_whose_button_it_was(tmp_path):
+    """Two real emulators in one ack_group behind a real gateway process: ACK on room (as its button does) reaches
+    office through the gateway, and office's page says it was room's: acknowledged_by "group:room"."""
+    from deploy_live import wait_http
+
+    from host_client.client import AlarmClient
+
+    room, room_url, room_cfg = start_emulator(tmp_path / "room", key_id="room")
+    office, office_url, office_cfg = start_emulator(tmp_path / "office", key_id="office")
+    gw = None
+    try:
+        port = free_port()
+        cfg_path = tmp_path / "gateway.toml"
+        terminals = "".join(
+            '[terminals.%s]\nurl = "%s"\nkey_id = "%s"\nsecret_env = "S_%s"\nack_group = "on-call"\n\n'
+            % (name, url, name, name.upper())
+            for name, url in (("room", room_url), ("office", office_url))
+        )
+        cfg_path.write_text(
+            '[gateway]\nhost = "127.0.0.1"\nport = %d\nstate_dir = "%s"\n\n'
+            "[delivery]\nrate_interval_s = 0\nstatus_poll_s = 0.2\n\n"
+            '[routing]\ndefault = ["room", "office"]\n\n%s' % (port, tmp_path / "gw-state", terminals)
+        )
+        env = dict(os.environ, S_ROOM=room_cfg["secret"], S_OFFICE=office_cfg["secret"])
+        gw = subprocess.Popen(
+            [sys.executable, "-m", "host_client.gateway.cli", "-c", str(cfg_path)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        gw_url = "http://127.0.0.1:%d" % port
+        wait_http(gw_url + "/healthz", gw)
+        import urllib.request
+
+        req = urllib.request.Request(
+            gw_url + "/api/v1/gpu_event", json.dumps(EV).encode(), {"Content-Type": "application/json"}
+        )
+        assert urllib.request.urlopen(req, timeout=5).status == 200
+        for url in (room_url, office_url):
+            wait_status(url, lambda s: any(a["key"] == KEY for a in s["active"]), 10)
+
+        AlarmClient(room_url, "room", room_cfg["secret"]).ack()
+        _t, st = wait_status(office_url, lambda s: KEY in s["mute"]["acknowledged"], 10)
+        assert [a["acknowledged_by"] for a in st["active"] if a["key"] == KEY] == ["group:room"]
+    finally:
+        stop(gw)
+        stop(office)
+        stop(room)

@@ -106,9 +106,10 @@ def test_a_missing_nccl_log_is_the_probes_own_p1_in_every_place_and_clears_when_
         st = h.wait_for(lambda s: any(a["key"] == KEY and a["level"] == "P1" for a in s["active"]), 5)
         (a,) = [a for a in st["active"] if a["key"] == KEY]
         assert a["text"] == "探针预警，机架 A03 节点 gpu-worker-08 的探针无法读取NCCL 日志"
-        # the log: once, at ERROR, in words
-        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-        assert errors == ["probe source NCCL log (%s) is down: No such file or directory: %s" % (log_path, log_path)]
+        # the log: once, at ERROR, the project's one dialect (an event name and its fields), the error in words
+        errors = [(r.getMessage(), r.fields) for r in caplog.records if r.levelno == logging.ERROR]
+        why = "No such file or directory: %s" % log_path
+        assert errors == [("source_down", {"source": str(log_path), "kind": "nccl_log", "error": why})]
         # status, after the global options: the source named, exit 2
         p = run(PROBE + ["-c", str(cfgfile), "status"])
         assert p.returncode == 2, p.stderr
@@ -130,9 +131,8 @@ def test_a_missing_nccl_log_is_the_probes_own_p1_in_every_place_and_clears_when_
         assert p.returncode == 0, p.stdout + p.stderr
         assert "DOWN" not in p.stdout
         assert 'sentinel_probe_source_up{source="%s",kind="nccl_log"} 1' % log_path in metric(port, "sentinel_probe")
-        assert [r for r in caplog.records if r.levelno == logging.ERROR] != [] and any(
-            r.getMessage() == "probe source NCCL log (%s) works again" % log_path for r in caplog.records
-        )
+        ups = [(r.levelno, r.fields) for r in caplog.records if r.getMessage() == "source_up"]
+        assert ups == [(logging.INFO, {"source": str(log_path), "kind": "nccl_log"})]
     finally:
         d.close()
 

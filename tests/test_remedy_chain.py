@@ -52,7 +52,7 @@ class Chain:
         self.conf = tmp_path / "remedy.toml"
         self.conf.write_text(
             'key_id = "gw"\nsecret_env = "REMEDY_SECRET"\nport = %d\nmode = "%s"\nstate_dir = "%s"\n'
-            "[slurm]\ncheckpoint_grace_s = %d\ntimeout_s = 20\nretry_max_s = 2\n"
+            "[slurm]\ncheckpoint_grace_s = %d\ntimeout_s = 20\nbackoff_max_s = 2\n"
             '[announce]\nurl = "%s"\n' % (self.port, mode, tmp_path / "remedy-state", grace_s, self.gw.url)
         )
         self.env = dict(slurm.env, REMEDY_SECRET=SECRET)

@@ -141,7 +141,7 @@ def test_alertmanager_annotations_per_language_reach_each_terminal_in_its_own():
     )
     (rec,) = parse_webhook({"version": "4", "alerts": [done]}, cfg)
     assert rec.recovery and rec.key == inc.key
-    assert rec.text_for("zh") == "作业 1234 已在 gpu-worker-03 上恢复运行 已恢复正常"
+    assert rec.text_for("zh") == "作业 1234 已在 gpu-worker-03 上重新运行 已恢复正常"
     assert rec.text_for("en") == "Resolved: job 1234 running again on gpu-worker-03"
     # an alert with one summary only keeps its one text for every terminal, as before
     plain = dict(a, annotations={"summary": "disk full"})

@@ -60,6 +60,18 @@ def test_the_probes_wording_ends_with_the_value():
         schema.section({"lane": {"retries": -1}}, "lane", KEYS["lane"], schema.BRACKETED)
 
 
+def test_a_loaders_own_wording_a_range_between_and_keys_at_the_top():
+    """sentinel-remedy's style: "between lo and hi (got v)", and keys at the top of a file named alone."""
+    style = schema.Style("%s.%s", got=True, sorted_known=True, got_text=" (got %r)", between=True)
+    keys = {"grace_s": Key("float", 120.0, lo=0, hi=86400), "mode": Key("str", "off", choices=("off", "on"))}
+    with pytest.raises(ConfigError, match=r"^slurm\.grace_s must be between 0 and 86400 \(got -1\)$"):
+        schema.section({"slurm": {"grace_s": -1}}, "slurm", keys, style)
+    with pytest.raises(ConfigError, match=r"^mode must be one of off, on \(got 'of'\)$"):
+        schema.section({"mode": "of"}, "", keys, style, table={"mode": "of"})
+    with pytest.raises(ConfigError, match=r"^unknown key mdoe: did you mean mode\?"):
+        schema.section({"mdoe": "on"}, "", keys, style, table={"mdoe": "on"})
+
+
 def test_unknown_section_is_named_with_the_closest():
     with pytest.raises(ConfigError, match=r"^unknown section \[lnae\]: did you mean lane\? \(known: lane\)$"):
         schema.check_sections({"lnae": {}}, KEYS)

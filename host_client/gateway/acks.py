@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 
 from sentinel_core.alarm import P0
+from sentinel_core.validate import ACK_BY_MAX_BYTES
 
 from .delivery_queue import ItemKind, alarm_id
 from .wire import wire_key
@@ -119,6 +120,13 @@ def _from_key(key, cfg):
     return "", "", "", cfg.escalate_after({})
 
 
+def group_by(member):
+    """The "by" of a group ACK: the member whose button was pressed, or just "group" where that is too long for
+    the terminal's field (ACK_BY_MAX_BYTES)."""
+    by = "group:" + member
+    return by if len(by.encode("utf-8")) <= ACK_BY_MAX_BYTES else "group"
+
+
 class Acked:
     """What the book learnt: terminal acknowledged key after after_s seconds (via "button": on that terminal;
     "group": sent by this gateway from another terminal of its ack_group)."""
@@ -168,6 +176,7 @@ class AckBook:
         self.known: OrderedDict = OrderedDict()  # (terminal, key) this gateway sent a P0 or a group ACK for
         self.sent = {}  # (terminal, key) -> "group" | "cli": ACKs sent or due by us (not a new ACK when read back)
         self.to_send: OrderedDict = OrderedDict()  # (terminal, key) -> first try: ACKs not yet taken
+        self.by = {}  # (terminal, key) -> who acknowledged, as the ACK due there tells the terminal ("by")
 
     def _changed(self):
         """Under the lock: the ledger has something new to save."""
@@ -288,6 +297,7 @@ class AckBook:
             keys = sorted(tk for tk, o in self.open.items() if tk[1] == want or incident in o.carried)
             for tk in keys:
                 self.sent[tk] = via
+                self.by[tk] = via
                 self.to_send.setdefault(tk, now)
                 o = self.open[tk]
                 if not o.shown:
@@ -317,6 +327,7 @@ class AckBook:
             # ACKs we owe this terminal that its page already shows (an HA peer sent them): nothing to send
             for tk in [tk for tk in self.to_send if tk[0] == terminal and tk[1] in acked]:
                 del self.to_send[tk]
+                self.by.pop(tk, None)
                 changed = True
             for (t, key), o in list(self.open.items()):
                 if t != terminal or key not in acked:
@@ -328,6 +339,7 @@ class AckBook:
                     for other in group:
                         if other != terminal and (other, key) not in self.sent:
                             self.sent[(other, key)] = "group"
+                            self.by[(other, key)] = group_by(terminal)
                             self._know(other, key)
                             self.to_send[(other, key)] = now
                             p = self.open.get((other, key))
@@ -397,6 +409,7 @@ class AckBook:
                 if now - first > 900:
                     del self.to_send[k]
                     self.sent.pop(k, None)
+                    self.by.pop(k, None)
                     self._changed()
             return list(self.to_send)
 
@@ -408,11 +421,17 @@ class AckBook:
             first = self.to_send.get((terminal, key), 0.0)
         return alarm_id("ack", terminal, key, str(int(first // 300)))
 
+    def ack_by(self, terminal, key):
+        """Who acknowledged, for the ACK owed to terminal for key: "cli", "group:<the member pressed>"."""
+        with self.lock:
+            return self.by.get((terminal, key)) or self.sent.get((terminal, key), "group")
+
     def group_sent(self, terminal, key, now, *, ok):
         """The ACK for key reached terminal (ok), or did not: then it is tried again on the next read."""
         with self.lock:
             if not ok:
                 return None  # still in to_send: tried again on the next poll
+            self.by.pop((terminal, key), None)
             if self.to_send.pop((terminal, key), None) is not None:
                 self._changed()
             o = self.open.get((terminal, key))
@@ -474,7 +493,14 @@ class AckBook:
         with self.lock:
             recs = [dict(o.to_json(), t="open") for o in self.open.values()]
             recs += [
-                {"t": "ack_due", "terminal": t, "key": k, "first": first, "via": self.sent.get((t, k), "group")}
+                {
+                    "t": "ack_due",
+                    "terminal": t,
+                    "key": k,
+                    "first": first,
+                    "via": self.sent.get((t, k), "group"),
+                    "by": self.by.get((t, k), ""),
+                }
                 for (t, k), first in self.to_send.items()
             ]
             recs += [
@@ -504,6 +530,8 @@ class AckBook:
                         tk = (str(r["terminal"]), str(r["key"]))
                         self.to_send[tk] = float(r["first"])
                         self.sent[tk] = str(r.get("via", "group"))
+                        if r.get("by"):
+                            self.by[tk] = str(r["by"])[:ACK_BY_MAX_BYTES]
                     elif t == "sent":
                         self.sent[(str(r["terminal"]), str(r["key"]))] = str(r.get("via", "group"))
                     elif t == "noted":
@@ -787,7 +815,7 @@ class AckPoller:
                     log.info("group_ack_applied_already", extra=_fields(terminal=terminal, incident=key))
                     return None
         try:
-            client.ack(key, id=self.book.ack_id(terminal, key))
+            client.ack(key, id=self.book.ack_id(terminal, key), by=self.book.ack_by(terminal, key))
             return True
         except Exception as e:  # noqa: BLE001 - logged; retried on the next poll
             log.warning("group_ack_failed", extra=_fields(terminal=terminal, incident=key, error=str(e)))

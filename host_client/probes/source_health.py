@@ -3,9 +3,10 @@
 A source (the kernel log, an NCCL log, the GPU readings, the progress socket, a fabric counter) that cannot be
 opened or stops producing leaves the room blind to the faults it would show. Each source holds a ``SourceHealth``
 and calls ``ok()`` / ``down(why)`` as it learns; the daemon turns the registry into one standing finding
-(PROBE_SOURCE_DOWN, node-wide, P1) that names every source down, logs each change once (ERROR when a source goes
-down, INFO when it works again), shows it in /status and ``sentinel-probe status`` and exports it as
-``sentinel_probe_source_up``. The finding clears (RECOVERED) once every source works again.
+(PROBE_SOURCE_DOWN, node-wide, P1) that names every source down, logs each change once (``source_down`` at ERROR
+with the source, its kind and the error; ``source_up`` at INFO when it works again), shows it in /status and
+``sentinel-probe status`` and exports it as ``sentinel_probe_source_up``. The finding clears (RECOVERED) once every
+source works again.
 
 A new source registers with ``Registry.register(name, kind)``: ``kind`` is a ``vocabulary.SOURCE_KINDS`` name (the
 words the room hears), ``name`` tells two sources of a kind apart (a path, a pattern).
@@ -16,6 +17,7 @@ import threading
 import time
 
 from host_client import vocabulary
+from host_client.logs import log_event
 
 from . import events
 
@@ -71,9 +73,9 @@ class Registry:
                 h.since = self._wall()
             self.changes += 1
         if state == "down" and was != "down":
-            log.error("probe source %s (%s) is down: %s", h.words(), h.name, why)
+            log_event(log, "source_down", logging.ERROR, source=h.name, kind=h.kind, error=why)
         elif state == "ok" and was == "down":
-            log.info("probe source %s (%s) works again", h.words(), h.name)
+            log_event(log, "source_up", logging.INFO, source=h.name, kind=h.kind)
 
     def sources(self):
         with self._lock:

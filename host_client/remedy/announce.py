@@ -59,12 +59,13 @@ def signalled_text(node, jobs, *, dry_run=False) -> dict:
     }
 
 
+# The two NORMALs: the gateway's bridge appends "已恢复正常" to a resolved alert's zh text, so neither says 恢复 itself.
 def running_again_text(job, nodes) -> dict:
-    return {"en": "job %s running again on %s" % (job, nodes), "zh": "作业 %s 已在 %s 上恢复运行" % (job, nodes)}
+    return {"en": "job %s running again on %s" % (job, nodes), "zh": "作业 %s 已在 %s 上重新运行" % (job, nodes)}
 
 
 def resumed_text(node) -> dict:
-    return {"en": "%s back in service" % node, "zh": "%s 已恢复服务" % node}
+    return {"en": "%s back in service" % node, "zh": "%s 已重新投入使用" % node}
 
 
 def failed_text(why) -> dict:

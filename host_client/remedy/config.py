@@ -12,38 +12,48 @@ from dataclasses import dataclass, field
 from host_client import schema
 from host_client.config import check_url, unreadable_hint
 from host_client.errors import ConfigError
+from host_client.schema import Key
 
 from .actions import ACTION_NAMES, Action, Policy
 
 MODES = ("off", "dry_run", "enforce")
-_KEYS = {
+# remedy's errors, as before the schema: "slurm.checkpoint_grace_s must be between 0 and 86400 (got -1)"
+STYLE = schema.Style("%s.%s", got=True, sorted_known=True, got_text=" (got %r)", between=True)
+KEYS: dict[str, dict[str, Key]] = {
     "": {
-        "host",
-        "port",
-        "key_id",
-        "secret_env",
-        "secret_file",
-        "mode",
-        "state_dir",
-        "slurm",
-        "breaker",
-        "policy",
-        "announce",
+        "host": Key("str", "127.0.0.1"),
+        "port": Key("int", 9130, lo=0, hi=65535),
+        "key_id": Key("str"),
+        "secret_env": Key("str"),
+        "secret_file": Key("str"),
+        "mode": Key("str", "off", choices=MODES),
+        "state_dir": Key("str"),  # default: below XDG_STATE_HOME (default_state_dir)
+        "slurm": Key("any"),
+        "breaker": Key("any"),
+        "policy": Key("any"),
+        "announce": Key("any"),
     },
     "slurm": {
-        "checkpoint_signal",
-        "checkpoint_grace_s",
-        "max_restarts_per_job",
-        "scontrol",
-        "scancel",
-        "squeue",
-        "timeout_s",
-        "slurm_conf",
-        "retry_max_s",
+        "checkpoint_signal": Key("str", "USR1"),
+        "checkpoint_grace_s": Key("float", 120.0, lo=0, hi=86400),
+        "max_restarts_per_job": Key("int", 3, lo=0, hi=1000),
+        "scontrol": Key("str", "scontrol"),
+        "scancel": Key("str", "scancel"),
+        "squeue": Key("str", "squeue"),
+        "timeout_s": Key("float", 15.0, lo=0.5, hi=600),
+        "slurm_conf": Key("str"),  # default: SLURM_CONF, as Slurm's own tools read it
+        # a failed isolation or requeue is retried with the project's back-off (host_client/backoff.py)
+        "backoff_initial_s": Key("float", 1.0, lo=0.01, hi=3600),
+        "backoff_max_s": Key("float", 60.0, lo=0.1, hi=3600),
     },
-    "breaker": {"max_nodes", "window_s"},
-    "policy": {"xids", "event_types", "self_clearing"},
-    "announce": {"url", "token_env", "token_file", "timeout_s"},
+    "breaker": {"max_nodes": Key("int", 3, lo=1, hi=100_000), "window_s": Key("float", 600.0, lo=1, hi=30 * 86400)},
+    "policy": {"xids": Key("any", {}), "event_types": Key("any", {}), "self_clearing": Key("any", [])},
+    "announce": {
+        "url": Key("str"),
+        "token_env": Key("str"),
+        "token_file": Key("str"),
+        "timeout_s": Key("float", 5.0, lo=0.1, hi=120),
+    },
 }
 _TYPE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,47}\Z")
 
@@ -69,7 +79,8 @@ class RemedyConfig:
     squeue: str = "squeue"
     slurm_timeout_s: float = 15.0
     slurm_conf: str | None = None
-    retry_max_s: float = 60.0
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
     max_nodes: int = 3
     window_s: float = 600.0
     policy: Policy = field(default_factory=Policy)
@@ -79,24 +90,16 @@ class RemedyConfig:
     source: str = ""
 
 
-def _num(d, key, where, default, lo, hi, integer=False):
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise ConfigError("%s%s must be %s" % (where, key, "an integer" if integer else "a number"))
-    if not lo <= v <= hi:
-        raise ConfigError("%s%s must be between %s and %s (got %s)" % (where, key, lo, hi, v))
-    return v
-
-
-def _str(d, key, where, default=None):
-    v = d.get(key, default)
-    if v is not None and (not isinstance(v, str) or not v):
-        raise ConfigError("%s%s must be a non-empty string" % (where, key))
-    return v
+def _nonempty(d, where):
+    """The strings of a checked section that are set: an empty one means nothing here."""
+    for k, v in d.items():
+        if v == "":
+            raise ConfigError("%s%s must be a non-empty string" % (where, k))
+    return d
 
 
 def _secret(d, where, env, base_dir, env_key, file_key, what):
-    se, sf = _str(d, env_key, where), _str(d, file_key, where)
+    se, sf = d[env_key], d[file_key]
     if se and sf:
         raise ConfigError("%sset one of %s or %s, not both" % (where, env_key, file_key))
     if se:
@@ -125,14 +128,14 @@ def _policy(p) -> Policy:
     base = Policy()
     xids, types = dict(base.xids), dict(base.types)
     for key, table, conv in (("xids", xids, _xid), ("event_types", types, _etype)):
-        v = p.get(key, {})
+        v = p[key]
         if not isinstance(v, dict):
             raise ConfigError("policy.%s must be a table of %s = action" % (key, key[:-1]))
         for k, a in v.items():
             if a not in ACTION_NAMES:
                 raise ConfigError("policy.%s.%s must be one of %s (got %r)" % (key, k, ", ".join(ACTION_NAMES), a))
             table[conv(k)] = Action(a)
-    sc = p.get("self_clearing", [])
+    sc = p["self_clearing"]
     if not isinstance(sc, list) or not all(isinstance(x, str) and _TYPE_RE.match(x) for x in sc):
         raise ConfigError("policy.self_clearing must be a list of event types (e.g. PCIE_DOWNGRADE)")
     return Policy(xids=xids, types=types, self_clearing=frozenset(sc))
@@ -159,58 +162,50 @@ def _signal(v):
 
 def from_dict(data: dict, env=None, base_dir=".") -> RemedyConfig:
     env = os.environ if env is None else env
-    for table, keys in _KEYS.items():
-        d = data if not table else data.get(table, {})
-        if not isinstance(d, dict):
-            raise ConfigError("[%s] must be a table" % table)
-        for k in d:
-            if k not in keys:
-                raise ConfigError(
-                    "unknown key %s%s (known: %s)" % (table + "." if table else "", k, ", ".join(sorted(keys)))
-                )
-    if "secret" in data:
-        raise ConfigError("put the secret in an environment variable (secret_env) or a file (secret_file)")
-    key_id = _str(data, "key_id", "")
+    if not isinstance(data, dict):
+        raise ConfigError("the configuration must be a table")
+    top = _nonempty(schema.section(data, "", KEYS[""], STYLE, table=data), "")
+    s, b, p, a = (
+        _nonempty(schema.section(data, name, KEYS[name], STYLE), name + ".")
+        for name in ("slurm", "breaker", "policy", "announce")
+    )
+    key_id = top["key_id"]
     if not key_id or len(key_id) > 64 or not all("!" <= c <= "~" for c in key_id):
         raise ConfigError("key_id is required: 1..64 visible ASCII characters (the gateway's [remedy] key_id)")
-    secret = _secret(data, "", env, base_dir, "secret_env", "secret_file", "the secret")
+    secret = _secret(top, "", env, base_dir, "secret_env", "secret_file", "the secret")
     assert secret is not None
-    host = _str(data, "host", "", "127.0.0.1")
-    mode = data.get("mode", "off")
-    if mode not in MODES:
-        raise ConfigError("mode must be one of %s (got %r)" % (", ".join(MODES), mode))
-    s, b, a = data.get("slurm", {}), data.get("breaker", {}), data.get("announce", {})
-    url = _str(a, "url", "announce.")
+    url = a["url"]
     if url:
         if not re.match(r"https?://[^/\s]+", url):
             raise ConfigError("announce.url must be the gateway's http:// or https:// URL")
         check_url(url, "announce.url")
-    cfg = RemedyConfig(
+    if s["backoff_max_s"] < s["backoff_initial_s"]:
+        raise ConfigError("slurm.backoff_max_s must be >= slurm.backoff_initial_s")
+    token = _secret(a, "announce.", env, base_dir, "token_env", "token_file", None)
+    return RemedyConfig(
         key_id=key_id,
         secret=secret,
-        host=host or "127.0.0.1",
-        port=int(_num(data, "port", "", 9130, 0, 65535, integer=True)),
-        mode=mode,
-        state_dir=_str(data, "state_dir", "", default_state_dir(env)) or "",
-        checkpoint_signal=_signal(_str(s, "checkpoint_signal", "slurm.", "USR1") or "USR1"),
-        checkpoint_grace_s=_num(s, "checkpoint_grace_s", "slurm.", 120, 0, 86400),
-        max_restarts_per_job=int(_num(s, "max_restarts_per_job", "slurm.", 3, 0, 1000, integer=True)),
-        scontrol=_str(s, "scontrol", "slurm.", "scontrol") or "scontrol",
-        scancel=_str(s, "scancel", "slurm.", "scancel") or "scancel",
-        squeue=_str(s, "squeue", "slurm.", "squeue") or "squeue",
-        slurm_timeout_s=_num(s, "timeout_s", "slurm.", 15, 0.5, 600),
-        slurm_conf=_str(s, "slurm_conf", "slurm.") or env.get("SLURM_CONF"),
-        retry_max_s=_num(s, "retry_max_s", "slurm.", 60, 0.1, 3600),
-        max_nodes=int(_num(b, "max_nodes", "breaker.", 3, 1, 100_000, integer=True)),
-        window_s=_num(b, "window_s", "breaker.", 600, 1, 30 * 86400),
-        policy=_policy(data.get("policy", {})),
+        host=top["host"],
+        port=top["port"],
+        mode=top["mode"],
+        state_dir=top["state_dir"] or default_state_dir(env),
+        checkpoint_signal=_signal(s["checkpoint_signal"]),
+        checkpoint_grace_s=s["checkpoint_grace_s"],
+        max_restarts_per_job=s["max_restarts_per_job"],
+        scontrol=s["scontrol"],
+        scancel=s["scancel"],
+        squeue=s["squeue"],
+        slurm_timeout_s=s["timeout_s"],
+        slurm_conf=s["slurm_conf"] or env.get("SLURM_CONF"),
+        backoff_initial_s=s["backoff_initial_s"],
+        backoff_max_s=s["backoff_max_s"],
+        max_nodes=b["max_nodes"],
+        window_s=b["window_s"],
+        policy=_policy(p),
         announce_url=(url or "").rstrip("/"),
-        announce_token=(lambda t: t.decode() if t else None)(
-            _secret(a, "announce.", env, base_dir, "token_env", "token_file", None)
-        ),
-        announce_timeout_s=_num(a, "timeout_s", "announce.", 5, 0.1, 120),
+        announce_token=token.decode() if token else None,
+        announce_timeout_s=a["timeout_s"],
     )
-    return cfg
 
 
 def load_config(path: str, env=None) -> RemedyConfig:

@@ -219,7 +219,7 @@ class Remedy:
         if r is None:
             r = self.state.retry[inc.id] = {"incident": asdict(inc), "attempt": 0, "announced": False}
         r["attempt"] += 1
-        r["next_at"] = self.clock() + backoff_delay(r["attempt"], 1.0, self.cfg.retry_max_s)
+        r["next_at"] = self.clock() + backoff_delay(r["attempt"], self.cfg.backoff_initial_s, self.cfg.backoff_max_s)
         r["why"] = why
         if not r["announced"]:
             r["announced"] = True
@@ -531,7 +531,7 @@ class Remedy:
             rec["pending"] = False
         else:
             rec["attempt"] = rec.get("attempt", 0) + 1
-            rec["requeue_at"] = now + backoff_delay(rec["attempt"], 1.0, self.cfg.retry_max_s)
+            rec["requeue_at"] = now + backoff_delay(rec["attempt"], self.cfg.backoff_initial_s, self.cfg.backoff_max_s)
 
     def _watch(self, job, rec):
         try:
