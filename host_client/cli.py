@@ -221,7 +221,7 @@ def main(argv=None):
                 print(curl_command(c.sign(path, body)))
                 return EXIT_OK
             if args.ack:
-                ack = c.ack(args.key, long=args.clear)
+                ack = c.ack(args.key, long=args.clear, by="sentinel-send")  # shown as who acknowledged
             elif args.unmute:
                 ack = c.unmute(args.key)
             else:

@@ -144,3 +144,9 @@ def test_ack_says_how_long_the_mute_lasts_from_the_terminal(tmp_path, secret_fil
         p = run(base + ["--ack", "--key", "A03:w8"])
         assert p.returncode == 0, p.stderr
         assert "ok, incident A03:w8 silenced for the terminal's mute_s (15 min unless configured" in p.stdout
+        # the terminal names who acknowledged: this command, not "api"
+        assert run(base + ["--preset", "p0", "--text", "GPU 7 fell off the bus", "--key", "A03:w9"]).returncode == 0
+        assert run(base + ["--ack", "--key", "A03:w9"]).returncode == 0
+        status = json.loads(urllib.request.urlopen(h.url + "/api/v1/status", timeout=5).read())
+        (row,) = [r for r in status["active"] if r["key"] == "A03:w9"]
+        assert row["acknowledged_by"] == "sentinel-send"
