@@ -324,7 +324,9 @@ def _hardware_once(d, findings):
     rows = []
     if d._fabric_on():
         r = d.read_fabric()
-        found = d.fabric_checker.check(r["ports"], time.monotonic(), stats=r["stats"], modules=r["modules"])
+        found = d.fabric_checker.check(
+            r["ports"], time.monotonic(), stats=r["stats"], modules=r["modules"], sensors=r["sensors"]
+        )
         findings += found
         up = sum(1 for p in r["ports"].values() if p["state"] == "ACTIVE")
         if not found:
