@@ -472,6 +472,20 @@ def test_hot_module_seen_by_ethtool_and_hwmon_is_one_incident(tmp_path, node):
     assert len(d.recent) == 3 and not fb.hwmon.exists()
 
 
+def test_an_unreadable_module_sensor_is_said_in_status_and_is_no_fault(tmp_path, node):
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et)
+    d = Daemon(cfg, gpu=FakeSource(count=8))
+    d.on_fabric(d.read_fabric(), 0.0)
+    sensor = fb.hwmon / "hwmon1" / "temp2_input"  # mlx5_0's module sensor (hwmon0 is the ACPI zone)
+    sensor.unlink()  # its firmware access fails (as an EIO would)
+    d.on_fabric(d.read_fabric(), 1.0)
+    st = d.snapshot()
+    assert st["hardware"]["errors"]["hwmon"] == {str(sensor): "No such file or directory"}
+    assert "fabric" not in st["hardware"]["errors"] and d.recent == []
+    assert {x["state"] for x in st["sources"] if x["kind"] == "fabric"} == {"ok"}
+
+
 def test_hwmon_forms():
     """The channel the hwmon path takes: the firmware's "Module<N>", or "sensor<64+N>" where it gave no name."""
     assert fabric._module_channel("Module0") and fabric._module_channel("sensor64")
@@ -679,6 +693,9 @@ def test_status_and_metrics_serve_the_hardware_sources(tmp_path, node):
         assert st["hardware"]["commands"] == {} and st["hardware"]["errors"] == {}
         text = urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=5).read().decode()
         assert 'sentinel_probe_fabric_port_counter{device="mlx5_0",port="1",counter="symbol_error"} 0' in text
+        assert 'sentinel_probe_module_temperature_celsius{device="mlx5_0",sensor="Module0"} 62.0' in text
+        assert 'sentinel_probe_module_temperature_crit_celsius{device="mlx5_0",sensor="Module0"} 75.0' in text
+        assert st["hardware"]["optics"]["mlx5_0"] == "ethtool -m (temperature, rx power); hwmon1 (temperature)"
         assert 'sentinel_probe_pcie_corrected_errors{device="%s"} 0' % fb.gpu_bdf[0] in text
     finally:
         d.close()

@@ -107,6 +107,7 @@ class Daemon:
         self.hw_polls = 0
         self.hw_poll_seconds = 0.0
         self.fabric_ports = 0
+        self.module_temps = {}  # "mlx5_3" -> the hwmon module sensor's last reading, for /metrics
         self.optics_paths = {}  # "mlx5_3" -> {"ethtool": the last -m read worked, "hwmon": "hwmon4"}
         self._fm_sources = set()
         self._pcie_windows = {}  # bdf -> fabric._Window of TOTAL_ERR_COR
@@ -233,10 +234,10 @@ class Daemon:
         t0 = time.perf_counter()
         ports, errors = fabric.read_ports(self.cfg["fabric"]["sysfs_root"])
         tool = self.cfg["fabric"]["ethtool"]
-        st, mods, sensors = {}, {}, {}
+        st, mods, sensors, hw_errors = {}, {}, {}, None
         if hwmon and os.path.isdir(self.cfg["fabric"]["hwmon_root"]):  # a node without hwmon: the ethtool path only
+            # its read errors go to /status only: an unreadable sensor is no port fault and no dead fabric tree
             by_pci, hw_errors = fabric.read_module_sensors(self.cfg["fabric"]["hwmon_root"])
-            errors.update(hw_errors)
             for key, port in ports.items():
                 if port["pci"] in by_pci:
                     sensors[key] = by_pci[port["pci"]]
@@ -257,6 +258,7 @@ class Daemon:
         _said_health(self.health.register(self.cfg["fabric"]["sysfs_root"], "fabric"), errors)
         read = {"ports": ports, "errors": errors, "stats": st, "modules": mods, "sensors": sensors}
         read["modules_read"] = bool(modules and tool)
+        read["hwmon_errors"] = hw_errors  # None: not read this poll (keeps what /status said)
         return read
 
     def _reading(self, argv):
@@ -285,6 +287,9 @@ class Daemon:
     def on_fabric(self, reading, now):
         self.hw_errors["fabric"] = reading["errors"]
         self.fabric_ports = len(reading["ports"])
+        if reading["hwmon_errors"] is not None:
+            self.hw_errors["hwmon"] = reading["hwmon_errors"]
+            self.module_temps = {fabric.component(*k): v for k, v in reading["sensors"].items()}
         for key in reading["ports"]:  # which path watches each module, for /status
             paths = self.optics_paths.setdefault(fabric.component(*key), {})
             if reading["modules_read"]:
@@ -733,6 +738,7 @@ class Daemon:
         with self.lock:  # copied under the lock: the loop thread updates them
             corrected = dict(self.pcie_corrected)
             port_counters = dict(self.fabric_checker.totals)
+            module_temps = dict(self.module_temps)
         page = Page()
 
         def m(name, help_, typ, samples):
@@ -805,6 +811,13 @@ class Daemon:
                 for (p, c), v in sorted(port_counters.items(), key=str)
             ],
         )
+        for name, key, what in (("", "temp_c", "temperature"), ("_crit", "crit_c", "critical threshold")):
+            m(
+                "module_temperature%s_celsius" % name,
+                "Transceiver %s from the NIC's mlx5 hwmon, as last read." % what,
+                "gauge",
+                [((("device", c), ("sensor", v["label"])), v[key]) for c, v in sorted(module_temps.items())],
+            )
         m(
             "hw_poll_seconds_total",
             "Time spent reading the fabric and PCIe sources.",
