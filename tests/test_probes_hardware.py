@@ -723,6 +723,13 @@ def test_once_reads_the_fabric_and_memory_and_exits_1_on_a_weak_module(tmp_path,
     text = out.getvalue()
     assert "OPTICS_WARNING" in text and "rx power 0.0501 mW" in text
     assert "GPU_RESET_PENDING" in text
+    # without CAP_NET_ADMIN: the hwmon path alone still finds a hot module in one look
+    cfg, _ = _cfg(tmp_path, fb, None, fabric={"ethtool": ""})
+    fb.module_temp("mlx5_6", 77.0)
+    nv.remap[1] = [0, 0, 0, 0]
+    out = io.StringIO()
+    assert cli.run_once(cfg, out=out) == 1
+    assert "OPTICS_WARNING" in out.getvalue() and "temperature 77.0 C (its critical threshold 75.0 C" in out.getvalue()
 
 
 def test_a_port_whose_device_vanished_is_down_and_an_unreadable_tree_keeps_what_stood(tmp_path, node):

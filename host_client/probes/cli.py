@@ -335,6 +335,8 @@ def _hardware_once(d, findings):
             )
         for why in list(r["errors"].values()) + list(d.commands.failures.values()):
             rows.append(("fabric", "-", "SKIP", why))
+        for path, why in (r["hwmon_errors"] or {}).items():
+            rows.append(("fabric", "-", "SKIP", "%s: %s" % (path, why)))
     return rows  # no row on a node without the source: --once's table stays what it was there
 
 
