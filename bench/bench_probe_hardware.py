@@ -1,6 +1,6 @@
 """What issue 35's hardware sources cost the probe on a node with 8 GPUs, 8 NICs and 4 NVSwitches (fake trees).
 
-Prints the cost of one poll of every new source (IB/RoCE sysfs, `ethtool -S` and `ethtool -m` per NIC, PCIe AER
+Prints the cost of one poll of every new source (IB/RoCE sysfs, `ethtool -S`, `ethtool -m` and hwmon per NIC, PCIe AER
 totals, NVML memory health and clock reasons), and the probe's CPU per second at the default intervals: computed from
 the per-source costs, and measured over a run of the real poller thread (this process plus the ethtool children).
 The ethtool here is a shell script printing recorded outputs: a real `ethtool -m` also reads the module over I2C
@@ -63,7 +63,7 @@ def main():
         "xid": {"source": "file", "path": str(kern)},
         "progress": {"enabled": False},
         "status": {"listen": ""},
-        "fabric": {"sysfs_root": str(fb.ib), "ethtool": str(et.path)},
+        "fabric": {"sysfs_root": str(fb.ib), "hwmon_root": str(fb.hwmon), "ethtool": str(et.path)},
         "pcie": {"sysfs_root": str(fb.pci)},
         "fabric_manager": {"log": ""},
     }
@@ -76,16 +76,17 @@ def main():
         t[0] += 1.0
         return t[0]
 
-    sysfs_w, sysfs_c = timed(lambda: d.on_fabric(d.read_fabric(stats=False, modules=False), tick()), 50)
-    stats_w, stats_c = timed(lambda: d.on_fabric(d.read_fabric(stats=True, modules=False), tick()), 10)
-    mod_w, mod_c = timed(lambda: d.on_fabric(d.read_fabric(stats=False, modules=True), tick()), 10)
+    sysfs_w, sysfs_c = timed(lambda: d.on_fabric(d.read_fabric(stats=False, modules=False, hwmon=False), tick()), 50)
+    stats_w, stats_c = timed(lambda: d.on_fabric(d.read_fabric(stats=True, modules=False, hwmon=False), tick()), 10)
+    mod_w, mod_c = timed(lambda: d.on_fabric(d.read_fabric(stats=False, modules=True, hwmon=False), tick()), 10)
+    hw_w, hw_c = timed(lambda: d.on_fabric(d.read_fabric(stats=False, modules=False, hwmon=True), tick()), 50)
     pcie_w, pcie_c = timed(lambda: d.on_pcie(d.read_pcie(), tick()), 50)
     d.samples = 2  # reasons only
     thr_w, thr_c = timed(lambda: d.sample_health(tick()), 50)
     d.samples = 1  # memory too
     mem_w, mem_c = timed(lambda: d.sample_health(tick()), 50)
-    all_w = sysfs_w + (stats_w - sysfs_w) + (mod_w - sysfs_w) + pcie_w + mem_w
-    all_c = sysfs_c + (stats_c - sysfs_c) + (mod_c - sysfs_c) + pcie_c + mem_c
+    all_w = sysfs_w + (stats_w - sysfs_w) + (mod_w - sysfs_w) + (hw_w - sysfs_w) + pcie_w + mem_w
+    all_c = sysfs_c + (stats_c - sysfs_c) + (mod_c - sysfs_c) + (hw_c - sysfs_c) + pcie_c + mem_c
     print(
         "one poll of every new source, 8 GPUs / 8 NICs / 4 NVSwitches: %.1f ms wall, %.1f ms CPU"
         % (all_w * 1e3, all_c * 1e3)
@@ -94,6 +95,7 @@ def main():
         ("IB/RoCE sysfs (8 ports, state/rate/counters)", sysfs_w, sysfs_c, f["interval_s"]),
         ("  + ethtool -S x 8", stats_w - sysfs_w, stats_c - sysfs_c, f["stats_interval_s"]),
         ("  + ethtool -m x 8", mod_w - sysfs_w, mod_c - sysfs_c, f["module_interval_s"]),
+        ("  + mlx5 hwmon module sensors x 8", hw_w - sysfs_w, hw_c - sysfs_c, f["hwmon_interval_s"]),
         ("PCIe AER totals (all functions)", pcie_w, pcie_c, p["interval_s"]),
         ("NVML clock event reasons x 8 (fake NVML)", thr_w, thr_c, cfg["gpu"]["interval_s"]),
         (

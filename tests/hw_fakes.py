@@ -1,9 +1,11 @@
 """Fake hardware sources for issue 35's probes: an /sys/class/infiniband tree, a /sys/bus/pci/devices tree with
-the real parent chain, and an ``ethtool`` that prints recorded outputs (tests/fixtures/probes/hw/).
+the real parent chain, the NICs' mlx5 hwmon devices under /sys/class/hwmon, and an ``ethtool`` that prints
+recorded outputs (tests/fixtures/probes/hw/).
 
 The layouts are the kernel's (Documentation/ABI/stable/sysfs-class-infiniband, Documentation/PCI/sysfs-pci.rst,
-Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats; FACTS.md 11.1, 11.2, 11.7). Values are written the way
-the kernel prints them: "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)".
+Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, drivers/net/ethernet/mellanox/mlx5/core/hwmon.c;
+FACTS.md 11.1, 11.2, 11.4, 11.7). Values are written the way the kernel prints them: "4: ACTIVE", "5: LinkUp",
+"400 Gb/sec (4X NDR)".
 """
 
 import os
@@ -36,8 +38,11 @@ class Fabric:
         self.ib = self.root / "class" / "infiniband"
         self.pci = self.root / "bus" / "pci" / "devices"
         self.devices = self.root / "devices"
+        self.hwmon = self.root / "class" / "hwmon"
         self.ib.mkdir(parents=True)
         self.pci.mkdir(parents=True)
+        self.hwmon.mkdir(parents=True)
+        self._hwmon_dev(self.devices / "platform" / "thermal", {"name": "acpitz", "temp1_input": "27800"})
         self.gpu_bdf = {}
         self.nic_bdf = {}
         for i in range(max(nics, gpus)):
@@ -52,11 +57,30 @@ class Fabric:
                 self._pci_dev(chain, bdf, parents=(rp, sw))
                 self.nic_bdf["mlx5_%d" % i] = bdf
                 self._hca("mlx5_%d" % i, chain / bdf, roce=roce, netdev="ens%dnp0" % (i + 1))
+                self._hwmon_dev(chain / bdf, _hwmon_fixture())
         for d in (self.devices / "pci0000:00").rglob("0000:*"):
             link = self.pci / d.name
             if not link.exists():
                 link.symlink_to(d)
                 (d / "aer_dev_correctable").write_text(_aer(0))
+
+    def _hwmon_dev(self, parent, files):
+        """hwmonN below its device, with the ``device`` link back and the /sys/class/hwmon link to it."""
+        name = "hwmon%d" % len(list(self.hwmon.iterdir()))
+        d = parent / "hwmon" / name
+        d.mkdir(parents=True)
+        (d / "device").symlink_to(parent)
+        for f, v in files.items():
+            (d / f).write_text(v + "\n")
+        (self.hwmon / name).symlink_to(d)
+
+    def module_temp(self, dev, celsius, *, crit=None):
+        """The NIC's transceiver sensor (the channel labelled Module<N>) reads ``celsius`` (and ``crit``)."""
+        pcidir = Path(os.path.realpath(self.ib / dev / "device"))
+        (hw,) = (pcidir / "hwmon").iterdir()
+        _atomic(hw / "temp2_input", "%d\n" % round(celsius * 1000))
+        if crit is not None:
+            _atomic(hw / "temp2_crit", "%d\n" % round(crit * 1000))
 
     def _pci_dev(self, chain, bdf, parents):
         (chain / bdf).mkdir(parents=True, exist_ok=True)
@@ -102,6 +126,11 @@ class Fabric:
 
     def root_port_of(self, bdf):
         return Path(os.path.realpath(self.pci / bdf)).parent.parent.name
+
+
+def _hwmon_fixture():
+    rows = (FIXTURES / "hwmon-mlx5.txt").read_text().splitlines()
+    return dict(r.split(" ", 1) for r in rows if r and not r.startswith("#"))
 
 
 def _aer(total):

@@ -34,6 +34,8 @@ def _cfg(tmp_path, fb=None, et=None, gw=None, rack="A03", **over):
         "status": {"listen": ""},
         "fabric": {
             "sysfs_root": str(fb.ib) if fb else str(tmp_path / "none"),
+            "hwmon_root": str(fb.hwmon) if fb else str(tmp_path / "none"),
+            "hwmon_interval_s": 0.2,
             "ethtool": str(et.path) if et else "",
             "interval_s": 0.1,
             "stats_interval_s": 0.2,
@@ -400,6 +402,99 @@ def test_switch_fabric_manager_aer_and_gpu_init_lines_reach_the_room(tmp_path, n
         d.close()
 
 
+@pytest.mark.serial  # asserts a latency bound
+def test_hot_module_through_hwmon_where_ethtool_m_is_refused(tmp_path, node, chain):
+    """The shipped unit has no CAP_NET_ADMIN: ethtool -m is refused, the NIC's hwmon module sensor still warns."""
+    h, gw = chain
+    fb, _ = node
+    et = FakeEthtool(tmp_path / "bin-nocap")  # -S answers, -m is refused as without CAP_NET_ADMIN
+    for i in range(8):
+        et.stats("ens%dnp0" % (i + 1))
+    cfg, _ = _cfg(tmp_path, fb, et, gw, rack="A06")
+    d = Daemon(cfg, gpu=FakeSource(count=8)).start()
+    try:
+        time.sleep(0.5)
+        assert d.recent == []  # eight modules at 62 C under a crit of 75 C: silent
+        t0 = time.monotonic()
+        fb.module_temp("mlx5_4", 76.5)  # mlx5_4's transceiver over the firmware's module threshold
+        t, a = _shown(h, "A06:gpu-worker-08:OPTICS_WARNING:mlx5_4", "P1", 3)
+        print("OPTICS_WARNING (hwmon) shown %.3fs after the module ran hot" % (t - t0))
+        assert t - t0 < 2.0
+        assert a["text"] == (
+            "光模块误码告警，机架 A06 节点 gpu-worker-08 网卡端口 mlx5_4 光模块或链路报错，请检查光纤跳线"
+        )
+        (ev,) = _sent(d, "OPTICS_WARNING")
+        assert ev["component"] == "mlx5_4" and "temperature 76.5 C (its critical threshold 75.0 C" in ev["detail"]
+        assert "mlx5_4" in speech(parse_event(ev), "en")
+        hw = d.snapshot()["hardware"]
+        assert hw["optics"]["mlx5_4"] == ("hwmon5 (temperature); rx power unwatched: ethtool -m refused or absent")
+        assert "not permitted" in hw["commands"]["%s -m" % et.path]
+        fb.module_temp("mlx5_4", 74.5)  # under crit but within the 1 C hysteresis: still standing
+        time.sleep(0.6)
+        assert [a["level"] for a in h.status()["active"] if a["key"].endswith("OPTICS_WARNING:mlx5_4")] == ["P1"]
+        fb.module_temp("mlx5_4", 73.5)  # cooled: the source says healthy
+        h.wait_for(
+            lambda s: all(a["level"] == "NORMAL" for a in s["active"] if a["key"].endswith("OPTICS_WARNING:mlx5_4")),
+            5,
+        )
+        assert len(_sent(d, "OPTICS_WARNING")) == 1
+    finally:
+        d.close()
+
+
+def test_hot_module_seen_by_ethtool_and_hwmon_is_one_incident(tmp_path, node):
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et)
+    d = Daemon(cfg, gpu=FakeSource(count=8))
+    d.on_fabric(d.read_fabric(), 0.0)
+    assert d.snapshot()["hardware"]["optics"]["mlx5_2"] == "ethtool -m (temperature, rx power); hwmon3 (temperature)"
+    et.set("ens3np0", "m", "ethtool-m-sfp-hot.txt")  # both paths see mlx5_2's module hot
+    fb.module_temp("mlx5_2", 76.0)
+    for t in (1.0, 2.0):
+        d.on_fabric(d.read_fabric(), t)
+    (ev,) = d.recent
+    assert ev["event_type"] == "OPTICS_WARNING" and ev["component"] == "mlx5_2"
+    assert "temperature 71.5 C (its warning threshold 70.0 C)" in ev["detail"]  # the module's own words first
+    et.set("ens3np0", "m", "ethtool-m-sfp-normal.txt")  # ethtool cool, hwmon still over crit: still one incident
+    d.on_fabric(d.read_fabric(), 3.0)
+    assert len(d.recent) == 1
+    fb.module_temp("mlx5_2", 70.0)  # both cool: one RECOVERED
+    d.on_fabric(d.read_fabric(), 4.0)
+    assert [(e["event_type"], e.get("recovers")) for e in d.recent[1:]] == [("RECOVERED", "OPTICS_WARNING")]
+    # silence is no recovery: a hot module whose hwmon vanished stays raised
+    fb.module_temp("mlx5_2", 80.0)
+    d.on_fabric(d.read_fabric(), 5.0)
+    assert len(d.recent) == 3
+    import shutil
+
+    shutil.rmtree(fb.hwmon)
+    d.on_fabric(d.read_fabric(), 6.0)
+    assert len(d.recent) == 3 and not fb.hwmon.exists()
+
+
+def test_an_unreadable_module_sensor_is_said_in_status_and_is_no_fault(tmp_path, node):
+    fb, et = node
+    cfg, _ = _cfg(tmp_path, fb, et)
+    d = Daemon(cfg, gpu=FakeSource(count=8))
+    d.on_fabric(d.read_fabric(), 0.0)
+    sensor = fb.hwmon / "hwmon1" / "temp2_input"  # mlx5_0's module sensor (hwmon0 is the ACPI zone)
+    sensor.unlink()  # its firmware access fails (as an EIO would)
+    d.on_fabric(d.read_fabric(), 1.0)
+    st = d.snapshot()
+    assert st["hardware"]["errors"]["hwmon"] == {str(sensor): "No such file or directory"}
+    assert "fabric" not in st["hardware"]["errors"] and d.recent == []
+    assert {x["state"] for x in st["sources"] if x["kind"] == "fabric"} == {"ok"}
+
+
+def test_hwmon_forms():
+    """The channel the hwmon path takes: the firmware's "Module<N>", or "sensor<64+N>" where it gave no name."""
+    assert fabric._module_channel("Module0") and fabric._module_channel("sensor64")
+    assert not fabric._module_channel("asic") and not fabric._module_channel("sensor1")
+    hot = {"temp_c": 75.0, "crit_c": 75.0, "label": "Module0", "hwmon": "hwmon3"}
+    assert fabric._sensor_problem(hot, None, 1.0) == "temperature 75.0 C (its critical threshold 75.0 C, hwmon Module0)"
+    assert fabric._sensor_problem(dict(hot, crit_c=0.0), None, 1.0) is None  # no threshold: no verdict
+
+
 def test_forty_benign_samples_stay_silent(tmp_path, node):
     """Idle ports that were never up, counters that only reset or creep, modules at normal temperature, corrected
     AER at a low rate, ordinary PFC pauses, chatter lines: >= 40 polls, not one event."""
@@ -416,6 +511,8 @@ def test_forty_benign_samples_stay_silent(tmp_path, node):
         lambda i: et.set("ens5np0", "m", "ethtool-m-sfp-normal.txt"),
         lambda i: fb.port("mlx5_7", state="INIT" if i % 2 else "DOWN", phys="Polling"),  # never ACTIVE
         lambda i: fb.add_counter("mlx5_4", "port_rcv_errors", 1 if i % 10 == 0 else 0),  # a stray error a window
+        lambda i: fb.module_temp("mlx5_3", 60 + i % 15),  # a warm module, under its hwmon crit (75 C)
+        lambda i: fb.module_temp("mlx5_6", 0 if i % 2 else 61),  # no module in the cage: its sensor reads 0
     ]
     lines = [r["line"] for r in _rows("kernel_lines.jsonl") if r["event_type"] is None]
     for i in range(48):
@@ -596,6 +693,9 @@ def test_status_and_metrics_serve_the_hardware_sources(tmp_path, node):
         assert st["hardware"]["commands"] == {} and st["hardware"]["errors"] == {}
         text = urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=5).read().decode()
         assert 'sentinel_probe_fabric_port_counter{device="mlx5_0",port="1",counter="symbol_error"} 0' in text
+        assert 'sentinel_probe_module_temperature_celsius{device="mlx5_0",sensor="Module0"} 62.0' in text
+        assert 'sentinel_probe_module_temperature_crit_celsius{device="mlx5_0",sensor="Module0"} 75.0' in text
+        assert st["hardware"]["optics"]["mlx5_0"] == "ethtool -m (temperature, rx power); hwmon1 (temperature)"
         assert 'sentinel_probe_pcie_corrected_errors{device="%s"} 0' % fb.gpu_bdf[0] in text
     finally:
         d.close()
@@ -623,6 +723,13 @@ def test_once_reads_the_fabric_and_memory_and_exits_1_on_a_weak_module(tmp_path,
     text = out.getvalue()
     assert "OPTICS_WARNING" in text and "rx power 0.0501 mW" in text
     assert "GPU_RESET_PENDING" in text
+    # without CAP_NET_ADMIN: the hwmon path alone still finds a hot module in one look
+    cfg, _ = _cfg(tmp_path, fb, None, fabric={"ethtool": ""})
+    fb.module_temp("mlx5_6", 77.0)
+    nv.remap[1] = [0, 0, 0, 0]
+    out = io.StringIO()
+    assert cli.run_once(cfg, out=out) == 1
+    assert "OPTICS_WARNING" in out.getvalue() and "temperature 77.0 C (its critical threshold 75.0 C" in out.getvalue()
 
 
 def test_a_port_whose_device_vanished_is_down_and_an_unreadable_tree_keeps_what_stood(tmp_path, node):

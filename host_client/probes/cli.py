@@ -324,7 +324,9 @@ def _hardware_once(d, findings):
     rows = []
     if d._fabric_on():
         r = d.read_fabric()
-        found = d.fabric_checker.check(r["ports"], time.monotonic(), stats=r["stats"], modules=r["modules"])
+        found = d.fabric_checker.check(
+            r["ports"], time.monotonic(), stats=r["stats"], modules=r["modules"], sensors=r["sensors"]
+        )
         findings += found
         up = sum(1 for p in r["ports"].values() if p["state"] == "ACTIVE")
         if not found:
@@ -333,6 +335,8 @@ def _hardware_once(d, findings):
             )
         for why in list(r["errors"].values()) + list(d.commands.failures.values()):
             rows.append(("fabric", "-", "SKIP", why))
+        for path, why in (r["hwmon_errors"] or {}).items():
+            rows.append(("fabric", "-", "SKIP", "%s: %s" % (path, why)))
     return rows  # no row on a node without the source: --once's table stays what it was there
 
 

@@ -95,6 +95,9 @@ KEYS: dict[str, dict[str, Key]] = {
         "ethtool": Key("str", "ethtool"),
         "stats_interval_s": _f(10.0),
         "module_interval_s": _f(60.0),
+        # the NIC's hwmon (module temperature without CAP_NET_ADMIN, which ethtool -m needs)
+        "hwmon_root": Key("str", "/sys/class/hwmon"),
+        "hwmon_interval_s": _f(5.0),
         "command_timeout_s": _f(2.0),
     },
     "pcie": {
@@ -148,6 +151,8 @@ def build(raw):
     for section in ("fabric", "pcie"):
         if cfg[section]["interval_s"] < 0.05 or cfg[section]["window_s"] <= 0:
             raise ConfigError("[%s] interval_s must be >= 0.05 s and window_s > 0" % section)
+    if cfg["fabric"]["hwmon_interval_s"] < 0.05:
+        raise ConfigError("[fabric] hwmon_interval_s must be >= 0.05 s")
     if cfg["nccl"]["rescan_s"] < 0.05:
         raise ConfigError("[nccl] rescan_s must be >= 0.05 s")
     if cfg["xid"]["source"] == "file" and not cfg["xid"]["path"]:

@@ -107,6 +107,8 @@ class Daemon:
         self.hw_polls = 0
         self.hw_poll_seconds = 0.0
         self.fabric_ports = 0
+        self.module_temps = {}  # "mlx5_3" -> the hwmon module sensor's last reading, for /metrics
+        self.optics_paths = {}  # "mlx5_3" -> {"ethtool": the last -m read worked, "hwmon": "hwmon4"}
         self._fm_sources = set()
         self._pcie_windows = {}  # bdf -> fabric._Window of TOTAL_ERR_COR
         self.pcie_corrected = {}  # bdf -> TOTAL_ERR_COR, for /metrics
@@ -208,28 +210,37 @@ class Daemon:
         """Reads the hardware sources at their intervals and queues the readings: the loop judges them. A thread
         of its own because ethtool may take its timeout, and the kernel log must not wait behind it."""
         f, p = self.cfg["fabric"], self.cfg["pcie"]
-        due = {"ports": 0.0, "stats": 0.0, "module": 0.0, "aer": 0.0}
+        due = {"ports": 0.0, "stats": 0.0, "module": 0.0, "hwmon": 0.0, "aer": 0.0}
         while not self.stop.is_set():
             now = self.clock()
             if self._fabric_on() and now >= due["ports"]:
                 due["ports"] = now + f["interval_s"]
-                stats_due, module_due = now >= due["stats"], now >= due["module"]
+                stats_due, module_due, hwmon_due = now >= due["stats"], now >= due["module"], now >= due["hwmon"]
                 if stats_due:
                     due["stats"] = now + f["stats_interval_s"]
                 if module_due:
                     due["module"] = now + f["module_interval_s"]
-                self.q.put(("hw", "fabric", self.read_fabric(stats=stats_due, modules=module_due), self.clock()))
+                if hwmon_due:
+                    due["hwmon"] = now + f["hwmon_interval_s"]
+                reading = self.read_fabric(stats=stats_due, modules=module_due, hwmon=hwmon_due)
+                self.q.put(("hw", "fabric", reading, self.clock()))
             if self._pcie_on() and now >= due["aer"]:
                 due["aer"] = now + p["interval_s"]
                 self.q.put(("hw", "pcie", self.read_pcie(), self.clock()))
             self.stop.wait(max(0.01, min(due.values()) - self.clock()))
 
-    def read_fabric(self, *, stats=True, modules=True):
-        """One poll of the IB/RoCE ports; ethtool -S / -m for their netdevs when due."""
+    def read_fabric(self, *, stats=True, modules=True, hwmon=True):
+        """One poll of the IB/RoCE ports; ethtool -S / -m for their netdevs and the NICs' hwmon when due."""
         t0 = time.perf_counter()
         ports, errors = fabric.read_ports(self.cfg["fabric"]["sysfs_root"])
         tool = self.cfg["fabric"]["ethtool"]
-        st, mods = {}, {}
+        st, mods, sensors, hw_errors = {}, {}, {}, None
+        if hwmon and os.path.isdir(self.cfg["fabric"]["hwmon_root"]):  # a node without hwmon: the ethtool path only
+            # its read errors go to /status only: an unreadable sensor is no port fault and no dead fabric tree
+            by_pci, hw_errors = fabric.read_module_sensors(self.cfg["fabric"]["hwmon_root"])
+            for key, port in ports.items():
+                if port["pci"] in by_pci:
+                    sensors[key] = by_pci[port["pci"]]
         for key, port in ports.items():
             nd = port["netdev"]
             if nd is None or not tool:
@@ -245,7 +256,10 @@ class Daemon:
         self.hw_poll_seconds += time.perf_counter() - t0
         self.hw_polls += 1
         _said_health(self.health.register(self.cfg["fabric"]["sysfs_root"], "fabric"), errors)
-        return {"ports": ports, "errors": errors, "stats": st, "modules": mods}
+        read = {"ports": ports, "errors": errors, "stats": st, "modules": mods, "sensors": sensors}
+        read["modules_read"] = bool(modules and tool)
+        read["hwmon_errors"] = hw_errors  # None: not read this poll (keeps what /status said)
+        return read
 
     def _reading(self, argv):
         """A reading command's output (Commands.run), its health said per command and netdev ("ethtool -m
@@ -273,8 +287,22 @@ class Daemon:
     def on_fabric(self, reading, now):
         self.hw_errors["fabric"] = reading["errors"]
         self.fabric_ports = len(reading["ports"])
+        if reading["hwmon_errors"] is not None:
+            self.hw_errors["hwmon"] = reading["hwmon_errors"]
+            self.module_temps = {fabric.component(*k): v for k, v in reading["sensors"].items()}
+        for key in reading["ports"]:  # which path watches each module, for /status
+            paths = self.optics_paths.setdefault(fabric.component(*key), {})
+            if reading["modules_read"]:
+                paths["ethtool"] = key in reading["modules"]
+            if key in reading["sensors"]:
+                paths["hwmon"] = reading["sensors"][key]["hwmon"]
         found = self.fabric_checker.check(
-            reading["ports"], now, stats=reading["stats"], modules=reading["modules"], unread=bool(reading["errors"])
+            reading["ports"],
+            now,
+            stats=reading["stats"],
+            modules=reading["modules"],
+            sensors=reading["sensors"],
+            unread=bool(reading["errors"]),
         )
         self._apply("fabric", found)
 
@@ -680,6 +708,9 @@ class Daemon:
                     "fabric": self._fabric_on(),
                     "fabric_root": self.cfg["fabric"]["sysfs_root"],
                     "fabric_ports": self.fabric_ports,
+                    "hwmon_root": self.cfg["fabric"]["hwmon_root"],
+                    # per NIC: which path watches its transceiver (ethtool -m needs CAP_NET_ADMIN; hwmon does not)
+                    "optics": {c: _optics_path(p) for c, p in sorted(self.optics_paths.items())},
                     "pcie": self._pcie_on(),
                     "fabric_manager": bool(self._fm_sources),
                     "errors": {k: dict(v) for k, v in self.hw_errors.items() if v},
@@ -707,6 +738,7 @@ class Daemon:
         with self.lock:  # copied under the lock: the loop thread updates them
             corrected = dict(self.pcie_corrected)
             port_counters = dict(self.fabric_checker.totals)
+            module_temps = dict(self.module_temps)
         page = Page()
 
         def m(name, help_, typ, samples):
@@ -779,6 +811,13 @@ class Daemon:
                 for (p, c), v in sorted(port_counters.items(), key=str)
             ],
         )
+        for name, key, what in (("", "temp_c", "temperature"), ("_crit", "crit_c", "critical threshold")):
+            m(
+                "module_temperature%s_celsius" % name,
+                "Transceiver %s from the NIC's mlx5 hwmon, as last read." % what,
+                "gauge",
+                [((("device", c), ("sensor", v["label"])), v[key]) for c, v in sorted(module_temps.items())],
+            )
         m(
             "hw_poll_seconds_total",
             "Time spent reading the fabric and PCIe sources.",
@@ -861,6 +900,20 @@ class Daemon:
             self.gpu.close()
         for t in self._threads:
             t.join(timeout=2)
+
+
+def _optics_path(paths):
+    """How /status says a module is watched: "ethtool -m" (temperature and rx power), "hwmon4" (temperature only)."""
+    got = []
+    if paths.get("ethtool"):
+        got.append("ethtool -m (temperature, rx power)")
+    if paths.get("hwmon"):
+        got.append("%s (temperature)" % paths["hwmon"])
+    if not got:
+        return "none"
+    if not paths.get("ethtool"):
+        got.append("rx power unwatched: ethtool -m refused or absent")
+    return "; ".join(got)
 
 
 def _said_health(h, errors):

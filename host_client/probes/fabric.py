@@ -3,8 +3,11 @@
 Readings come from ``/sys/class/infiniband/<dev>/ports/<n>/`` (the kernel's ABI, Documentation/ABI/stable/
 sysfs-class-infiniband), ``ethtool -S <netdev>`` (mlx5 counters, Documentation/networking/device_drivers/ethernet/
 mellanox/mlx5/counters.rst) and ``ethtool -m <netdev>`` (the module's own diagnostics and thresholds, SFF-8636 /
-CMIS as ethtool prints them). The rules are a functional core: ``FabricChecker.check(reading, now)`` returns the
-findings standing now; the daemon's Conditions ledger turns them into raise / RECOVERED transitions.
+CMIS as ethtool prints them; the kernel allows it only with CAP_NET_ADMIN) and, for module temperature without
+privilege, the NIC's hwmon device (``/sys/class/hwmon/hwmonN`` with ``name`` "mlx5", its ``device`` link the NIC's PCI
+function; the kernel's drivers/net/ethernet/mellanox/mlx5/core/hwmon.c). The rules are a functional core:
+``FabricChecker.check(reading, now)`` returns the findings standing now; the daemon's Conditions ledger turns them
+into raise / RECOVERED transitions.
 """
 
 import os
@@ -37,6 +40,7 @@ WATCHED = BIT_ERROR_COUNTERS + RETRANSMIT_COUNTERS + CNP_COUNTERS + (LINK_DOWNED
 _WATCHED_SET = frozenset(WATCHED)
 _PAUSE_DURATION = re.compile(r"([rt]x)_prio(\d)_pause_duration\Z")
 _STORM_EVENTS = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
+_TEMP_LABEL = re.compile(r"temp(\d+)_label\Z")
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(mW|degrees C)")
 
 
@@ -80,6 +84,7 @@ def read_ports(root):
             netdevs = sorted(os.listdir(os.path.join(root, dev, "device", "net")))
         except OSError:
             netdevs = []
+        pci = os.path.realpath(os.path.join(root, dev, "device"))  # the hwmon device of the NIC hangs here too
         for pn in pnums:
             base = os.path.join(pdir, pn)
             try:
@@ -113,9 +118,57 @@ def read_ports(root):
                 "rate_text": rate,
                 "layer": layer,
                 "netdev": netdevs[0] if netdevs else None,
+                "pci": pci,
                 "counters": counters,
             }
     return ports, errors
+
+
+def _module_channel(label):
+    """Whether an mlx5 hwmon channel is the transceiver's: the firmware names it "Module<N>"; a sensor the firmware
+    left unnamed is "sensor<index>", and module sensors are index 64 + module number (hwmon.c)."""
+    low = label.strip().lower()
+    if low.startswith("module"):
+        return True
+    return low.startswith("sensor") and low[6:].isdigit() and int(low[6:]) >= 64
+
+
+def read_module_sensors(root):
+    """The transceiver sensors of the mlx5 hwmon devices under ``root`` (the /sys/class/hwmon layout):
+    {NIC PCI path: {"temp_c", "crit_c", "label", "hwmon"}}, and the read errors. Values are milli-degrees C; a
+    channel whose input or crit cannot be read is left out this time (and its error kept)."""
+    out, errors = {}, {}
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as e:
+        return out, {root: e.strerror or str(e)}
+    for hw in names:
+        base = os.path.join(root, hw)
+        try:
+            if _read(os.path.join(base, "name")) != "mlx5":
+                continue
+            files = os.listdir(base)
+        except OSError:
+            continue  # another driver's device, or one going away: not ours to report
+        pci = os.path.realpath(os.path.join(base, "device"))
+        for f in sorted(files):
+            m = _TEMP_LABEL.match(f)
+            if not m:
+                continue
+            ch = os.path.join(base, "temp%s_" % m.group(1))
+            try:
+                label = _read(ch + "label")
+                if not _module_channel(label):
+                    continue
+                temp, crit = _int(_read(ch + "input")), _int(_read(ch + "crit"))
+            except OSError as e:
+                errors[ch + "input"] = e.strerror or str(e)
+                continue
+            if temp is None or crit is None:
+                errors[ch + "input"] = "not a number"
+                continue
+            out[pci] = {"temp_c": temp / 1000.0, "crit_c": crit / 1000.0, "label": label, "hwmon": hw}
+    return out, errors
 
 
 def parse_ethtool_stats(text):
@@ -222,6 +275,7 @@ class FabricChecker:
         self.windows = {}  # (port, counter) -> _Window
         self.down = {}  # port -> {"since", "downs", "up_since", "detail"}
         self.optics = {}  # port -> standing module finding reason (kept until the module reads healthy)
+        self.sensor_hot = {}  # port -> standing hwmon module-temperature reason (the unprivileged path)
         self.totals = {}  # (port, counter) -> last value, for /metrics
         self.pfc = {}  # port -> the PFC storm reasons of the last ethtool -S read (kept between reads)
         self.last = {}  # port -> its findings of the last read (standing while the port cannot be read)
@@ -233,9 +287,10 @@ class FabricChecker:
         w.add(t, v, self.rules.window_s)
         return w.delta()
 
-    def check(self, ports, now, *, stats=None, modules=None, unread=False):
+    def check(self, ports, now, *, stats=None, modules=None, sensors=None, unread=False):
         """ports: read_ports()'s map; stats / modules: {port: parsed ethtool -S / -m} for the ports read this time
-        (a port missing there keeps what it had: an ethtool that did not run this poll is not a recovery).
+        (a port missing there keeps what it had: an ethtool that did not run this poll is not a recovery);
+        sensors: {port: read_module_sensors()'s entry} read this time, the same way.
         unread: some of the tree could not be read this time; a port seen ACTIVE that is missing then keeps what
         it had, where otherwise it is gone (the HCA fell off the bus, its driver went away): down."""
         r = self.rules
@@ -370,7 +425,11 @@ class FabricChecker:
             m = (modules or {}).get(p)
             if m is not None:
                 self.optics[p] = _module_problem(m, self.optics.get(p), r.temp_margin_c)
-            why = self.optics.get(p)
+            hw = (sensors or {}).get(p)
+            if hw is not None:
+                self.sensor_hot[p] = _sensor_problem(hw, self.sensor_hot.get(p), r.temp_margin_c)
+            # one incident per port whichever path sees it: the module's own words (ethtool) when it has them
+            why = self.optics.get(p) or self.sensor_hot.get(p)
             if why:
                 out.append(
                     events.Finding(
@@ -387,6 +446,17 @@ class FabricChecker:
 
 def _list(pairs):
     return ", ".join("%s +%s" % (k, n) for k, n in pairs)
+
+
+def _sensor_problem(hw, standing, margin):
+    """The hwmon path: the module sensor at or over its critical threshold (tempN_crit, the firmware's high threshold
+    for the module), or None; a standing one clears only ``margin`` under it. A crit of 0 is no threshold."""
+    t, crit = hw["temp_c"], hw["crit_c"]
+    if crit <= 0 or t <= 0:  # no threshold, or no module reading (the sensor reads 0 with no module): not a verdict
+        return standing
+    if t >= crit or (standing and t > crit - margin):
+        return "temperature %.1f C (its critical threshold %.1f C, hwmon %s)" % (t, crit, hw["label"])
+    return None
 
 
 def _module_problem(m, standing, margin):
