@@ -76,7 +76,26 @@ class SlurmCluster:
         for name in ("slurmd", "slurmctld", "munged"):
             self.stop_daemon(name)
         if self.dir:
+            self._kill_leftovers()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill_leftovers(self):
+        """slurmstepd and the batch scripts it ran outlive slurmd (proctrack/linuxproc tracks, it does not reap):
+        kill every process whose command line or environment names this cluster's directory."""
+        mark = self.dir.encode()
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    seen = mark in f.read()
+                if not seen:
+                    with open("/proc/%s/environ" % pid, "rb") as f:
+                        seen = mark in f.read()
+                if seen:
+                    os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue  # gone, or not ours to read
 
     def stop_daemon(self, name):
         p = self.procs.pop(name, None)
