@@ -101,10 +101,10 @@ def _invisible(o):
 
 def parse_color(v):
     """ "#RRGGBB" -> (r, g, b), or ProtocolError 422."""
-    if not isinstance(v, str) or len(v) != 7 or v[0] != "#":
+    if not isinstance(v, str) or len(v) != 7 or not v.startswith("#"):
         raise invalid("color", "must be #RRGGBB")
-    for ch in v[1:]:
-        if ch not in "0123456789abcdefABCDEF":
+    for o in v.encode()[1:]:  # bytes: the characters a str yields are interned for good on MicroPython
+        if not (48 <= o <= 57 or 65 <= o <= 70 or 97 <= o <= 102):
             raise invalid("color", "must be #RRGGBB")
     rgb = int(v[1:], 16)
     return ((rgb >> 16) & 255, (rgb >> 8) & 255, rgb & 255)
