@@ -18,7 +18,7 @@ from sentinel_core.errors import invalid
 # 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
 # of 200 bytes of UTF-16 (docs/PROTOCOL.md, "Text and speech").
 TEXT_MAX_BYTES = const(400)
-_ACK_BY_MAX_BYTES = const(32)
+ACK_BY_MAX_BYTES = const(32)  # public: the gateway cuts the "by" of its ACKs to it
 KEY_MAX_BYTES = const(64)
 REPEAT_MAX = const(10)
 _DURATION_MAX_S = const(7 * 86400)
@@ -167,7 +167,7 @@ def parse_ack(obj):
         "key": key,
         "long": long_press,
         "id": _text(obj, "id", KEY_MAX_BYTES, False),
-        "by": _text(obj, "by", _ACK_BY_MAX_BYTES, False),
+        "by": _text(obj, "by", ACK_BY_MAX_BYTES, False),
     }
 
 
