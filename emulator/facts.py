@@ -59,14 +59,15 @@ def fmt_age(seconds):
     return "%dh%02dm" % (s // 3600, s % 3600 // 60)
 
 
-# Who acknowledged, in the page's words: the core records "button" (the box's, or the window's), "page" (the
-# browser page), "restored" (an ACK that survived a restart), or what an ACK request named ("api" by default).
+# Who acknowledged, in the page's words: the core records "button" (the box's), "window" and "page" (the
+# emulator's), "before reboot" (an ACK that survived a restart), or what an ACK request named ("api request" by
+# default). The core's words above 10 characters are not interned on the board, whose pool of names is nearly full.
 ACK_BY_WORDS = {
     "button": "the button",
     "window": "the window",
     "page": "the page",
-    "restored": "before a restart",
-    "api": "an ACK request",
+    "before reboot": "before a restart",
+    "api request": "an ACK request",
 }
 
 

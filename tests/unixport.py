@@ -131,6 +131,7 @@ class Box:
         exe=None,
         frozen=False,
         collect_on_status=False,
+        qstr_report=False,
     ):
         self.dir = tempfile.mkdtemp(prefix="sentinel-unix-box-")
         self.port = free_port()
@@ -164,6 +165,7 @@ class Box:
         self.watchdog = watchdog
         self.short_pause = short_pause
         self.collect_on_status = collect_on_status
+        self.qstr_report = qstr_report  # with collect_on_status: each status prints "qstr pool: ... n_qstr=N"
         self.set_faults(faults)
 
     def set_faults(self, faults):
@@ -179,6 +181,7 @@ class Box:
                     "watchdog": self.watchdog,
                     "short_pause": self.short_pause,
                     "collect_on_status": self.collect_on_status,
+                    "qstr_report": self.qstr_report,
                 },
                 f,
             )

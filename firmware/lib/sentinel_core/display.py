@@ -24,8 +24,7 @@ def ascii_label(s, limit):
     """s cut to limit characters if it is printable ASCII (the matrix font has nothing else), else None."""
     if not isinstance(s, str) or not s:
         return None
-    for c in s:
-        o = ord(c)
+    for o in s.encode("utf-8", "surrogatepass"):  # bytes: a str's characters are interned for good on MicroPython
         if o < 32 or o > 126:
             return None
     if len(s) > limit:

@@ -81,15 +81,21 @@ def _header(headers, name):
     return None
 
 
+# The checks below read a header's UTF-8 bytes, never its characters: on MicroPython each character a str yields
+# (indexing, iteration) is interned for good, so any client could grow the board's pool of names by one character
+# per request (docs/FIRMWARE.md "Memory").
+
+
 def _ows_strip(s):
     """Strip HTTP's optional whitespace (SP, HTAB) only: str.strip() would also take U+00A0, U+3000 and others."""
+    b = s.encode()
     i = 0
-    j = len(s)
-    while i < j and (s[i] == " " or s[i] == "\t"):
+    j = len(b)
+    while i < j and (b[i] == 32 or b[i] == 9):
         i += 1
-    while j > i and (s[j - 1] == " " or s[j - 1] == "\t"):
+    while j > i and (b[j - 1] == 32 or b[j - 1] == 9):
         j -= 1
-    return s[i:j] if i or j < len(s) else s
+    return b[i:j].decode() if i or j < len(b) else s
 
 
 def _ascii_digits(s, limit):
@@ -98,8 +104,8 @@ def _ascii_digits(s, limit):
     n = len(s)
     if n == 0 or n > limit:
         return False
-    for ch in s:
-        if not "0" <= ch <= "9":
+    for o in s.encode():
+        if not 48 <= o <= 57:
             return False
     return True
 
@@ -108,8 +114,8 @@ def _visible_ascii(s, limit):
     """1..limit characters from ! to ~ (a key id's grammar, as keyring.add checks it)."""
     if not 0 < len(s) <= limit:
         return False
-    for ch in s:
-        if not "!" <= ch <= "~":
+    for o in s.encode():
+        if not 33 <= o <= 126:
             return False
     return True
 
@@ -117,8 +123,8 @@ def _visible_ascii(s, limit):
 def _is_json_type(ctype):
     """application/json in any ASCII case, padded with SP/HTAB only, parameters allowed after ";"; the whole value
     printable ASCII. (str.strip() and str.lower() would also pass U+00A0 padding and other scripts' letters.)"""
-    for ch in ctype:
-        if not (" " <= ch <= "~" or ch == "\t"):
+    for o in ctype.encode():
+        if not (32 <= o <= 126 or o == 9):
             return False
     i = ctype.find(";")
     return _ows_strip(ctype if i < 0 else ctype[:i]).lower() == "application/json"
@@ -126,10 +132,13 @@ def _is_json_type(ctype):
 
 def _printable(s, limit=40):
     # For echoing a caller's value in a message: short, and nothing that could forge a log line.
-    out = ""
-    for ch in s[:limit]:
-        out += ch if 32 <= ord(ch) < 127 else "?"
-    return out
+    out = bytearray()
+    for o in s[:limit].encode():
+        if 32 <= o < 127:
+            out.append(o)
+        elif o < 0x80 or o >= 0xC0:  # a character's first byte: one "?" for it, none for the bytes after it
+            out.append(63)
+    return out.decode()
 
 
 class Receiver:

@@ -83,7 +83,7 @@ class ShellGlue:
             t.on_alarm(result.alarm, now)
             self.alarms[result.alarm.level] += 1
         elif kind == "ack":
-            t.on_ack(result.ack["key"], result.ack["long"], now, result.ack.get("by") or "api")
+            t.on_ack(result.ack["key"], result.ack["long"], now, result.ack.get("by"))
         elif kind == "heartbeat":
             t.on_heartbeat(result.heartbeat["interval"], now)
         elif kind == "unmute":

@@ -95,12 +95,13 @@ def equal(a, b):
 def unhex_signature(s):
     """64 lowercase hex digits -> 32 bytes (a bytearray: a copy into bytes would only be garbage in the request's
     step; equal() reads either); None for anything else (the header is then refused)."""
-    if len(s) != 64:
+    b = s.encode()  # bytes, not characters: each character a str yields is interned for good on MicroPython
+    if len(b) != 64:
         return None
     out = bytearray(32)
     for i in range(32):
-        hi = _nibble(ord(s[2 * i]))
-        lo = _nibble(ord(s[2 * i + 1]))
+        hi = _nibble(b[2 * i])
+        lo = _nibble(b[2 * i + 1])
         if hi < 0 or lo < 0:
             return None
         out[i] = (hi << 4) | lo

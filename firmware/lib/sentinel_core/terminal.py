@@ -27,9 +27,9 @@ if _TYPING:
     from sentinel_core.speech import SpeechQueue
 
 # "cycle" repeats come from the sender; a bound keeps one bad request from occupying the voice for an hour.
-MAX_REPEATS = 10
+_MAX_REPEATS = const(10)
 # A jump of `now` larger than this when the clock becomes synced is a clock step (ESP32 boots in 2000).
-CLOCK_STEP_S = 3600
+_CLOCK_STEP_S = const(3600)
 # Acknowledged incidents remembered at most (remote ACKs may name incidents the terminal never saw).
 ACK_CAP = 64
 
@@ -233,7 +233,7 @@ class Terminal:
         elif mode == "once":
             count = 1
         else:
-            count = alarm.repeat_times if alarm.repeat_times < MAX_REPEATS else MAX_REPEATS
+            count = alarm.repeat_times if alarm.repeat_times < _MAX_REPEATS else _MAX_REPEATS
         if count == 0 or not self.permitted(alarm.level, key, now):
             self._drop_speech(key)
             return
@@ -277,13 +277,15 @@ class Terminal:
         self.queue.clear()
         self._changed()
 
-    def on_ack(self, key, long, now, by="api"):
-        """An ACK request (POST /api/v1/ack): by is what it says it came from, else "api"."""
+    def on_ack(self, key, long, now, by=None):
+        """An ACK request (POST /api/v1/ack): by is what it says it came from, else "api request"."""
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError("ack key must be a non-empty string or None")
         if not isinstance(long, bool):
             raise ValueError("ack long must be true or false")
         check_now(now)
+        # Words of more than 10 characters: the board does not intern them (its pool of names is nearly full).
+        by = by or "api request"
         if key is None:
             self.on_button("long" if long else "short", now, by)
             return
@@ -325,7 +327,7 @@ class Terminal:
         if name == "clock" and ok and not self.health.clock and self.last_now is not None:
             delta = now - self.last_now
             # Shells call in every frame: a gap this large is the clock being set, not time passing.
-            if delta > CLOCK_STEP_S or delta < -CLOCK_STEP_S:
+            if delta > _CLOCK_STEP_S or delta < -_CLOCK_STEP_S:
                 self._shift(delta)
                 self.last_now = now
         self.health.set(name, ok)
@@ -608,7 +610,7 @@ class Terminal:
         self.mute_until = s.mute_until
         self.acked = {}
         for k in s.acked:
-            self._ack(k, s.acked[k], "restored")
+            self._ack(k, s.acked[k], "before reboot")  # who acknowledged is not saved; not interned: > 10 chars
         if s.heartbeat is not None:
             self.health.interval = s.heartbeat
             self.health.last_beat = now

@@ -35,8 +35,9 @@ _REPLACEMENT = const(0xFFFD)
 def units(text):
     """The number of UTF-16 code units text takes (2 bytes each; a code point above U+FFFF takes two)."""
     n = 0
-    for c in text:
-        n += 2 if ord(c) > 0xFFFF else 1
+    for o in text.encode("utf-8", "surrogatepass"):  # bytes (see put): one unit per character, two above U+FFFF
+        if o < 0x80 or o >= 0xC0:
+            n += 2 if o >= 0xF0 else 1
     return n
 
 
@@ -46,8 +47,24 @@ def put(buf, pos, text, big):
     A lone surrogate (CPython strings can hold one, e.g. from JSON "\\ud800") has no UTF-16 form: it is written
     as U+FFFD so that one odd character never costs the whole alarm its voice.
     """
-    for c in text:
-        cp = ord(c)
+    # Code points decoded from the UTF-8 bytes: on MicroPython each character a str yields is interned for good,
+    # and every new Chinese character spoken grew the board's full pool of names (docs/FIRMWARE.md "Memory").
+    b = text.encode("utf-8", "surrogatepass")  # CPython: a lone surrogate as its 3 bytes, then U+FFFD below
+    n = len(b)
+    i = 0
+    while i < n:
+        cp = b[i]
+        if cp < 0x80:
+            i += 1
+        elif cp < 0xE0:
+            cp = (cp & 0x1F) << 6 | b[i + 1] & 0x3F
+            i += 2
+        elif cp < 0xF0:
+            cp = (cp & 0x0F) << 12 | (b[i + 1] & 0x3F) << 6 | b[i + 2] & 0x3F
+            i += 3
+        else:
+            cp = (cp & 0x07) << 18 | (b[i + 1] & 0x3F) << 12 | (b[i + 2] & 0x3F) << 6 | b[i + 3] & 0x3F
+            i += 4
         if cp > 0xFFFF:
             cp -= 0x10000
             pos = _unit(buf, pos, 0xD800 | (cp >> 10), big)

@@ -18,11 +18,11 @@ from sentinel_core.errors import invalid
 # 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
 # of 200 bytes of UTF-16 (docs/PROTOCOL.md, "Text and speech").
 TEXT_MAX_BYTES = const(400)
-ACK_BY_MAX_BYTES = const(32)
+ACK_BY_MAX_BYTES = const(32)  # public: the gateway cuts the "by" of its ACKs to it
 KEY_MAX_BYTES = const(64)
 REPEAT_MAX = const(10)
-DURATION_MAX_S = const(7 * 86400)
-HEARTBEAT_MAX_S = const(3600)
+_DURATION_MAX_S = const(7 * 86400)
+_HEARTBEAT_MAX_S = const(3600)
 
 _PRESET_OF_LEVEL = {NORMAL: "normal", P1: "p1", P0: "p0"}
 
@@ -35,12 +35,28 @@ def _text(obj, field, max_bytes, required):
         return None
     if not isinstance(v, str):
         raise invalid(field, "must be a string")
-    n = len(v.encode())
+    b = v.encode()
+    n = len(b)
     if n > max_bytes:
         raise invalid(field, "%d bytes of UTF-8, at most %d" % (n, max_bytes))
     seen = False  # a character that shows or sounds
-    for ch in v:
-        o = ord(ch)
+    # Code points decoded from the UTF-8 bytes: on MicroPython each character a str yields (iteration, indexing)
+    # is interned for good, and a board that iterated alarm texts grew its full pool of names by every new
+    # character (every Chinese one), then by a whole new pool (docs/FIRMWARE.md "Memory").
+    i = 0
+    while i < n:
+        o = b[i]
+        if o < 0x80:
+            i += 1
+        elif o < 0xE0:
+            o = (o & 0x1F) << 6 | b[i + 1] & 0x3F
+            i += 2
+        elif o < 0xF0:
+            o = (o & 0x0F) << 12 | (b[i + 1] & 0x3F) << 6 | b[i + 2] & 0x3F
+            i += 3
+        else:
+            o = (o & 0x07) << 18 | (b[i + 1] & 0x3F) << 12 | (b[i + 2] & 0x3F) << 6 | b[i + 3] & 0x3F
+            i += 4
         if 32 < o < 127:  # visible ASCII: most of every alarm, one test
             seen = True
             continue
@@ -85,10 +101,10 @@ def _invisible(o):
 
 def parse_color(v):
     """ "#RRGGBB" -> (r, g, b), or ProtocolError 422."""
-    if not isinstance(v, str) or len(v) != 7 or v[0] != "#":
+    if not isinstance(v, str) or len(v) != 7 or not v.startswith("#"):
         raise invalid("color", "must be #RRGGBB")
-    for ch in v[1:]:
-        if ch not in "0123456789abcdefABCDEF":
+    for o in v.encode()[1:]:  # bytes: the characters a str yields are interned for good on MicroPython
+        if not (48 <= o <= 57 or 65 <= o <= 70 or 97 <= o <= 102):
             raise invalid("color", "must be #RRGGBB")
     rgb = int(v[1:], 16)
     return ((rgb >> 16) & 255, (rgb >> 8) & 255, rgb & 255)
@@ -134,7 +150,7 @@ def parse_alarm(obj):
     repeat = _int(obj, "repeat_times", 1, REPEAT_MAX, p["repeat_times"])
     key = _text(obj, "key", KEY_MAX_BYTES, False)
     mid = _text(obj, "id", KEY_MAX_BYTES, False)
-    duration = _int(obj, "duration", 1, DURATION_MAX_S, None)
+    duration = _int(obj, "duration", 1, _DURATION_MAX_S, None)
     return Alarm(text, color, light, audio, repeat, level, key, mid, duration)
 
 
@@ -159,7 +175,7 @@ def parse_heartbeat(obj):
     """{"interval": optional seconds until the next heartbeat is due; 0 disarms the dead-man's switch}."""
     if not isinstance(obj, dict):
         raise invalid("body", "must be a JSON object")
-    return {"interval": _int(obj, "interval", 0, HEARTBEAT_MAX_S, None), "id": _text(obj, "id", KEY_MAX_BYTES, False)}
+    return {"interval": _int(obj, "interval", 0, _HEARTBEAT_MAX_S, None), "id": _text(obj, "id", KEY_MAX_BYTES, False)}
 
 
 def parse_unmute(obj):
