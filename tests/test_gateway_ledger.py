@@ -219,3 +219,24 @@ def test_a_group_ack_tells_the_other_member_whose_button_it_was(tmp_path):
         stop(gw)
         stop(office)
         stop(room)
+
+
+def test_a_storm_is_one_tally_per_type_and_evicts_none_of_the_nights_incidents():
+    """12,500 nodes' storm folds into summaries: the history keeps each folded incident as a count on one
+    "folded:<TYPE>" record, so tonight's earlier P0 is still listed after thousands of them (the history holds 1,000)."""
+    cfg = Config.from_dict(
+        {"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
+        env={"S": "s"},
+    )
+    gw = Gateway(cfg, clients={"room": object()})
+    first = dict(EV, cluster_rack="Z99", node_host="gpu-worker-01", event_type="XID_FATAL", gpu_index=2)
+    assert gw.gpu_event(first)[0] == TAKEN
+    for i in range(3000):
+        node = i % 1500
+        ev = dict(EV, cluster_rack="R%03d" % (node % 50), node_host="gpu-node-%05d" % node, gpu_index=i % 8)
+        assert gw.gpu_event(ev)[0] == TAKEN
+    items = {r["key"]: r for r in gw.history.listing()}
+    assert "Z99:gpu-worker-01:XID_FATAL:gpu2" in items
+    tally = items["folded:%s" % EV["event_type"]]
+    assert tally["folded"] > 1000 and not tally["open"]
+    assert len(items) < 200  # a few racks' own alarms and one tally, not thousands

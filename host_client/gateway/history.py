@@ -26,8 +26,9 @@ class IncidentHistory:
         self.items: OrderedDict = OrderedDict()  # incident key -> record (dict)
 
     def _touch(self):
+        # no notify: the ledger's thread finds a history change on its next poll (at most a second); waking it
+        # for each incident of a storm cost the loop's thread the GIL tens of thousands of times a second
         self.gen += 1
-        self.cond.notify_all()
 
     def fired(self, inc, terminals, now):
         """An incident taken for these terminals (a P0 or P1; a recovery is resolved())."""
@@ -57,6 +58,37 @@ class IncidentHistory:
             while len(self.items) > self.max:
                 self.items.popitem(last=False)
             self._touch()
+
+    def folded(self, inc, terminals, now):
+        """An incident folded into a summary (a storm): counted on one record per event type, "folded:<TYPE>", not
+        recorded alone, so a storm of thousands neither evicts tonight's other incidents nor rewrites the ledger per
+        event (the count reaches the disk with the next write)."""
+        if inc.recovery or inc.level <= NORMAL:
+            return
+        key = "folded:%s" % (inc.kind or "")
+        with self.cond:
+            r = self.items.get(key)
+            if r is None or r.get("resolved") is not None:
+                r = self.items[key] = {
+                    "key": key,
+                    "level": LEVEL_NAMES[inc.level],
+                    "rack": "",
+                    "node": "",
+                    "type": inc.kind or "",
+                    "source": inc.source,
+                    "fired": now,
+                    "terminals": list(terminals),
+                    "shown": {},
+                    "acknowledged": {},
+                    "escalated": {},
+                    "resolved": None,
+                    "folded": 0,
+                }
+                self._touch()
+            r["folded"] += 1
+            r["last"] = now
+            if inc.level > LEVEL_NAMES.index(r["level"]):
+                r["level"] = LEVEL_NAMES[inc.level]
 
     def _each(self, keys, fn):
         with self.cond:
@@ -122,6 +154,9 @@ class IncidentHistory:
                         },
                         "resolved": None if r.get("resolved") is None else float(r["resolved"]),
                     }
+                    if r.get("folded") is not None:  # a storm's tally (folded())
+                        rec["folded"] = int(r["folded"])
+                        rec["last"] = float(r.get("last", rec["fired"]))
                 except (KeyError, TypeError, ValueError, AttributeError):
                     bad += 1
                     continue
@@ -139,8 +174,8 @@ class IncidentHistory:
 
 
 def is_open(r):
-    if r["resolved"] is not None:
-        return False
+    if r["resolved"] is not None or r.get("folded") is not None:
+        return False  # a storm's tally is no incident of its own: its summary alarm is
     if r["level"] != "P0":
         return True
     return not r["terminals"] or any(t not in r["acknowledged"] for t in r["terminals"])

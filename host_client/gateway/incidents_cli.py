@@ -151,6 +151,8 @@ def render(items):
             "%s %s %s  fired %s UTC  %s"
             % (r["level"], r["key"], "(%s)" % r.get("source", ""), _when(r["fired"]), state)
         )
+        if r.get("folded"):
+            out.append("    %d incidents folded into summaries, the last %s UTC" % (r["folded"], _when(r["last"])))
         for t in r.get("terminals", []):
             shown = r["shown"].get(t)
             ack = r["acknowledged"].get(t)

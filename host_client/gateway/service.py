@@ -491,7 +491,10 @@ class Gateway:
                     if taken is not None and self.ledger is not None:
                         ledger_due = True
             if names and not inc.recovery and inc.level:
-                self.history.fired(inc, names, now)
+                if _ALONE in res.values():
+                    self.history.fired(inc, names, now)
+                else:  # folded into a summary: counted per type, not kept alone (history.py)
+                    self.history.folded(inc, names, now)
             out.append(res)
         # An event that created an alarm is answered only once that alarm is on disk (group commit: one write
         # covers every request waiting at that moment). A fold into a summary already on disk does not wait. If the
