@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from sentinel_core.alarm import LEVEL_NAMES, NORMAL
+from sentinel_core.alarm import LEVEL_NAMES, NORMAL, P0
 
 MAX_INCIDENTS = 1000
 VIA = ("terminal", "group", "cli")
@@ -24,6 +24,7 @@ class IncidentHistory:
         self.max = max_incidents
         self.gen = 0
         self.items: OrderedDict = OrderedDict()  # incident key -> record (dict)
+        self._tally_keys: dict = {}  # event type -> "folded:<type>" (a handful of types)
 
     def _touch(self):
         # no notify: the ledger's thread finds a history change on its next poll (at most a second); waking it
@@ -65,7 +66,9 @@ class IncidentHistory:
         event (the count reaches the disk with the next write)."""
         if inc.recovery or inc.level <= NORMAL:
             return
-        key = "folded:%s" % (inc.kind or "")
+        key = self._tally_keys.get(inc.kind)
+        if key is None:
+            key = self._tally_keys[inc.kind] = "folded:%s" % (inc.kind or "")
         with self.cond:
             r = self.items.get(key)
             if r is None or r.get("resolved") is not None:
@@ -87,8 +90,8 @@ class IncidentHistory:
                 self._touch()
             r["folded"] += 1
             r["last"] = now
-            if inc.level > LEVEL_NAMES.index(r["level"]):
-                r["level"] = LEVEL_NAMES[inc.level]
+            if inc.level == P0 and r["level"] != "P0":  # levels here are P1 or P0
+                r["level"] = "P0"
 
     def _each(self, keys, fn):
         with self.cond:
