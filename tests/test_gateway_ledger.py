@@ -222,8 +222,8 @@ def test_a_group_ack_tells_the_other_member_whose_button_it_was(tmp_path):
 
 
 def test_a_storm_is_one_tally_per_type_and_evicts_none_of_the_nights_incidents():
-    """12,500 nodes' storm folds into summaries: the history keeps each folded incident as a count on one
-    "folded:<TYPE>" record, so tonight's earlier P0 is still listed after thousands of them (the history holds 1,000)."""
+    """A storm of 1,500 nodes folds into summaries: the history keeps each folded incident as a count on one
+    "folded:<TYPE>" record, so tonight's earlier P0 is still listed after thousands of them (it holds 1,000)."""
     cfg = Config.from_dict(
         {"terminals": {"room": {"url": "http://127.0.0.1:9", "key_id": "k", "secret_env": "S"}}},
         env={"S": "s"},
