@@ -2,7 +2,7 @@
 # chips read as commands, and the rule that cuts a long text into frame-sized pieces.
 # Both chips share all of this; only the byte order and the frame around the text differ.
 
-from sentinel_core.compat import const
+from sentinel_core.compat import code_points, const
 
 # Whitespace and punctuation, ASCII and CJK: a cut just after one of these falls where a reader would pause.
 BREAKS = (
@@ -49,22 +49,8 @@ def put(buf, pos, text, big):
     """
     # Code points decoded from the UTF-8 bytes: on MicroPython each character a str yields is interned for good,
     # and every new Chinese character spoken grew the board's full pool of names (docs/FIRMWARE.md "Memory").
-    b = text.encode("utf-8", "surrogatepass")  # CPython: a lone surrogate as its 3 bytes, then U+FFFD below
-    n = len(b)
-    i = 0
-    while i < n:
-        cp = b[i]
-        if cp < 0x80:
-            i += 1
-        elif cp < 0xE0:
-            cp = (cp & 0x1F) << 6 | b[i + 1] & 0x3F
-            i += 2
-        elif cp < 0xF0:
-            cp = (cp & 0x0F) << 12 | (b[i + 1] & 0x3F) << 6 | b[i + 2] & 0x3F
-            i += 3
-        else:
-            cp = (cp & 0x07) << 18 | (b[i + 1] & 0x3F) << 12 | (b[i + 2] & 0x3F) << 6 | b[i + 3] & 0x3F
-            i += 4
+    # CPython: a lone surrogate as its 3 bytes, then U+FFFD below
+    for cp in code_points(text.encode("utf-8", "surrogatepass")):
         if cp > 0xFFFF:
             cp -= 0x10000
             pos = _unit(buf, pos, 0xD800 | (cp >> 10), big)

@@ -12,7 +12,7 @@ from sentinel_core.alarm import (
     is_int,
     level_from_name,
 )
-from sentinel_core.compat import const
+from sentinel_core.compat import code_points, const
 from sentinel_core.errors import invalid
 
 # 400 bytes of UTF-8 is 133 Chinese characters or 400 ASCII ones: about 30 s of speech, at most four TTS frames
@@ -43,20 +43,7 @@ def _text(obj, field, max_bytes, required):
     # Code points decoded from the UTF-8 bytes: on MicroPython each character a str yields (iteration, indexing)
     # is interned for good, and a board that iterated alarm texts grew its full pool of names by every new
     # character (every Chinese one), then by a whole new pool (docs/FIRMWARE.md "Memory").
-    i = 0
-    while i < n:
-        o = b[i]
-        if o < 0x80:
-            i += 1
-        elif o < 0xE0:
-            o = (o & 0x1F) << 6 | b[i + 1] & 0x3F
-            i += 2
-        elif o < 0xF0:
-            o = (o & 0x0F) << 12 | (b[i + 1] & 0x3F) << 6 | b[i + 2] & 0x3F
-            i += 3
-        else:
-            o = (o & 0x07) << 18 | (b[i + 1] & 0x3F) << 12 | (b[i + 2] & 0x3F) << 6 | b[i + 3] & 0x3F
-            i += 4
+    for o in code_points(b):
         if 32 < o < 127:  # visible ASCII: most of every alarm, one test
             seen = True
             continue
