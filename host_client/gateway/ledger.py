@@ -17,8 +17,10 @@ import threading
 import time
 
 from host_client import atomic_file
+from host_client.logs import error_words
 
 from .logs import log_event
+from .persist import block_on
 
 FILE = "acks.jsonl"
 COALESCE_S = 0.2
@@ -113,15 +115,7 @@ class LedgerPersister:
         callback(ok)
 
     def wait(self, gen, timeout=2.0):
-        done = threading.Event()
-        result = []
-
-        def answered(ok):
-            result.append(ok)
-            done.set()
-
-        self.add_waiter(gen, answered)
-        return done.wait(timeout) and result[0]
+        return block_on(self.add_waiter, gen, timeout)
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="ack-ledger", daemon=True)
@@ -162,7 +156,7 @@ class LedgerPersister:
             save(self.path, recs)
         except Exception as e:  # noqa: BLE001 - the persister must outlive any one failure
             self.failed += 1
-            err = "%s: %s" % (type(e).__name__, e)
+            err = error_words(e)
             if not self.broken or err != self.last_error:
                 log_event("ack_ledger_save_failed", logging.ERROR, path=self.path, error=err)
             with self.cond:

@@ -65,6 +65,20 @@ class PendingStore:
             f.write(json.dumps(record, ensure_ascii=True, default=str) + "\n")
 
 
+def block_on(add_waiter, gen, timeout):
+    """A persister's add_waiter(gen, callback) made blocking: its answer (True: on disk), or False after timeout.
+    The lanes' Persister and the ACK ledger's both wait through it."""
+    done = threading.Event()
+    result = []
+
+    def answered(ok):
+        result.append(ok)
+        done.set()
+
+    add_waiter(gen, answered)
+    return done.wait(timeout) and result[0]
+
+
 class Persister(LaneThread):
     """Saves a lane's queue whenever it changes, in its own thread (group commit: one write covers every change
     made while the previous one was written). A new alarm is written (and fsynced) at once and the ingest path
@@ -152,15 +166,7 @@ class Persister(LaneThread):
 
     def wait(self, gen, timeout=2.0):
         """Block until the queue as of `gen` is on disk: add_waiter's answer, or False after timeout."""
-        done = threading.Event()
-        result = []
-
-        def answered(ok):
-            result.append(ok)
-            done.set()
-
-        self.add_waiter(gen, answered)
-        return done.wait(timeout) and result[0]
+        return block_on(self.add_waiter, gen, timeout)
 
     def _run(self):
         while True:
