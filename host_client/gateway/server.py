@@ -37,6 +37,7 @@ log = logging.getLogger("sentinel.gateway")
 SWEEP_S = 0.5  # how often deadlines (head, body, idle, linger) are looked at
 SWEEP_BATCH = 128  # connections closed per turn of the loop for a deadline; the rest on the next turns
 SWEEP_AGAIN_S = 0.005
+TRIM_AGAIN_S = 3.0  # a flood's trim is repeated once this much later: its last frees come after the first
 TRIM_AFTER = 256  # connections held at once: when that many have gone (7 in 8), the heap is trimmed
 SHED_YOUNG_S = 0.1  # a connection this young is shed only when no older one can be
 EPISODE_S = 10.0  # sheds or timeouts this far apart are one episode (one log line when it starts, one when it ends)
@@ -119,6 +120,7 @@ class _Loop:
         self.partial = 0  # body bytes incomplete requests hold (counted ones)
         self.partials: dict[Conn, int] = {}  # conns holding body bytes -> how many, in the order they began holding
         self.peak = 0  # connections at most since memory was last given back
+        self.trim_again = 0.0  # when to give memory back once more after a flood (0: not due)
         self.rview = memoryview(bytearray(RECV))  # what a connection's recv() fills
         self.shed = _Episode("connections_shed")
         self.head_timeouts = _Episode("request_head_timeouts")
@@ -343,6 +345,11 @@ class _Loop:
             self.peak = n
         elif ended or (self.peak >= TRIM_AFTER and n <= self.peak // 8):
             self.peak = n  # a flood of connections has passed
+            trim = True
+        if trim:
+            self.trim_again = now + TRIM_AGAIN_S
+        elif self.trim_again and now >= self.trim_again:
+            self.trim_again = 0.0  # once more, once what the flood left behind has been freed too
             trim = True
         if trim and self.after_flood is not None:
             self.after_flood()
