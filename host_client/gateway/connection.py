@@ -117,6 +117,7 @@ class Conn:
         "sock",
         "fd",
         "parser",
+        "feeding",
         "phase",
         "since",
         "last",
@@ -153,6 +154,7 @@ class Conn:
         self.sock = sock
         self.fd = sock.fileno()
         self.parser = httptools.HttpRequestParser(self)
+        self.feeding = False  # inside parser.feed_data: close() leaves the parser to _feed to drop
         self.phase = _NEW
         self.since = now  # when the phase began
         self.last = now  # when a byte last came or went
@@ -467,6 +469,7 @@ class Conn:
 
     def _feed(self, data):
         was = self.phase
+        self.feeding = True
         try:
             self.parser.feed_data(data)
         except _Refusal as r:
@@ -489,6 +492,10 @@ class Conn:
                 return
             self._refuse(refusal(400, "bad_request", "malformed request: %s" % (e.args[0] if e.args else e)))
             return
+        finally:
+            self.feeding = False
+            if self.fd < 0:
+                self.parser = None  # closed meanwhile (close() left it): see close()
         phase = self.phase
         if phase == _HEAD:
             # a head still in progress after a piece: all of that piece was head when the head was in progress
@@ -619,3 +626,8 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
+        # The parser holds this connection's callbacks, a cycle only the collector would free, and the front sets
+        # it to run rarely: a flood of closed connections stayed in memory. Dropped here, or by _feed once llhttp
+        # has returned (it may still call back after an answer that closed).
+        if not self.feeding:
+            self.parser = None
