@@ -157,8 +157,8 @@ def test_a_terminal_url_whose_port_does_not_parse_is_refused_by_check_config_and
 
 
 def test_log_lines_are_json_with_an_iso_utc_time_and_a_rejection_names_its_client(tmp_path):
-    """--log-format json over the config's text: each stderr line one JSON object, ts ISO-8601 UTC; the
-    event_rejected line names the address the bad body came from."""
+    """--log-format json over the config's text: each stderr line one JSON object, ts ISO-8601 UTC; each
+    event_rejected line names the address the bad body came from, whichever check refused it."""
     import http.client
     import re
     import subprocess
@@ -176,11 +176,22 @@ def test_log_lines_are_json_with_an_iso_utc_time_and_a_rejection_names_its_clien
     )
     try:
         wait_http("http://127.0.0.1:%d/healthz" % port, proc)
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        c.request("POST", "/api/v1/gpu_event", b'{"event_type": "NO_SUCH_TYPE"}', {"Content-Type": "application/json"})
-        assert c.getresponse().status == 422
-        me = "%s:%d" % c.sock.getsockname()[:2]
-        c.close()
+        # each way a body is refused, from a connection of its own: the service's checks (an unknown type, a batch
+        # too big, a webhook that is not one) and the front's (not JSON, over max_body)
+        sent = [
+            ("/api/v1/gpu_event", b'{"event_type": "NO_SUCH_TYPE"}', 422, "gpu_event"),
+            ("/api/v1/gpu_event", b"[" + b",".join([b"{}"] * 1001) + b"]", 422, "gpu_event"),
+            ("/api/v1/alertmanager", b'{"alerts": 5}', 422, "alertmanager"),
+            ("/api/v1/grafana", b"not json", 400, "grafana"),
+            ("/api/v1/gpu_event", b"x" * (1 << 20), 413, "gpu_event"),
+        ]
+        mine = []
+        for path, body, status, source in sent:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("POST", path, body, {"Content-Type": "application/json"})
+            mine.append(("%s:%d" % c.sock.getsockname()[:2], source))
+            assert c.getresponse().status == status, (path, body[:40])
+            c.close()
     finally:
         stop(proc)
     lines = [ln for ln in proc.stderr.read().splitlines() if ln.strip()]
@@ -190,5 +201,6 @@ def test_log_lines_are_json_with_an_iso_utc_time_and_a_rejection_names_its_clien
         "gateway_started",
         "gateway_stopped",
     ]
-    (rej,) = [r for r in recs if r.get("event") == "event_rejected"]
-    assert rej["client"] == me and rej["source"] == "gpu_event" and rej["severity"] == "info"
+    rejected = [r for r in recs if r.get("event") == "event_rejected"]
+    assert [(r["client"], r["source"]) for r in rejected] == mine
+    assert all(r["severity"] == "info" for r in rejected)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from .answers import ALLOW_GET, ALLOW_POST, JSON, WWW_AUTH, encode
 from .front_status import FrontStatus
@@ -89,8 +90,8 @@ class Application:
         self._next_tidy = 0.0
         self.ingest = {
             "/api/v1/gpu_event": ("gpu_event", gw.gpu_event),
-            "/api/v1/alertmanager": ("alertmanager", lambda b, w: gw.alertmanager(b, "alertmanager", w)),
-            "/api/v1/grafana": ("grafana", lambda b, w: gw.alertmanager(b, "grafana", w)),
+            "/api/v1/alertmanager": ("alertmanager", lambda b, w, p: gw.alertmanager(b, "alertmanager", w, p)),
+            "/api/v1/grafana": ("grafana", lambda b, w, p: gw.alertmanager(b, "grafana", w, p)),
         }
 
     def handle(self, method: str, path: str, body: bytes, close: bool, auth: str | None, peer=None):
@@ -98,28 +99,28 @@ class Application:
         peer: a callable that names the client, asked only when a refusal is logged."""
         h = self.ingest.get(path)
         if h is not None:
-            self.gw.request.peer = peer
             if method != "POST":
                 return encode(405, _USE_POST, close, JSON, ALLOW_POST)
             source, fn = h
             if self.auth:
-                denied = self.gw.check_auth(source, auth)
+                denied = self.gw.check_auth(source, auth, peer)
                 if denied is not None:
                     return encode(401, denied, close, JSON, WWW_AUTH)
             try:
                 obj = decode_body(body)
             except BodyError as e:
-                return encode(e.status, self.gw.refuse(source, e.code, str(e)), close)
+                return encode(e.status, self.gw.refuse(source, e.code, str(e), peer), close)
             waits = []
             try:
-                verdict, answer = fn(obj, waits)
+                verdict, answer = fn(obj, waits, peer)  # (body, waits, peer): positional, the storm's path
             except Exception as e:  # one bad request must not take the server down
                 log.exception("ingest_error", extra={"fields": {"source": source, "error": str(e)}})
                 return encode(500, _INTERNAL, close)
             data = encode(HTTP_STATUS[verdict], answer, close)
             if not waits:
                 return data
-            return Deferred(waits, self.persist_wait_s, data, lambda: self._not_durable(source, close))
+            # partial, not a lambda: a closure would make every call build cells for self, source and close
+            return Deferred(waits, self.persist_wait_s, data, partial(self._not_durable, source, close))
         if path in INCIDENT_PATHS:
             return self._incidents(method, path, body, close, auth)
         if path == "/healthz" and method == "GET":
@@ -151,12 +152,11 @@ class Application:
         message = "body must be 0..%d bytes" % max_body
         if source is None:
             return encode(413, {"ok": False, "error": "too_large", "message": message}, True)
-        self.gw.request.peer = peer
         if self.auth:
-            denied = self.gw.check_auth(source, auth)
+            denied = self.gw.check_auth(source, auth, peer)
             if denied is not None:
                 return encode(401, denied, True, JSON, WWW_AUTH)
-        return encode(413, self.gw.refuse(source, "too_large", message), True)
+        return encode(413, self.gw.refuse(source, "too_large", message, peer), True)
 
     def _incidents(self, method, path, body, close, auth) -> bytes:
         """GET /api/v1/incidents, POST /api/v1/incidents/ack: the ingest token guards them (a 401 is counted as

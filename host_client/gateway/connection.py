@@ -423,6 +423,11 @@ class Conn:
             else:
                 self._write(a, close)
             return
+        self._defer(a, close)
+
+    def _defer(self, a, close):
+        """A deferred answer holds its place in the order until it is filled. (A method of its own: its closure
+        would make every _serve call build cells for self and slot.)"""
         slot = [None, close]
         self.slots.append(slot)
         a.start(lambda data: self._fill(slot, data), self.home.call_soon_threadsafe, self.home.call_later)

@@ -171,24 +171,37 @@ class Grouping:
         if g is not None:
             return _FOLD, g, ()
         if rack is not None and self.cluster_threshold > 0:
-            same = [x for x in self.groups.values() if x.base == base and not x.cluster]
-            if len(same) + 1 >= self.cluster_threshold:
-                cg = Group(key=base + ("*",), base=base, rack=None, cluster=True, now=now, recovery=inc.recovery)
-                for x in same:
-                    cg.absorb(x)
-                    del self.groups[x.key]
-                self.cluster_bases[base] = cg
-                return _CLUSTER, cg, same
+            placed = self._cluster(inc, base, now)
+            if placed is not None:
+                return placed
         g = Group(key=gkey, base=base, rack=rack, cluster=False, now=now, recovery=inc.recovery)
         self.groups[gkey] = g
         g.count(inc)
         return _ALONE, g, ()
+
+    def _cluster(self, inc, base, now):
+        """(_CLUSTER, group, absorbed) when this incident's rack group makes cluster_threshold racks of one base,
+        else None. (A method of its own: the comprehension's closure would make every place() build a cell.)"""
+        same = [x for x in self.groups.values() if x.base == base and not x.cluster]
+        if len(same) + 1 < self.cluster_threshold:
+            return None
+        cg = Group(key=base + ("*",), base=base, rack=None, cluster=True, now=now, recovery=inc.recovery)
+        for x in same:
+            cg.absorb(x)
+            del self.groups[x.key]
+        self.cluster_bases[base] = cg
+        return _CLUSTER, cg, same
 
     def prune(self, now) -> None:
         """Closed groups go (with their host sets); a full scan at most once a second keeps ingest O(1)."""
         if now < self._next_prune:
             return
         self._next_prune = now + min(self.window, 1.0)
+        self._prune_closed(now)
+
+    def _prune_closed(self, now) -> None:
+        # apart from prune(): the comprehension's closure would make every prune() call, most of them returning at
+        # once, build cells for now and w
         w = self.window
         for table in (self.groups, self.cluster_bases):
             for k in [k for k, g in table.items() if g.last + w <= now]:

@@ -49,7 +49,11 @@ class RecoveryTracker:
             return
         self.scope_head[inc.scope] = inc.key
         if len(self.scope_head) > 2 * len(self.carrier_of) + 1024:
-            self.scope_head = {s: k for s, k in self.scope_head.items() if k in self.carrier_of}
+            self._forget_heads()
+
+    def _forget_heads(self) -> None:
+        # apart from head(): the comprehension's closure would make every head() call build a cell for self
+        self.scope_head = {s: k for s, k in self.scope_head.items() if k in self.carrier_of}
 
     def track(self, incident_key: str, alarm_key: str, now: float, *, count: bool = True) -> None:
         """count=False: an attached GPU adds no node to the alarm's recovery wording."""

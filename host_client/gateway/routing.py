@@ -76,6 +76,11 @@ def route(routes, default, terminals, labels: dict) -> list[str]:
     about = terminals.get(labels.get(ABOUT_TERMINAL_LABEL) or "")
     if about is None:
         return out
+    return _around(out, about, terminals)
+
+
+def _around(out, about, terminals) -> list[str]:
+    # apart from route(): these comprehensions' closure would make every route() call build a cell for about
     out = [n for n in out if n != about.name]
     return out or list(about.fallback) or [n for n in terminals if n != about.name]
 

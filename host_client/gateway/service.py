@@ -56,8 +56,6 @@ class Gateway:
         self.boot = os.urandom(3).hex()  # not secrets.token_hex: the same bytes, without 0.8 MB of imports
         self.debouncer = Debouncer(config.debounce_window, config.debounce_max_keys)
         self.lock = threading.Lock()
-        # the socket of the request being served on this thread (set by the HTTP front): who sent a rejected body
-        self.request = threading.local()
         self.started_at = clock()
         self.events_in = {}  # (source, type) -> n
         self.rejected = {}  # (source, code) -> n
@@ -194,25 +192,21 @@ class Gateway:
     def _count(self, d, k):
         d[k] = d.get(k, 0) + 1
 
-    def refuse(self, source, code, message) -> dict:
+    def refuse(self, source, code, message, peer=None) -> dict:
         """A request refused before its body was parsed (auth, size, encoding, JSON): counted like any rejection;
-        returns the answer."""
+        returns the answer. peer: a callable that names the client ("127.0.0.1:50412"), which the HTTP front hands
+        over with each request and only a refusal asks."""
         with self.lock:
             self._count(self.rejected, (source, code))
-        log_event("event_rejected", logging.INFO, source=source, client=self.client(), code=code, message=message)
+        client = peer() if peer is not None else None
+        log_event("event_rejected", logging.INFO, source=source, client=client, code=code, message=message)
         return {"ok": False, "error": code, "message": message}
 
-    def reject(self, source, err: EventError):
+    def reject(self, source, err: EventError, peer=None):
         """(MALFORMED or INVALID, answer) for a body that is not a valid event, counted."""
-        return MALFORMED if err.status == 400 else INVALID, self.refuse(source, err.code, str(err))
+        return MALFORMED if err.status == 400 else INVALID, self.refuse(source, err.code, str(err), peer)
 
-    def client(self):
-        """The address of the client whose request this thread is serving ("127.0.0.1:50412"), or None: the front
-        hands the application a callable that names it (only a refusal asks)."""
-        peer = getattr(self.request, "peer", None)
-        return peer() if peer is not None else None
-
-    def check_auth(self, source, header) -> dict | None:
+    def check_auth(self, source, header, peer=None) -> dict | None:
         """None when the request may ingest: no token is configured, or its Authorization header is
         "Bearer <one of the tokens>". Else the refusal's answer (UNAUTHORIZED), counted as a rejection. Neither the
         token sent nor the ones configured ever reach an answer or a log line."""
@@ -224,17 +218,18 @@ class Gateway:
                 "auth_required",
                 "this gateway's ingest requires an Authorization: "
                 "Bearer <token> header ([ingest] token_env / token_file)",
+                peer,
             )
         scheme, _, cred = header.strip().partition(" ")
         cred = cred.strip()
         if scheme.lower() != "bearer" or not cred:
-            return self.refuse(source, "auth_scheme", "the Authorization header must be Bearer <token>")
+            return self.refuse(source, "auth_scheme", "the Authorization header must be Bearer <token>", peer)
         d = hashlib.sha256(cred.encode("utf-8", "surrogateescape")).digest()
         ok = False
         for t in self._token_digests:  # every token compared: the time does not say which one matched
             ok |= hmac.compare_digest(d, t)
         if not ok:
-            return self.refuse(source, "auth_invalid", "the bearer token is not one this gateway accepts")
+            return self.refuse(source, "auth_invalid", "the bearer token is not one this gateway accepts", peer)
         return None
 
     def tidy(self) -> int:
@@ -269,41 +264,19 @@ class Gateway:
         log_event("event_not_durable", logging.ERROR, source=source, reason=reason)
         return UNAVAILABLE, {"ok": False, "error": "persist_failed", "message": reason + "; retry later"}
 
-    def gpu_event(self, body, waits=None):
+    def gpu_event(self, body, waits=None, peer=None):
         """One probe event, or a JSON array of up to MAX_BATCH (a node reporting its GPUs at once).
         Returns (outcome, JSON answer); a batch is TAKEN with one result per event, in order. While a
         terminal's queue cannot be saved, every event is answered 503 (the sender retries) and changes nothing:
         nothing is answered 200 that a crash could lose. waits: a list to collect (persister, gen) in instead of
-        blocking until they are on disk (the front waits for them, then answers; see application.py)."""
+        blocking until they are on disk (the front waits for them, then answers; see application.py). peer: names
+        the client in a refusal's log line (refuse())."""
         broken = self.persist_broken()
         if broken:
             return self._unavailable("gpu_event", broken)
         if isinstance(body, list):
-            if not body or len(body) > MAX_BATCH:
-                return self.reject(
-                    "gpu_event",
-                    EventError(
-                        "bad_batch", "a batch is a JSON array of 1..%d events" % MAX_BATCH, 422 if body else 400
-                    ),
-                )
-            results = [self._event(b) for b in body]
-            incs = [r[2] for r in results if r[2] is not None]
-            if incs:
-                routed, durable = self._dispatch(incs, waits)
-                if not durable:
-                    return self._unavailable("gpu_event", "the pending queue was not saved in time")
-                i = 0
-                for r in results:
-                    if r[2] is not None:
-                        r[1]["terminals"] = routed[i]
-                        i += 1
-            answers = [r[1] for r in results]
-            return TAKEN, {
-                "ok": all(r[0] == TAKEN for r in results),
-                "results": answers,
-                "rejected": sum(1 for r in results if r[0] != TAKEN),
-            }
-        verdict, answer, inc = self._event(body)
+            return self._batch(body, waits, peer)
+        verdict, answer, inc = self._event(body, peer)
         if inc is not None:
             routed, durable = self._dispatch([inc], waits)
             if not durable:
@@ -311,11 +284,37 @@ class Gateway:
             answer["terminals"] = routed[0]
         return verdict, answer
 
-    def _event(self, body):
+    def _batch(self, body, waits, peer):
+        # a method of its own: its comprehension over self would make every gpu_event call build a cell for self
+        if not body or len(body) > MAX_BATCH:
+            return self.reject(
+                "gpu_event",
+                EventError("bad_batch", "a batch is a JSON array of 1..%d events" % MAX_BATCH, 422 if body else 400),
+                peer,
+            )
+        results = [self._event(b, peer) for b in body]
+        incs = [r[2] for r in results if r[2] is not None]
+        if incs:
+            routed, durable = self._dispatch(incs, waits)
+            if not durable:
+                return self._unavailable("gpu_event", "the pending queue was not saved in time")
+            i = 0
+            for r in results:
+                if r[2] is not None:
+                    r[1]["terminals"] = routed[i]
+                    i += 1
+        answers = [r[1] for r in results]
+        return TAKEN, {
+            "ok": all(r[0] == TAKEN for r in results),
+            "results": answers,
+            "rejected": sum(1 for r in results if r[0] != TAKEN),
+        }
+
+    def _event(self, body, peer=None):
         try:
             ev = parse_event(body, accept_unknown=self.cfg.accept_unknown)
         except EventError as e:
-            verdict, answer = self.reject("gpu_event", e)
+            verdict, answer = self.reject("gpu_event", e, peer)
             return verdict, answer, None
         # The event's attributes read once, the metric's key looked up, the answer built in one literal per
         # outcome (same keys, same order): each saves a call or an allocation on every event of a storm.
@@ -397,17 +396,21 @@ class Gateway:
         if recovery:
             self._refire[key] = (b, n + 1)
             if len(self._refire) > 10_000:
-                self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
+                self._forget_refires(b)
         return ident
 
-    def alertmanager(self, body, source="alertmanager", waits=None):
+    def _forget_refires(self, b):
+        # a method of its own: the comprehension's closure would make every _gpu_ident call build a cell for b
+        self._refire = {k: v for k, v in self._refire.items() if v[0] >= b - 1}
+
+    def alertmanager(self, body, source="alertmanager", waits=None, peer=None):
         broken = self.persist_broken()
         if broken:
             return self._unavailable(source, broken)
         try:
             incs = parse_webhook(body, self.cfg, self.cfg.language)
         except EventError as e:
-            return self.reject(source, e)
+            return self.reject(source, e, peer)
         take = []
         n_sup = 0
         n_stale = 0
