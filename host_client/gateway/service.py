@@ -76,7 +76,7 @@ class Gateway:
         self.persisters = {}
         self.restore_errors = []
         self.acks = AckBook(config)
-        self.history = self.acks.history = IncidentHistory(self.acks.cond)
+        self.history = self.acks.history = IncidentHistory(self.acks.cond, lock=self.acks.lock)
         self.ledger = None  # LedgerPersister: the ACK ledger and the history under state_dir
         term_clients = {}
         user_delivered = on_delivered
