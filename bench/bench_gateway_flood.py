@@ -11,7 +11,11 @@ debounce keys /metrics reports.
 The documented claim (docs/GATEWAY.md, "Limits"): RSS is back within 10 MB of its start once the flood's debounce
 window has passed; the run uses a short window (--window) so that it passes within the run.
 
+A flood of connections (--per-connection 1: each request on a connection of its own, closed after its answer)
+shows what closed connections leave behind.
+
 Run:   .venv/bin/python bench/bench_gateway_flood.py [--requests 200000] [--window 20] [--after 40]
+                                                     [--no-valid] [--per-connection N]
 """
 
 from __future__ import annotations
@@ -86,14 +90,22 @@ def hostile(i, salt, valid=True):
     return post("/api/v1/gpu_event", b'{"cluster_rack": "\\ud800", "node_host": "h", "event_type": "THERMAL"}')
 
 
-def client(port, first, n, salt, statuses, valid=True, batch=64):
-    """Pipelines requests first..first+n in batches, reading every answer (its status) before the next batch."""
+def client(port, first, n, salt, statuses, valid=True, batch=64, per_connection=0):
+    """Pipelines requests first..first+n in batches, reading every answer (its status) before the next batch.
+    per_connection: a new connection after that many requests (0: one connection for them all)."""
     s = socket.create_connection(("127.0.0.1", port))
     buf = b""
     i = first
     end = first + n
+    on_this = 0
     while i < end:
-        k = min(batch, end - i)
+        if per_connection and on_this >= per_connection:
+            s.close()
+            s = socket.create_connection(("127.0.0.1", port))
+            buf = b""
+            on_this = 0
+        k = min(batch, end - i, per_connection or batch)
+        on_this += k
         s.sendall(b"".join(hostile(j, salt, valid) for j in range(i, i + k)))
         i += k
         got = 0
@@ -122,6 +134,12 @@ def main(argv=None):
     ap.add_argument("--after", type=float, default=40.0, help="seconds to watch RSS after the flood")
     ap.add_argument(
         "--no-valid", action="store_true", help="refuse every request: no event that looks valid, so no incident"
+    )
+    ap.add_argument(
+        "--per-connection",
+        type=int,
+        default=0,
+        help="requests per connection, a new one after them (1: a flood of connections); 0: one per client",
     )
     a = ap.parse_args(argv)
     with socket.socket() as probe:
@@ -169,7 +187,9 @@ def main(argv=None):
         per = a.requests // a.clients
         t0 = time.monotonic()
         threads = [
-            threading.Thread(target=client, args=(port, c * per, per, "f", counts[c], not a.no_valid))
+            threading.Thread(
+                target=client, args=(port, c * per, per, "f", counts[c], not a.no_valid, 64, a.per_connection)
+            )
             for c in range(a.clients)
         ]
         for t in threads:
@@ -182,9 +202,10 @@ def main(argv=None):
             for k, v in cs.items():
                 statuses[k] = statuses.get(k, 0) + v
         keys = metric(port, "sentinel_gateway_debounce_keys")
+        conns = a.clients * (-(-per // a.per_connection) if a.per_connection else 1)
         print(
             "flood: %d requests in %.1f s over %d connections; answers %s; debounce keys after it %s"
-            % (per * a.clients, took, a.clients, dict(sorted(statuses.items())), keys)
+            % (per * a.clients, took, conns, dict(sorted(statuses.items())), keys)
         )
         t_end = time.monotonic()
         marks = sorted({5.0, a.window / 2, a.window + 5, a.after} - {0.0})
