@@ -500,7 +500,7 @@ class Conn:
         finally:
             self.feeding = False
             if self.fd < 0:
-                self.parser = None  # closed meanwhile (close() left it): see close()
+                self._drop_parser()  # closed meanwhile (close() left it): see close()
         phase = self.phase
         if phase == _HEAD:
             # a head still in progress after a piece: all of that piece was head when the head was in progress
@@ -631,8 +631,14 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
-        # The parser holds this connection's callbacks, a cycle only the collector would free, and the front sets
-        # it to run rarely: a flood of closed connections stayed in memory. Dropped here, or by _feed once llhttp
-        # has returned (it may still call back after an answer that closed).
         if not self.feeding:
-            self.parser = None
+            self._drop_parser()
+
+    def _drop_parser(self):
+        """The parser holds this connection's callbacks, a cycle only the collector would free, and the front sets it
+        to run rarely: a flood of closed connections stayed in memory. Dropped at close, or by _feed once llhttp has
+        returned (it may still call back after an answer that closed)."""
+        try:
+            del self.parser
+        except AttributeError:  # dropped already
+            pass
