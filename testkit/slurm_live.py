@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from host_client.remedy.slurm import parse_fields  # the one scontrol -o reader, checked against sinfo
 from testkit.net import free_port
 
 REAL_NODE = "gpu-worker-08"
@@ -129,7 +130,7 @@ class SlurmCluster:
     def node(self, name) -> dict:
         """scontrol show node's fields for name (State, Reason, ...)."""
         out = self.run("scontrol", "-o", "show", "node", name).stdout
-        return _fields(out)
+        return parse_fields(out)
 
     def node_state(self, name) -> str:
         try:
@@ -139,7 +140,7 @@ class SlurmCluster:
 
     def job(self, job_id) -> dict:
         out = self.run("scontrol", "-o", "show", "job", str(job_id)).stdout
-        return _fields(out)
+        return parse_fields(out)
 
     def sbatch(self, script_text, *args) -> str:
         path = os.path.join(self.dir, "job-%d.sh" % time.monotonic_ns())
@@ -264,20 +265,6 @@ class SlurmCluster:
         self.conf = os.path.join(d, "slurm.conf")
         with open(self.conf, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-
-
-def _fields(out: str) -> dict:
-    """scontrol -o's Key=Value pairs (a Reason with spaces runs up to the next ' Key=')."""
-    fields = {}
-    key = None
-    for tok in out.strip().split(" "):
-        k, eq, v = tok.partition("=")
-        if eq and k and k[0].isalpha() and k.replace("_", "").replace(":", "").isalnum():
-            key = k
-            fields[k] = v
-        elif key is not None:
-            fields[key] += " " + tok
-    return fields
 
 
 # A training job as Slurm runs it: traps the checkpoint signal, writes a checkpoint line, runs until cancelled.

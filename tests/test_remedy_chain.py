@@ -18,6 +18,7 @@ from emulator.harness import Harness
 from host_client.gateway.config import Config
 from testkit.net import free_port, running, wait_port
 from testkit.slurm_live import CHECKPOINTING_JOB, GHOST_NODES, REAL_NODE, cluster_for_tests
+from testkit.wait import until
 
 SECRET = "remedy-secret-for-tests-0123456789"
 
@@ -91,16 +92,6 @@ class Chain:
         self.h.stop()
 
 
-def wait_for(pred, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 def test_fault_to_drain_checkpoint_requeue_resume_and_normal(slurm, tmp_path):
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
     slurm.wait_started(job)
@@ -108,21 +99,21 @@ def test_fault_to_drain_checkpoint_requeue_resume_and_normal(slurm, tmp_path):
     try:
         t0 = time.monotonic()
         assert chain.event(node_host=REAL_NODE) == 200
-        wait_for(lambda: "DRAIN" in slurm.node_state(REAL_NODE), 5)  # within 5 s of the event reaching the gateway
+        until(lambda: "DRAIN" in slurm.node_state(REAL_NODE), 5)  # within 5 s of the event reaching the gateway
         drained_after = time.monotonic() - t0
         assert slurm.node(REAL_NODE)["Reason"].startswith("sentinel: XID_FATAL xid 79 gpu 3 incident A03:")
         said = "%s drained, job %s asked to checkpoint, requeue in 2 s" % (REAL_NODE, job)
-        wait_for(lambda: said in chain.texts(), 10)
+        until(lambda: said in chain.texts(), 10)
         levels = {t: lvl for lvl, _k, t in chain.delivered}
         assert levels[said] == 1  # P1: what was done; the fault itself stays the P0
         assert any(lvl == 2 and "gpu-worker-08" in t for lvl, _k, t in chain.delivered)
         ckpt = os.path.join(slurm.dir, "checkpoint-%s.txt" % job)
-        wait_for(lambda: os.path.exists(ckpt), 10)
-        wait_for(lambda: slurm.job(job).get("Restarts") == "1", 15)  # requeued after the grace
+        until(lambda: os.path.exists(ckpt), 10)
+        until(lambda: slurm.job(job).get("Restarts") == "1", 15)  # requeued after the grace
         r = chain.cli("resume", REAL_NODE)
         assert (r.returncode, r.stdout.strip()) == (0, "sentinel-remedy: %s resumed" % REAL_NODE)
         again = "Resolved: job %s running again on %s" % (job, REAL_NODE)
-        wait_for(lambda: again in chain.texts(), 40)
+        until(lambda: again in chain.texts(), 40)
         assert [lvl for lvl, _k, t in chain.delivered if t == again] == [0]  # NORMAL, naming the job
         assert "checkpoint 0" in open(ckpt).read()
         assert drained_after < 5
@@ -146,7 +137,7 @@ def test_slurmctld_down_isolation_failed_reaches_the_emulator(slurm, tmp_path):
     slurm.stop_daemon("slurmctld")
     try:
         assert chain.event(node_host=node) == 200
-        failed = wait_for(lambda: [t for t in chain.texts() if t.startswith("isolation failed: ")], 30)
+        failed = until(lambda: [t for t in chain.texts() if t.startswith("isolation failed: ")], 30)
         assert failed == [
             "isolation failed: scontrol show node: slurm_load_node error: Unable to contact slurm controller "
             "(connect failure)"
@@ -157,9 +148,9 @@ def test_slurmctld_down_isolation_failed_reaches_the_emulator(slurm, tmp_path):
     finally:
         slurm.restart_slurmctld()
     try:
-        wait_for(lambda: "DRAIN" in slurm.node_state(node), 40)  # retried with back-off once slurmctld is back
+        until(lambda: "DRAIN" in slurm.node_state(node), 40)  # retried with back-off once slurmctld is back
         try:
-            wait_for(lambda: "%s drained, no job was running on it" % node in chain.texts(), 20)
+            until(lambda: "%s drained, no job was running on it" % node in chain.texts(), 20)
         except AssertionError:
             raise AssertionError((chain.delivered, chain.log_path.read_text()[-3000:])) from None
         assert len([t for t in chain.texts() if t.startswith("isolation failed")]) == 1
@@ -177,7 +168,7 @@ def test_dry_run_and_a_persons_drain_through_the_chain(slurm, tmp_path):
     chain = Chain(slurm, tmp_path, mode="dry_run")
     try:
         assert chain.event(node_host=fresh, cluster_rack="B01") == 200
-        wait_for(lambda: "dry run: %s would drain" % fresh in chain.texts(), 15)
+        until(lambda: "dry run: %s would drain" % fresh in chain.texts(), 15)
         assert (slurm.node(fresh)["State"], slurm.node(fresh).get("Reason")) == (before["State"], before.get("Reason"))
     finally:
         chain.close()
@@ -185,7 +176,7 @@ def test_dry_run_and_a_persons_drain_through_the_chain(slurm, tmp_path):
     try:
         assert chain.event(node_host=person, cluster_rack="B02") == 200
         said = "%s was already drained by someone else (NHC: PSU 2 lost): left as it is" % person
-        wait_for(lambda: said in chain.texts(), 15)
+        until(lambda: said in chain.texts(), 15)
         assert slurm.node(person)["Reason"].startswith("NHC: PSU 2 lost")
         r = chain.cli("resume", person)
         assert r.returncode == 1 and "drained by someone else" in r.stderr

@@ -17,6 +17,7 @@ from host_client.remedy.config import from_dict
 from host_client.remedy.slurm import SlurmBackend
 from host_client.remedy.worker import Remedy
 from testkit.slurm_live import CHECKPOINTING_JOB, GHOST_NODES, REAL_NODE, cluster_for_tests
+from testkit.wait import until
 
 
 @pytest.fixture(scope="module")
@@ -75,16 +76,6 @@ def undrain(slurm, node):
     slurm.run("scontrol", "update", "NodeName=" + node, "State=UNDRAIN", check=False)
 
 
-def wait_for(pred, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
     remedy, said = engine(slurm, tmp_path, slurm={"checkpoint_grace_s": 1})
     job = slurm.sbatch(CHECKPOINTING_JOB, "--requeue", "--open-mode=append")
@@ -108,7 +99,7 @@ def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
     assert said.texts() == ["%s drained, job %s asked to checkpoint, requeue in 1 s" % (REAL_NODE, job)]
     assert said.texts("zh") == ["%s 已隔离，作业 %s 已通知保存检查点，1 秒后重新排队" % (REAL_NODE, job)]
     ckpt = os.path.join(slurm.dir, "checkpoint-%s.txt" % job)
-    wait_for(lambda: os.path.exists(ckpt) and "checkpoint 0" in open(ckpt).read(), 10)
+    until(lambda: os.path.exists(ckpt) and "checkpoint 0" in open(ckpt).read(), 10)
     # a second fault on the drained node: neither drains again nor asks the job twice
     remedy.handle(incident(REAL_NODE, xid=48), time.time())
     assert len(said.alerts) == 1
@@ -132,7 +123,7 @@ def test_isolate_checkpoint_requeue_and_the_job_runs_again(slurm, tmp_path):
         remedy.tick(time.time())
         return any(not a["status"] == "firing" for a in said.alerts)
 
-    wait_for(running_again, 30)
+    until(running_again, 30)
     last = said.alerts[-1]
     assert last["status"] == "resolved" and last["fingerprint"] == said.alerts[0]["fingerprint"]
     assert last["annotations"]["summary_en"] == "job %s running again on %s" % (job, REAL_NODE)
@@ -177,6 +168,26 @@ def test_a_persons_drain_is_never_touched(slurm, tmp_path):
         assert not ok and "drained by someone else" in msg
         assert "DRAIN" in slurm.node(node)["State"] and slurm.node(node)["Reason"].startswith("NHC: fan 3 failed")
         assert not any("State=RESUME" in h[0] for h in remedy.backend.history)
+    finally:
+        undrain(slurm, node)
+
+
+def test_a_persons_reason_with_key_value_words_is_read_and_told_whole(slurm, tmp_path):
+    """A person writes what they like in a drain's reason, "temp=91C" among it: scontrol -o prints it unquoted among
+    its own Key=Value pairs. The reason is read whole (checked against sinfo's own field for it) and the room hears
+    all of it; the node is left as it is."""
+    node = GHOST_NODES[1]
+    reason = "NHC: fan 3 failed; temp=91C (limit 85), Temp=92C"
+    slurm.run("scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=" + reason)
+    try:
+        shown = slurm.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").stdout.strip()
+        assert shown == reason  # Slurm's other view of the same field
+        remedy, said = engine(slurm, tmp_path)
+        assert remedy.backend.node(node).reason == reason
+        remedy.handle(incident(node), time.time())
+        assert said.texts() == ["%s was already drained by someone else (%s): left as it is" % (node, reason)]
+        assert "DRAIN" in slurm.node_state(node)
+        assert not any("State=DRAIN" in h[0] or "State=RESUME" in h[0] for h in remedy.backend.history)
     finally:
         undrain(slurm, node)
 
@@ -244,7 +255,7 @@ def test_a_hang_signals_the_job_and_leaves_the_node_in_service(slurm, tmp_path):
         assert "DRAIN" not in slurm.node_state(REAL_NODE)
         assert said.texts() == ["job %s on %s asked to checkpoint; the node stays in service" % (job, REAL_NODE)]
         ckpt = os.path.join(slurm.dir, "checkpoint-%s.txt" % job)
-        wait_for(lambda: os.path.exists(ckpt), 10)
+        until(lambda: os.path.exists(ckpt), 10)
     finally:
         slurm.run("scancel", job)
 
@@ -323,11 +334,11 @@ def test_beats_checkpoint_handler_in_a_python_job_under_slurm(slurm, tmp_path):
     job = slurm.sbatch(PYTHON_JOB % sys.executable, "--requeue", "--open-mode=append")
     slurm.wait_started(job)
     out = os.path.join(slurm.dir, "slurm-%s.out" % job)
-    wait_for(lambda: os.path.exists(out) and "start 0" in open(out).read(), 20)  # its handler is registered
+    until(lambda: os.path.exists(out) and "start 0" in open(out).read(), 20)  # its handler is registered
     try:
         remedy.handle(incident(REAL_NODE, event_type="PROGRESS_STALL", xid=None, gpu=-1), time.time())
         ckpt = os.path.join(slurm.dir, "pycheckpoint-%s.txt" % job)
-        wait_for(lambda: os.path.exists(ckpt) and "restart 0" in open(ckpt).read(), 10)
+        until(lambda: os.path.exists(ckpt) and "restart 0" in open(ckpt).read(), 10)
         assert slurm.job(job)["JobState"] == "RUNNING"  # the signal asked for a checkpoint; it did not kill
     finally:
         slurm.run("scancel", job)
@@ -347,7 +358,7 @@ def test_slurmctld_slow_is_a_timeout_in_one_line_then_retried(slurm, tmp_path):
         assert said.texts() == ["isolation failed: scontrol did not answer within 1 s (slurmctld slow or down?)"]
     finally:
         ctld.send_signal(signal.SIGCONT)
-    wait_for(lambda: slurm.run("scontrol", "ping", check=False).returncode == 0, 20)
+    until(lambda: slurm.run("scontrol", "ping", check=False).returncode == 0, 20)
     remedy.tick(time.time() + 120)
     try:
         assert "DRAIN" in slurm.node_state(node)

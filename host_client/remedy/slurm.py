@@ -6,6 +6,7 @@ node, drain, resume, jobs_on, signal, requeue, job. Each raises BackendError wit
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -45,17 +46,26 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def parse_fields(out: str) -> dict:
-    """scontrol -o's Key=Value pairs; a value with spaces (a Reason) runs up to the next Key=."""
+    """scontrol -o's Key=Value pairs; a value with spaces runs up to the next Key=. Slurm's keys begin with a
+    capital; a node's Reason, which a person writes ("NHC: temp=91C"), is taken whole up to the stamp scontrol
+    appends to it (" [user@2026-12-06T02:37:27]")."""
     fields: dict = {}
+    m = _STAMPED_REASON.search(out)
+    if m is not None:
+        fields["Reason"] = m.group(1)
+        out = out[: m.start()] + out[m.end() :]
     key = None
     for tok in out.strip().split(" "):
         k, eq, v = tok.partition("=")
-        if eq and k and k[0].isalpha() and k.replace("_", "").replace(":", "").isalnum():
+        if eq and k and "A" <= k[0] <= "Z" and k.replace("_", "").replace(":", "").isalnum():
             key = k
             fields[k] = v
         elif key is not None:
             fields[key] += " " + tok
     return fields
+
+
+_STAMPED_REASON = re.compile(r"(?:^| )Reason=(.*? \[[^\]\s]*@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\])")
 
 
 def _strip_stamp(reason: str) -> str:
